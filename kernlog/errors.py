@@ -1,0 +1,15 @@
+"""Typed errors: the CLI turns each into one line on stderr and a non-zero exit."""
+
+
+class KernlogError(Exception):
+    """A problem the user can fix; its message is the whole story."""
+    exit_code = 2
+
+
+class GateFailure(KernlogError):
+    """A revision computed the wrong answer or crashed."""
+    exit_code = 3
+
+
+class NoGpu(KernlogError):
+    exit_code = 4

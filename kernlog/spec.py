@@ -1,0 +1,106 @@
+"""What an operator folder declares: reference, inputs, shapes and its ordered revisions.
+
+Each `kernels/<op>/__init__.py` defines one module-level ``KERNEL = Kernel(...)``. That
+tuple of revisions is the only place a ladder is enumerated: the gate, the timing pass,
+the profiler, the tests and the log all read it.
+
+Launcher protocol: ``revision.load()`` builds (compiles, autotunes lazily) and returns
+``launch(inputs, out) -> Tensor``. Custom kernels write into ``out`` (which the gate has
+poisoned) and return it; framework references may return a fresh tensor.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+Shape = tuple[int, ...]
+Inputs = tuple[Any, ...]
+Launcher = Callable[[Inputs, Any], Any]
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
+KINDS = ("cuda", "triton", "torch")
+# step: a rung of the ladder; reference: the framework baseline; counterpart: shown beside
+# the tuned step (the Triton version of a CUDA C ladder).
+ROLES = ("step", "reference", "counterpart")
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
+def format_shape(shape: Shape) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def parse_shape(text: str) -> Shape:
+    parts = text.lower().split("x")
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"bad shape {text!r}: expected positive integers joined by 'x', e.g. 8192x4096")
+    return tuple(int(p) for p in parts)
+
+
+@dataclass(frozen=True)
+class Revision:
+    name: str
+    kind: str
+    sources: tuple[Path, ...]
+    load: Callable[[], Launcher]
+    change: str
+    predicts: str = ""
+    role: str = "step"
+
+    def __post_init__(self):
+        if not NAME_RE.match(self.name):
+            raise ValueError(f"revision name {self.name!r} must match {NAME_RE.pattern}")
+        if self.kind not in KINDS or self.role not in ROLES:
+            raise ValueError(f"revision {self.name}: kind must be one of {KINDS}, role one of {ROLES}")
+
+    def sha256(self) -> str:
+        h = hashlib.sha256()
+        for path in self.sources:
+            h.update(Path(path).name.encode() + b"\0" + Path(path).read_bytes())
+        return h.hexdigest()
+
+
+def _no_flops(shape: Shape) -> int:
+    return 0
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    revisions: tuple[Revision, ...]
+    make_inputs: Callable[..., Inputs]  # (shape, dtype_name, generator, device, case) -> inputs
+    make_output: Callable[[Inputs], Any]  # empty output for these inputs
+    reference: Callable[[Inputs, Any], Any]  # float64 result; `out` only for stochastic ops
+    bytes_moved: Callable[[Shape, str], int]  # fewest DRAM bytes: each input read once, output written once
+    check_shapes: tuple[Shape, ...]
+    bench_shapes: tuple[Shape, ...]
+    profile_shape: Shape
+    dtypes: tuple[str, ...] = ("fp32", "bf16")
+    cases: tuple[str, ...] = ("random",)  # input families the gate draws, e.g. "neg_inf", "nan"
+    flops: Callable[[Shape], int] = _no_flops
+    ceiling: str = "copy"  # the roofline term that bounds it: "copy" (bandwidth) or "matmul"
+    sweep_axis: int = -1  # which shape entry the sweep plot puts on its x axis
+    extra_check: Optional[Callable[[Inputs, Any], Optional[str]]] = None
+    tolerance: dict = field(default_factory=dict)  # per-dtype overrides of gate.TOLERANCE
+    doc: str = ""
+
+    def __post_init__(self):
+        names = [r.name for r in self.revisions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"kernel {self.name}: duplicate revision names")
+        if self.ceiling not in ("copy", "matmul"):
+            raise ValueError(f"kernel {self.name}: ceiling must be 'copy' or 'matmul'")
+
+    def revision(self, name: str) -> Revision:
+        for rev in self.revisions:
+            if rev.name == name:
+                return rev
+        raise KeyError(name)
