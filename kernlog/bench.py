@@ -1,0 +1,95 @@
+"""`kernlog bench`: the timing sweep over a kernel's bench shapes, every revision side by
+side in one run, written long-format to profiles/<gpu>/<kernel>/bench.csv."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Callable
+
+from . import gate, provenance, store, timing
+from .errors import GateFailure
+from .profiler import ceilings, require_gpu
+from .spec import Kernel, Revision, Shape, format_shape
+
+KEY = ["kernel", "revision", "shape", "dtype"]
+# bench shapes are too large for a float64 CPU reference: there each revision is compared
+# with the first reference revision's output, in fp32 on the GPU, with this tolerance.
+AGREE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 4e-3}
+
+
+def agree(out, ref, dtype: str) -> float:
+    out, ref = out.float(), ref.float()
+    finite = ref.isfinite()
+    num = (out[finite] - ref[finite]).norm().item()
+    return num / max(ref[finite].norm().item(), 1e-30)
+
+
+def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape], dtypes: list[str],
+          budget_s: float = 0.5, progress: Callable[[str], None] = print) -> Path:
+    require_gpu()
+    import pandas as pd
+    import torch
+
+    gpu = provenance.gpu_info()
+    timer = timing.Timer()
+    ceil = ceilings(root, gpu["slug"], timer, force=False)
+    vers = provenance.versions()
+    git = provenance.git_state(root)
+    launchers, failed = {}, []
+    for rev in revs:
+        launchers[rev.name] = rev.load()
+        bad = gate.first_failure(gate.check_revision(kernel, rev, "cuda", dtypes=dtypes, launch=launchers[rev.name]))
+        if bad is not None:
+            progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
+            failed.append(rev.name)
+    refs = [r.name for r in revs if r.role == "reference" and r.name not in failed]
+    rows = []
+    for shape in shapes:
+        for dtype in dtypes:
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            inputs = kernel.make_inputs(shape, dtype, gen, "cuda", "random")
+            baseline = None
+            for rev in revs:
+                if rev.name in failed:
+                    continue
+                launch = launchers[rev.name]
+                out = kernel.make_output(inputs)
+                gate.poison(out)
+                result = launch(inputs, out)
+                if refs and kernel.extra_check is None:
+                    if rev.name == refs[0]:
+                        baseline = result.clone()
+                    elif baseline is not None and agree(result, baseline, dtype) > AGREE[dtype]:
+                        progress(f"{rev.name} {format_shape(shape)} {dtype}: disagrees with {refs[0]} "
+                                 f"({agree(result, baseline, dtype):.1e}); left out")
+                        continue
+                s = timing.summary(timer.samples(lambda: launch(inputs, out), budget_s=budget_s))
+                nbytes, flops = kernel.bytes_moved(shape, dtype), kernel.flops(shape)
+                values = {"median_ms": s["median_ms"], "p05_ms": s["p05_ms"], "p95_ms": s["p95_ms"],
+                          "gbps": nbytes / s["median_ms"] / 1e6}
+                if flops:
+                    values["tflops"] = flops / s["median_ms"] / 1e9
+                for metric, value in values.items():
+                    rows.append({"kernel": kernel.name, "revision": rev.name, "shape": format_shape(shape),
+                                 "dtype": dtype, "metric": metric, "value": value, "samples": s["n"],
+                                 "gpu": gpu["name"], "torch": vers["torch"], "triton": vers["triton"],
+                                 "commit": git["commit"], "source_sha256": rev.sha256(),
+                                 "copy_gbps": ceil["copy_gbps"], "matmul_tflops": ceil["matmul_bf16_tflops"]})
+                progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {rev.name:<16} "
+                         f"{s['median_ms'] * 1e3:9.1f} us {values['gbps']:8.0f} GB/s"
+                         + (f" {values['tflops']:6.0f} TFLOP/s" if flops else ""))
+            del inputs
+            torch.cuda.empty_cache()
+    path = store.kernel_dir(root, gpu["slug"], kernel.name) / "bench.csv"
+    new = pd.DataFrame(rows)
+    if path.exists() and len(new):
+        old = pd.read_csv(path)
+        keys = set(map(tuple, new[KEY].astype(str).values))
+        old = old[[tuple(k) not in keys for k in old[KEY].astype(str).values]]
+        new = pd.concat([old, new], ignore_index=True)
+    buf = io.StringIO()
+    new.sort_values(KEY + ["metric"], kind="stable").to_csv(buf, index=False, float_format="%.6g")
+    store.write_atomic(path, buf.getvalue().encode())
+    if failed:
+        raise GateFailure(f"{len(failed)} revision(s) failed the correctness gate: {', '.join(failed)}")
+    return path

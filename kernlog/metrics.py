@@ -1,0 +1,216 @@
+"""The metric catalog, defined once, and its extraction from an `.ncu-rep` with ncu_report.
+
+Each metric knows its ncu source, unit, how several kernels of one revision combine, and
+its good direction (so diff can say better or worse). A metric a report lacks is "not
+collected" (None), never zero.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import KernlogError
+
+# Sections named explicitly (not a --set) so metrics stay comparable across ncu versions.
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "MemoryWorkloadAnalysis",
+            "MemoryWorkloadAnalysis_Tables", "ComputeWorkloadAnalysis", "SchedulerStats",
+            "SourceCounters")
+# Collected beside the sections: the sections show these only as ratios or not at all.
+EXTRA_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum",
+                 "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                 "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+                 "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",
+                 "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",
+                 "sass__inst_executed_register_spilling", "smsp__inst_executed.sum")
+
+STALL_PREFIX = "smsp__average_warps_issue_stalled_"
+STALL_SUFFIX = "_per_issue_active.ratio"
+# Not stalls: 'selected' is the issuing warp itself, 'not_selected' a ready warp passed over.
+NOT_STALLS = ("selected", "not_selected")
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    unit: str
+    better: Optional[str]  # "lower", "higher", or None where no direction is good in itself
+    ncu: tuple[str, ...] = ()  # ncu metrics summed into this one (across names and kernels)
+    scale: float = 1.0
+    combine: str = "main"  # "sum" over a revision's kernels, or taken from its "main" (longest) one
+
+
+CATALOG: tuple[Metric, ...] = (
+    Metric("wall_ms", "wall time (median, no ncu)", "ms", "lower"),
+    Metric("duration_us", "ncu duration", "us", "lower", ("gpu__time_duration.sum",), 1e-3, "sum"),
+    Metric("dram_mb", "DRAM bytes read+written", "MB", "lower",
+           ("dram__bytes_read.sum", "dram__bytes_write.sum"), 1e-6, "sum"),
+    Metric("dram_gbps", "DRAM throughput", "GB/s", "higher", ("dram__bytes.sum.per_second",), 1e-9),
+    Metric("dram_pct", "DRAM throughput, % of peak", "%", "higher",
+           ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",)),
+    Metric("memory_pct", "memory throughput, % of peak", "%", "higher",
+           ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",)),
+    Metric("compute_pct", "compute (SM) throughput, % of peak", "%", None,
+           ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)),
+    Metric("achieved_occupancy_pct", "achieved occupancy", "%", "higher",
+           ("sm__warps_active.avg.pct_of_peak_sustained_active",)),
+    Metric("theoretical_occupancy_pct", "theoretical occupancy", "%", "higher",
+           ("sm__maximum_warps_per_active_cycle_pct",)),
+    Metric("issue_active_pct", "issue slots busy", "%", "higher",
+           ("smsp__issue_active.avg.pct_of_peak_sustained_active",)),
+    Metric("instructions", "warp instructions executed", "M", "lower", ("smsp__inst_executed.sum",), 1e-6, "sum"),
+    Metric("registers_per_thread", "registers per thread", "", None, ("launch__registers_per_thread",)),
+    Metric("smem_per_block", "shared memory per block", "B", None,
+           ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")),
+    Metric("block_size", "block size", "threads", None, ("launch__block_size",)),
+    Metric("grid_size", "grid size", "blocks", None, ("launch__grid_size",)),
+    Metric("ld_sectors_per_request", "global-load sectors per request", "", None),
+    Metric("ld_sectors", "global-load sectors (L1)", "M", "lower",
+           ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",), 1e-6, "sum"),
+    Metric("l1_hit_pct", "L1 hit rate", "%", None, ("l1tex__t_sector_hit_rate.pct",)),
+    Metric("l2_hit_pct", "L2 hit rate", "%", None, ("lts__t_sector_hit_rate.pct",)),
+    Metric("spill_insts", "register-spill instructions", "", "lower",
+           ("sass__inst_executed_register_spilling",), 1.0, "sum"),
+    Metric("local_sectors", "local-memory sectors", "", "lower",
+           ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"),
+           1.0, "sum"),
+)
+BY_KEY = {m.key: m for m in CATALOG}
+OCCUPANCY_LIMITS = ("registers", "shared_mem", "warps", "blocks", "barriers")
+
+
+def stall_metric(reason: str) -> Metric:
+    return Metric(f"stall_{reason}", f"stall: {reason.replace('_', ' ')}", "cycles/inst", "lower")
+
+
+def metric(key: str) -> Metric:
+    if key in BY_KEY:
+        return BY_KEY[key]
+    if key.startswith("stall_"):
+        return stall_metric(key[len("stall_"):])
+    return Metric(key, key, "", None)
+
+
+def _value(action, name):
+    m = action.metric_by_name(name)
+    if m is None:
+        return None
+    v = m.value()
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _sum(actions, names):
+    total = None
+    for action in actions:
+        for name in names:
+            v = _value(action, name)
+            if v is not None:
+                total = (total or 0.0) + v
+    return total
+
+
+def _stalls(action) -> dict[str, float]:
+    out = {}
+    for name in action.metric_names():
+        if name.startswith(STALL_PREFIX) and name.endswith(STALL_SUFFIX):
+            reason = name[len(STALL_PREFIX):-len(STALL_SUFFIX)]
+            v = _value(action, name)
+            if reason not in NOT_STALLS and v is not None:
+                out[reason] = v
+    return out
+
+
+def occupancy_limiter(action) -> Optional[str]:
+    limits = {k: _value(action, f"launch__occupancy_limit_{k}") for k in OCCUPANCY_LIMITS}
+    limits = {k: v for k, v in limits.items() if v is not None}
+    return min(limits, key=limits.get) if limits else None
+
+
+def summarize(actions) -> tuple[dict[str, Optional[float]], dict]:
+    """(metrics, facts) for the kernels one revision launched. `facts` holds strings: the
+    main kernel's name and its occupancy limiter."""
+    if not actions:
+        raise KernlogError("the report holds no profiled kernel for this revision")
+    durations = [_value(a, "gpu__time_duration.sum") or 0.0 for a in actions]
+    main = actions[durations.index(max(durations))]
+    values: dict[str, Optional[float]] = {}
+    for m in CATALOG:
+        if not m.ncu:
+            continue
+        v = _sum(actions, m.ncu) if m.combine == "sum" else _sum([main], m.ncu)
+        values[m.key] = None if v is None else v * m.scale
+    sectors = _value(main, "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")
+    requests = _value(main, "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
+    values["ld_sectors_per_request"] = sectors / requests if sectors is not None and requests else None
+    for reason, v in sorted(_stalls(main).items()):
+        values[f"stall_{reason}"] = v
+    facts = {"main_kernel": main.name(), "occupancy_limiter": occupancy_limiter(main),
+             "kernels": [{"name": a.name(), "duration_us": d * 1e-3} for a, d in zip(actions, durations)]}
+    return values, facts
+
+
+def _plain(message: str) -> str:
+    """ncu's rule text without its GUI link markup ('@section:Id:Title@' -> 'Title')."""
+    text = re.sub(r"@\w+:[^:@]*:([^@]*)@", r"\1", str(message))
+    return " ".join(text.split())
+
+
+def findings(actions) -> list[dict]:
+    """ncu's rule results with a title or an estimated speedup (its advice), deduplicated."""
+    out, seen = [], set()
+    for action in actions:
+        for rule in action.rule_results_as_dicts():
+            msg = rule.get("rule_message") or {}
+            est = rule.get("speedup_estimation") or {}
+            text = _plain(msg.get("message", ""))
+            if not text or msg.get("type") == 3:  # type 3: ncu notes a metric it could not find
+                continue
+            key = (rule.get("rule_identifier"), msg.get("title"), text)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append({"rule": rule.get("rule_identifier", ""), "section": rule.get("section_identifier", ""),
+                        "title": msg.get("title") or rule.get("name", ""), "message": text,
+                        "speedup_pct": round(est["speedup"], 1) if "speedup" in est else None})
+    return out
+
+
+def nvtx_ranges(action) -> list[str]:
+    state = action.nvtx_state()
+    if state is None:
+        return []
+    names = []
+    for dom in state.domains():
+        names.extend(state.domain_by_id(dom).push_pop_ranges())
+    return names
+
+
+def read_report(path) -> list:
+    """Every action (profiled kernel launch) in the report, in order."""
+    import ncu_report
+
+    try:
+        ctx = ncu_report.load_report(str(path))
+        actions = [ctx.range_by_idx(r).action_by_idx(i)
+                   for r in range(ctx.num_ranges()) for i in range(ctx.range_by_idx(r).num_actions())]
+    except Exception as exc:  # the library raises bare exceptions for unreadable files
+        raise KernlogError(f"cannot read ncu report {path}: {exc}") from None
+    return actions
+
+
+def group_by_range(actions, prefix: str) -> dict[str, list]:
+    """Actions grouped by the innermost NVTX push/pop range starting with `prefix`."""
+    groups: dict[str, list] = {}
+    for action in actions:
+        for name in reversed(nvtx_ranges(action)):
+            if name.startswith(prefix):
+                groups.setdefault(name[len(prefix):], []).append(action)
+                break
+    return groups
+
+
+def replay_passes(actions) -> Optional[int]:
+    passes = [_value(a, "profiler__replayer_passes") for a in actions]
+    passes = [p for p in passes if p is not None]
+    return int(max(passes)) if passes else None

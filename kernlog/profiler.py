@@ -1,0 +1,167 @@
+"""`kernlog profile`: gate -> timing pass -> ncu pass -> extraction -> profiles/, per revision."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import gate, metrics, provenance, store, timing
+from .errors import GateFailure, KernlogError, NoGpu
+from .spec import Kernel, Revision, Shape, format_shape
+from .target import RANGE_PREFIX
+
+
+@dataclass
+class Options:
+    shape: Optional[Shape] = None
+    dtype: Optional[str] = None
+    force: bool = False
+    clock_control: str = "none"  # as ncu names it; 'none' keeps clocks as the timing pass sees them
+    cache_control: str = "all"
+    sections: tuple[str, ...] = metrics.SECTIONS
+    timing_budget_s: float = 1.0
+    ncu_timeout_s: float = 900.0
+    extra_env: dict = field(default_factory=dict)
+
+
+def require_gpu() -> str:
+    try:
+        import torch
+    except ImportError:
+        raise NoGpu("torch is not installed: profiling needs torch with CUDA") from None
+    if not torch.cuda.is_available():
+        raise NoGpu("no CUDA GPU visible: `kernlog profile` and `kernlog bench` run on a GPU machine "
+                    "(diff, show, list and report work here from profiles/)")
+    ncu = provenance.find_ncu()
+    if ncu is None:
+        raise NoGpu("ncu (Nsight Compute) not found on PATH")
+    return ncu
+
+
+def ncu_command(ncu: str, opts: Options, report: Path, root: Path, kernel: str, shape: Shape,
+                dtype: str, rev: str) -> list[str]:
+    cmd = [ncu, "--target-processes", "all", "--nvtx", "--nvtx-include", f"{RANGE_PREFIX}{rev}/",
+           "--clock-control", opts.clock_control, "--cache-control", opts.cache_control,
+           "--import-source", "no", "--export", str(report)]
+    for section in opts.sections:
+        cmd += ["--section", section]
+    cmd += ["--metrics", ",".join(metrics.EXTRA_METRICS)]
+    return cmd + [sys.executable, "-m", "kernlog.target", str(root), kernel, format_shape(shape), dtype, rev]
+
+
+def run_ncu(cmd: list[str], timeout: float) -> None:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise KernlogError(f"ncu did not finish in {timeout:.0f} s") from None
+    text = done.stdout + done.stderr
+    if "ERR_NVGPUCTRPERM" in text:
+        raise NoGpu("ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root "
+                    "or allow profiling for all users (NVreg_RestrictProfilingToAdminUsers=0)")
+    if done.returncode != 0:
+        last = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["no output"]
+        raise KernlogError(f"ncu exited with {done.returncode}: {last[0].strip()}")
+    if "No kernels were profiled" in text:
+        raise KernlogError("ncu profiled no kernel: the revision launched nothing inside its NVTX range")
+
+
+def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Shape, dtype: str) -> str:
+    """'missing', 'current' (same source hash) or 'stale'."""
+    json_path, _ = store.profile_paths(root, gpu, kernel.name, rev.name, shape, dtype)
+    if not json_path.exists():
+        return "missing"
+    return "current" if store.load_json(json_path).get("source_sha256") == rev.sha256() else "stale"
+
+
+def ceilings(root: Path, gpu: str, timer, force: bool) -> dict:
+    path = root / "profiles" / gpu / "ceilings.json"
+    if path.exists() and not force:
+        return store.load_ceilings(root, gpu)
+    data = timing.measure_ceilings(timer)
+    data["captured_at"] = provenance.now()
+    store.write_atomic(path, store.dump_json(data))
+    return data
+
+
+def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
+            progress: Callable[[str], None] = print) -> list[Path]:
+    ncu = require_gpu()
+    import torch
+
+    shape = opts.shape or kernel.profile_shape
+    dtype = opts.dtype or kernel.dtypes[0]
+    if dtype not in kernel.dtypes:
+        raise KernlogError(f"{kernel.name} has no {dtype} revision inputs; dtypes: {', '.join(kernel.dtypes)}")
+    gpu = provenance.gpu_info()
+    todo = []
+    for r in revs:
+        state = "missing" if opts.force else stored_state(root, gpu["slug"], kernel, r, shape, dtype)
+        if state == "missing":
+            todo.append(r)
+        else:
+            why = "at this source hash" if state == "current" else "but its source changed since (stale)"
+            progress(f"skip {kernel.name}/{r.name}: profiled on {gpu['slug']} {why}; --force replaces it")
+    if not todo:
+        return []
+    timer = timing.Timer()
+    ceil = ceilings(root, gpu["slug"], timer, opts.force)
+    common = {"schema": store.SCHEMA, "kernel": kernel.name, "shape": list(shape), "dtype": dtype,
+              "gpu": gpu, "versions": provenance.versions(ncu), "git": provenance.git_state(root),
+              "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape),
+              "ceiling": kernel.ceiling, "ceilings": ceil}
+    written, failed = [], []
+    for i, rev in enumerate(todo, 1):
+        tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
+        t0 = time.perf_counter()
+        progress(f"{tag}: correctness gate")
+        launch = rev.load()
+        results = gate.check_revision(kernel, rev, "cuda", dtypes=[dtype], launch=launch)
+        bad = gate.first_failure(results)
+        if bad is not None:
+            progress(f"{tag}: FAILED the gate, not profiled: {bad.line()}")
+            failed.append(rev.name)
+            continue
+        progress(f"{tag}: timing pass")
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        inputs = kernel.make_inputs(shape, dtype, gen, "cuda", "random")
+        out = kernel.make_output(inputs)
+        samples = timer.samples(lambda: launch(inputs, out), budget_s=opts.timing_budget_s)
+        del inputs, out
+        torch.cuda.empty_cache()
+        progress(f"{tag}: ncu pass ({len(opts.sections)} sections)")
+        tmpdir = Path(tempfile.mkdtemp(prefix=".kernlog-", dir=root / "profiles"))
+        try:
+            report = tmpdir / "report.ncu-rep"
+            cmd = ncu_command(ncu, opts, report, root, kernel.name, shape, dtype, rev.name)
+            t_ncu = time.perf_counter()
+            run_ncu(cmd, opts.ncu_timeout_s)
+            ncu_s = time.perf_counter() - t_ncu
+            actions = metrics.group_by_range(metrics.read_report(report), RANGE_PREFIX).get(rev.name, [])
+            values, facts = metrics.summarize(actions)
+            values["wall_ms"] = timing.summary(samples)["median_ms"]
+            passes = metrics.replay_passes(actions)
+            record = dict(common, revision=rev.name, kind=rev.kind, role=rev.role,
+                          change=rev.change, predicts=rev.predicts, source_sha256=rev.sha256(),
+                          captured_at=provenance.now(), metrics=values, facts=facts,
+                          findings=metrics.findings(actions),
+                          timing=dict(timing.summary(samples), samples_ms=[round(s, 5) for s in samples],
+                                      l2_flush_bytes=timing.FLUSH_BYTES, warmup=3),
+                          check={"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)},
+                          ncu={"command": ["ncu"] + [c for c in cmd[1:cmd.index(sys.executable)]
+                                                     if c not in ("--export", str(report))],
+                               "sections": list(opts.sections), "extra_metrics": list(metrics.EXTRA_METRICS),
+                               "clock_control": opts.clock_control, "cache_control": opts.cache_control,
+                               "process_seconds": round(ncu_s, 1), "replay_passes": passes})
+            written.append(store.save_profile(root, record, report, opts.force))
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        progress(f"{tag}: done in {time.perf_counter() - t0:.0f} s (ncu {ncu_s:.0f} s, {passes} passes)")
+    if failed:
+        raise GateFailure(f"{len(failed)} revision(s) failed the correctness gate and were not profiled: "
+                          + ", ".join(failed))
+    return written
