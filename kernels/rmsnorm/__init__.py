@@ -1,0 +1,83 @@
+"""RMSNorm forward over the last dimension, with weight, fp32 and bf16.
+
+Inputs are (x, weight, eps); the mean of squares in fp32. The "large" case scales x by 1e3
+(squares near 1e6 per element, sums near 1e10 at the longest rows) to catch a kernel that
+accumulates in the input dtype.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
+
+HERE = Path(__file__).resolve().parent
+EPS = 1e-6
+
+
+def make_inputs(shape, dtype, gen, device, case="random"):
+    rows, cols = shape
+    x = torch.randn((rows, cols), generator=gen, device=gen.device)
+    if case == "large":
+        x = x * 1e3
+    w = 1.0 + 0.5 * torch.randn(cols, generator=gen, device=gen.device)
+    x, w = (t.to(device=device, dtype=torch_dtype(dtype)) for t in (x, w))
+    return (x, w, EPS)
+
+
+def make_output(inputs):
+    return torch.empty_like(inputs[0])
+
+
+def reference(inputs, out=None):
+    x, w = (t.detach().to("cpu", torch.float64) for t in inputs[:2])
+    return F.rms_norm(x, (x.shape[-1],), w, inputs[2])
+
+
+def bytes_moved(shape, dtype):
+    rows, cols = shape
+    return (2 * rows * cols + cols) * DTYPE_BYTES[dtype]
+
+
+def _load_v0():
+    from .v0_triton import rmsnorm
+
+    return lambda inputs, out: rmsnorm(*inputs, out)
+
+
+def _load_torch():
+    return lambda inputs, out: F.rms_norm(inputs[0], (inputs[0].shape[-1],), inputs[1], inputs[2])
+
+
+def _load_torch_compile():
+    fn = torch.compile(lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps), dynamic=False)
+    return lambda inputs, out: fn(*inputs)
+
+
+REVISIONS = (
+    Revision("v0_triton", "triton", (HERE / "v0_triton.py",), _load_v0,
+             "whole rows in registers, fp32 sum of squares, one read of x and one write of y; "
+             "rows per program and warps autotuned on the row length",
+             "~90% of copy bw at 8192x4096 (fp32 and bf16); >= eager and torch.compile"),
+    Revision("torch", "torch", (HERE / "__init__.py",), _load_torch,
+             "F.rms_norm, eager: PyTorch's own kernel", role="reference"),
+    Revision("torch_compile", "torch", (HERE / "__init__.py",), _load_torch_compile,
+             "torch.compile of F.rms_norm (Inductor's generated Triton)", role="reference"),
+)
+
+KERNEL = Kernel(
+    name="rmsnorm",
+    revisions=REVISIONS,
+    make_inputs=make_inputs,
+    make_output=make_output,
+    reference=reference,
+    bytes_moved=bytes_moved,
+    check_shapes=((1, 1), (3, 5), (7, 33), (5, 1000), (9, 257), (2, 4097)),
+    bench_shapes=((32768, 256), (16384, 1024), (8192, 2048), (8192, 4096), (4096, 8192),
+                  (2048, 16384), (1024, 32768)),
+    profile_shape=(8192, 4096),
+    cases=("random", "large"),
+    doc=__doc__,
+)
