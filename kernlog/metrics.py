@@ -7,7 +7,9 @@ collected" (None), never zero.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from .errors import KernlogError
@@ -186,16 +188,42 @@ def nvtx_ranges(action) -> list[str]:
     return names
 
 
+def _ncu_report():
+    """PyPI's ncu-report where installed, else the module that ships with Nsight Compute
+    (on the GPU machine it sits in <ncu install>/extras/python, outside any venv)."""
+    try:
+        import ncu_report
+    except ImportError:
+        from .provenance import find_ncu
+
+        ncu = find_ncu()
+        extras = [Path(ncu).resolve().parent / "extras" / "python"] if ncu else []
+        extras += sorted(Path("/opt/nvidia/nsight-compute").glob("*/extras/python"))
+        for d in extras:
+            if (d / "ncu_report.py").exists():
+                sys.path.append(str(d))
+                break
+        try:
+            import ncu_report
+        except ImportError:
+            raise KernlogError("cannot read .ncu-rep files: install the ncu-report package "
+                               "(pip install ncu-report)") from None
+    return ncu_report
+
+
 def read_report(path) -> list:
     """Every action (profiled kernel launch) in the report, in order."""
-    import ncu_report
-
+    ncu_report = _ncu_report()
+    if not Path(path).is_file():
+        raise KernlogError(f"ncu report {path} is missing")
     try:
         ctx = ncu_report.load_report(str(path))
         actions = [ctx.range_by_idx(r).action_by_idx(i)
                    for r in range(ctx.num_ranges()) for i in range(ctx.range_by_idx(r).num_actions())]
     except Exception as exc:  # the library raises bare exceptions for unreadable files
         raise KernlogError(f"cannot read ncu report {path}: {exc}") from None
+    if not actions:  # ncu_report loads a corrupt file as an empty report rather than failing
+        raise KernlogError(f"ncu report {path} is empty or corrupt: it holds no profiled kernel")
     return actions
 
 

@@ -78,6 +78,20 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
     return "current" if store.load_json(json_path).get("source_sha256") == rev.sha256() else "stale"
 
 
+def build_record(report: Path, rev: Revision, samples: list[float], range_prefix: str = RANGE_PREFIX) -> dict:
+    """The revision's part of a profile: metrics and findings from its ncu report, and the
+    timing pass's samples."""
+    actions = metrics.group_by_range(metrics.read_report(report), range_prefix).get(rev.name, [])
+    values, facts = metrics.summarize(actions)
+    values["wall_ms"] = timing.summary(samples)["median_ms"]
+    return {"revision": rev.name, "kind": rev.kind, "role": rev.role, "change": rev.change,
+            "predicts": rev.predicts, "source_sha256": rev.sha256(), "metrics": values, "facts": facts,
+            "findings": metrics.findings(actions),
+            "timing": dict(timing.summary(samples), samples_ms=[round(x, 5) for x in samples],
+                           l2_flush_bytes=timing.FLUSH_BYTES, warmup=3),
+            "ncu": {"replay_passes": metrics.replay_passes(actions)}}
+
+
 def ceilings(root: Path, gpu: str, timer, force: bool) -> dict:
     path = root / "profiles" / gpu / "ceilings.json"
     if path.exists() and not force:
@@ -141,22 +155,14 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             t_ncu = time.perf_counter()
             run_ncu(cmd, opts.ncu_timeout_s)
             ncu_s = time.perf_counter() - t_ncu
-            actions = metrics.group_by_range(metrics.read_report(report), RANGE_PREFIX).get(rev.name, [])
-            values, facts = metrics.summarize(actions)
-            values["wall_ms"] = timing.summary(samples)["median_ms"]
-            passes = metrics.replay_passes(actions)
-            record = dict(common, revision=rev.name, kind=rev.kind, role=rev.role,
-                          change=rev.change, predicts=rev.predicts, source_sha256=rev.sha256(),
-                          captured_at=provenance.now(), metrics=values, facts=facts,
-                          findings=metrics.findings(actions),
-                          timing=dict(timing.summary(samples), samples_ms=[round(s, 5) for s in samples],
-                                      l2_flush_bytes=timing.FLUSH_BYTES, warmup=3),
-                          check={"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)},
-                          ncu={"command": ["ncu"] + [c for c in cmd[1:cmd.index(sys.executable)]
-                                                     if c not in ("--export", str(report))],
-                               "sections": list(opts.sections), "extra_metrics": list(metrics.EXTRA_METRICS),
-                               "clock_control": opts.clock_control, "cache_control": opts.cache_control,
-                               "process_seconds": round(ncu_s, 1), "replay_passes": passes})
+            record = dict(common, **build_record(report, rev, samples), captured_at=provenance.now(),
+                          check={"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
+            passes = record["ncu"]["replay_passes"]
+            record["ncu"].update(command=["ncu"] + [c for c in cmd[1:cmd.index(sys.executable)]
+                                                    if c not in ("--export", str(report))],
+                                 sections=list(opts.sections), extra_metrics=list(metrics.EXTRA_METRICS),
+                                 clock_control=opts.clock_control, cache_control=opts.cache_control,
+                                 process_seconds=round(ncu_s, 1))
             written.append(store.save_profile(root, record, report, opts.force))
         finally:
             shutil.rmtree(tmpdir, ignore_errors=True)

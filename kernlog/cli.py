@@ -1,0 +1,267 @@
+"""The click CLI: each command parses, makes one library call, and turns kernlog's typed
+errors into one line on stderr and a non-zero exit."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import KernlogError
+from .spec import format_shape, parse_shape
+
+
+def _root(ctx) -> Path:
+    from .registry import find_root
+
+    return find_root(ctx.obj.get("root"))
+
+
+def handled(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except KernlogError as exc:
+            click.echo(f"kernlog: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("kernlog: interrupted; nothing partial was kept", err=True)
+            sys.exit(130)
+    return wrapper
+
+
+def _shape(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return parse_shape(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _revisions(kernel, names):
+    if not names:
+        return list(kernel.revisions)
+    known = {r.name: r for r in kernel.revisions}
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise KernlogError(f"unknown revision {bad[0]!r} of {kernel.name}; known: {', '.join(known)}")
+    return [known[n] for n in names]
+
+
+DTYPE = click.Choice(["fp32", "bf16", "fp16"])
+SHAPE = click.option("--shape", callback=_shape, metavar="ROWSxCOLS", help="Shape, e.g. 8192x4096.")
+REVS = click.option("--rev", "revs", multiple=True, metavar="R", help="Only this revision (repeatable).")
+
+
+@click.group()
+@click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Repository root (default: the nearest folder above holding kernels/).")
+@click.version_option(package_name="kernlog")
+@click.pass_context
+def main(ctx, root):
+    """A kernel worklog: profile every revision under ncu, diff them, render KERNEL_LOG.md."""
+    ctx.ensure_object(dict)["root"] = root
+
+
+@main.command("list")
+@click.pass_context
+@handled
+def list_cmd(ctx):
+    """Kernels, their revisions, and which are profiled (and stale) on which GPU."""
+    from .registry import kernel_names, load_kernel
+    from .store import iter_profiles
+
+    root = _root(ctx)
+    stored = {}
+    for rec in iter_profiles(root):
+        stored.setdefault((rec["kernel"], rec["revision"]), []).append(rec)
+    for name in kernel_names(root):
+        kernel = load_kernel(root, name)
+        click.echo(f"{name}  (profile shape {format_shape(kernel.profile_shape)}, dtypes {', '.join(kernel.dtypes)})")
+        for rev in kernel.revisions:
+            recs = stored.get((name, rev.name), [])
+            sha = rev.sha256()
+            where = ", ".join(sorted(f"{r['gpu']['slug']} {format_shape(tuple(r['shape']))} {r['dtype']}"
+                                     + (" STALE" if r["source_sha256"] != sha else "") for r in recs))
+            click.echo(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where or 'not profiled'}")
+
+
+@main.command()
+@click.argument("kernel_name", metavar="KERNEL")
+@REVS
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+              help="Where to run (default: cuda if a GPU is visible, else cpu; cpu skips CUDA C revisions).")
+@click.option("--dtype", type=DTYPE, multiple=True)
+@click.pass_context
+@handled
+def check(ctx, kernel_name, revs, device, dtype):
+    """Run the correctness gate only: each revision against float64 on fresh random inputs."""
+    from . import gate
+    from .errors import GateFailure
+    from .registry import load_kernel
+
+    root = _root(ctx)
+    kernel = load_kernel(root, kernel_name)
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    failed = []
+    for rev in _revisions(kernel, revs):
+        if device == "cpu" and (rev.kind == "cuda" or "compile" in rev.name):
+            click.echo(f"{rev.name}: skipped on the CPU")
+            continue
+        results = gate.check_revision(kernel, rev, device, dtypes=list(dtype) or None)
+        bad = gate.first_failure(results)
+        worst = max(r.rel_error for r in results)
+        click.echo(f"{rev.name}: {'ok' if bad is None else 'FAIL'} ({len(results)} cases, worst rel err {worst:.1e})"
+                   + ("" if bad is None else f"\n  {bad.line()}"))
+        if bad is not None:
+            failed.append(rev.name)
+    if failed:
+        raise GateFailure(f"failed the correctness gate: {', '.join(failed)}")
+
+
+@main.command()
+@click.argument("kernel_name", metavar="KERNEL")
+@REVS
+@SHAPE
+@click.option("--dtype", type=DTYPE, default=None, help="Default: the kernel's first dtype.")
+@click.option("--force", is_flag=True, help="Re-profile and replace existing profiles.")
+@click.option("--clock-control", type=click.Choice(["base", "none", "reset"]), default="none", show_default=True,
+              help="As ncu's --clock-control; 'none' leaves clocks as the timing pass sees them.")
+@click.option("--cache-control", type=click.Choice(["all", "none"]), default="all", show_default=True,
+              help="As ncu's --cache-control.")
+@click.option("--section", "sections", multiple=True, help="ncu section (repeatable; default: kernlog's list).")
+@click.pass_context
+@handled
+def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_control, sections):
+    """Gate, time and ncu-profile a kernel's revisions into profiles/ (needs a GPU and ncu)."""
+    from .profiler import Options
+    from .profiler import profile as run
+    from .registry import load_kernel
+
+    root = _root(ctx)
+    kernel = load_kernel(root, kernel_name)
+    opts = Options(shape=shape, dtype=dtype, force=force, clock_control=clock_control, cache_control=cache_control)
+    if sections:
+        opts.sections = tuple(sections)
+    written = run(root, kernel, _revisions(kernel, revs), opts, progress=lambda s: click.echo(s, err=True))
+    for path in written:
+        click.echo(str(path.relative_to(root)))
+
+
+@main.command()
+@click.argument("kernel_name", metavar="KERNEL")
+@REVS
+@SHAPE
+@click.option("--dtype", type=DTYPE, multiple=True)
+@click.option("--budget", type=float, default=0.5, show_default=True, help="Seconds of timing per point.")
+@click.pass_context
+@handled
+def bench(ctx, kernel_name, revs, shape, dtype, budget):
+    """Time every revision side by side over the kernel's bench shapes (needs a GPU)."""
+    from .bench import bench as run
+    from .registry import load_kernel
+
+    root = _root(ctx)
+    kernel = load_kernel(root, kernel_name)
+    shapes = [shape] if shape else list(kernel.bench_shapes)
+    path = run(root, kernel, _revisions(kernel, revs), shapes, list(dtype) or list(kernel.dtypes), budget,
+               progress=click.echo)
+    click.echo(str(path.relative_to(root)))
+
+
+def _lookup(root, rev, shape, dtype, gpu):
+    from .registry import split_rev
+    from .store import find_profile
+
+    kernel, name = split_rev(rev)
+    return find_profile(root, kernel, name, shape, dtype, gpu)
+
+
+LOOKUP = [SHAPE, click.option("--dtype", type=DTYPE, default=None), click.option("--gpu", default=None)]
+
+
+def lookup_options(fn):
+    for opt in reversed(LOOKUP):
+        fn = opt(fn)
+    return fn
+
+
+@main.command()
+@click.argument("rev", metavar="KERNEL/REVISION")
+@lookup_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+@handled
+def show(ctx, rev, shape, dtype, gpu, fmt):
+    """One stored revision's metrics and ncu findings."""
+    from .metrics import metric
+
+    rec = _lookup(_root(ctx), rev, shape, dtype, gpu)
+    if fmt == "json":
+        click.echo(json.dumps({k: v for k, v in rec.items() if k != "_path"}, indent=1, sort_keys=True))
+        return
+    click.echo(f"{rec['kernel']}/{rec['revision']}  {format_shape(tuple(rec['shape']))} {rec['dtype']}  "
+               f"on {rec['gpu']['name']}  ({rec['_path']})")
+    click.echo(f"change: {rec['change']}")
+    t = rec["timing"]
+    click.echo(f"wall time: median {t['median_ms'] * 1e3:.2f} us (p05 {t['p05_ms'] * 1e3:.2f}, "
+               f"p95 {t['p95_ms'] * 1e3:.2f}, {t['n']} samples)")
+    for key, value in rec["metrics"].items():
+        m = metric(key)
+        shown = "not collected" if value is None else f"{value:.4g}"
+        click.echo(f"  {m.label:<38} {shown:>14} {m.unit}")
+    click.echo(f"  occupancy limiter: {rec['facts'].get('occupancy_limiter') or 'not collected'}; "
+               f"kernels: {', '.join(k['name'] for k in rec['facts']['kernels'])}")
+    for f in rec["findings"]:
+        est = f" (est. speedup {f['speedup_pct']:.0f}%)" if f.get("speedup_pct") else ""
+        click.echo(f"- {f['title']}{est}: {f['message']}")
+
+
+@main.command()
+@click.argument("rev_a", metavar="REV1")
+@click.argument("rev_b", metavar="REV2")
+@lookup_options
+@click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text")
+@click.option("--all", "all_rows", is_flag=True, help="Also list metrics that did not move.")
+@click.pass_context
+@handled
+def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows):
+    """What moved from REV1 to REV2 (e.g. softmax/v0_naive softmax/v1_block_smem)."""
+    from .diff import diff as run
+    from .diff import render
+
+    root = _root(ctx)
+    a = _lookup(root, rev_a, shape, dtype, gpu)
+    b = _lookup(root, rev_b, shape or tuple(a["shape"]), dtype or a["dtype"], gpu or a["gpu"]["slug"])
+    click.echo(render(run(a, b), fmt, all_rows))
+
+
+@main.command()
+@click.option("--check", "check_only", is_flag=True, help="Exit non-zero if KERNEL_LOG.md is stale.")
+@click.pass_context
+@handled
+def report(ctx, check_only):
+    """Render KERNEL_LOG.md (and reports/*.svg) from profiles/ alone."""
+    from . import report as rpt
+    from .registry import kernel_names, load_kernel
+    from .store import write_atomic
+
+    root = _root(ctx)
+    kernels = [load_kernel(root, n) for n in kernel_names(root)]
+    text = rpt.render(root, kernels)
+    path = root / rpt.LOG
+    if check_only:
+        if not path.exists() or path.read_text() != text:
+            raise KernlogError(f"{rpt.LOG} is stale: run `kernlog report` and commit the result")
+        click.echo(f"{rpt.LOG} is up to date")
+        return
+    write_atomic(path, text.encode())
+    plots = rpt.plot_sweeps(root, rpt.collect(root, kernels))
+    click.echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))

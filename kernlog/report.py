@@ -1,0 +1,232 @@
+"""`kernlog report`: KERNEL_LOG.md from profiles/ alone (no GPU), deterministic.
+
+Only the blocks between `<!-- kernlog:begin NAME -->` and `<!-- kernlog:end NAME -->`
+are generated; prose outside them is kept as written.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Optional
+
+import jinja2
+
+from . import store
+from .diff import timing_verdict
+from .metrics import CATALOG, metric
+from .spec import format_shape
+
+LOG = "KERNEL_LOG.md"
+BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.S)
+MEMORY_BOUND_PCT = 60.0
+COMPUTE_BOUND_PCT = 60.0
+TOP_DELTAS = 5
+
+
+def bottleneck(m: dict) -> str:
+    """Which ceiling the kernel presses against, argued from its ncu metrics."""
+    mem, dram, sm = m.get("memory_pct"), m.get("dram_pct"), m.get("compute_pct")
+    if mem is None or sm is None:
+        return "not collected"
+    stalls = sorted(((v, k[6:]) for k, v in m.items() if k.startswith("stall_") and v), reverse=True)
+    top = f"; top stall {stalls[0][1].replace('_', ' ')} ({stalls[0][0]:.1f} cycles/inst)" if stalls else ""
+    if max(mem, dram or 0) >= MEMORY_BOUND_PCT and max(mem, dram or 0) >= sm:
+        return f"memory-bound: DRAM {dram or 0:.0f}% / memory {mem:.0f}% of peak"
+    if sm >= COMPUTE_BOUND_PCT:
+        return f"compute-bound: SM {sm:.0f}% of peak"
+    occ = m.get("achieved_occupancy_pct")
+    return (f"latency/occupancy-bound: memory {mem:.0f}%, SM {sm:.0f}% of peak, "
+            f"occupancy {occ or 0:.0f}%{top}")
+
+
+def top_stalls(m: dict, n: int = 3) -> list[tuple[str, float]]:
+    stalls = sorted(((v, k[6:]) for k, v in m.items() if k.startswith("stall_") and v), reverse=True)
+    return [(name.replace("_", " "), v) for v, name in stalls[:n]]
+
+
+def largest_deltas(a: dict, b: dict, n: int = TOP_DELTAS) -> list[dict]:
+    rows = []
+    for key in [m.key for m in CATALOG if m.better] + sorted(k for k in b if k.startswith("stall_")):
+        va, vb = a.get(key), b.get(key)
+        if va is None or vb is None or key == "wall_ms" or va == vb:
+            continue
+        m = metric(key)
+        pct = 100.0 * (vb - va) / abs(va) if va else float("inf")
+        good = (vb < va) == (m.better == "lower")
+        rows.append({"label": m.label, "unit": m.unit, "a": va, "b": vb, "pct": pct,
+                     "judgement": "better" if good else "worse"})
+    rows.sort(key=lambda r: (-abs(r["pct"]) if r["pct"] != float("inf") else -1e18, r["label"]))
+    return rows[:n]
+
+
+def _rate(rec: dict) -> dict:
+    ms = rec["metrics"]["wall_ms"]
+    gbps = rec["bytes_moved"] / ms / 1e6
+    out = {"us": ms * 1e3, "gbps": gbps, "pct_copy": 100.0 * gbps / rec["ceilings"]["copy_gbps"]}
+    if rec.get("flops"):
+        out["tflops"] = rec["flops"] / ms / 1e9
+        out["pct_matmul"] = 100.0 * out["tflops"] / rec["ceilings"]["matmul_bf16_tflops"]
+    return out
+
+
+def ladder(records: list[dict], order: list[str]) -> dict:
+    """One (gpu, shape, dtype) group of profiles as the log shows it."""
+    rank = {name: i for i, name in enumerate(order)}
+    recs = sorted(records, key=lambda r: rank.get(r["revision"], len(rank)))
+    steps = [r for r in recs if r["role"] == "step"]
+    refs = [r for r in recs if r["role"] == "reference"]
+    ref = refs[0] if refs else None
+    rows, prev = [], None
+    for r in recs:
+        row = {"rec": r, "rate": _rate(r), "bottleneck": bottleneck(r["metrics"]),
+               "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3]}
+        wall = r["metrics"]["wall_ms"]
+        row["vs_ref"] = 100.0 * ref["metrics"]["wall_ms"] / wall if ref else None
+        row["vs_naive"] = steps[0]["metrics"]["wall_ms"] / wall if steps else None
+        base = prev if r["role"] == "step" else (steps[-1] if steps and r["role"] == "counterpart" else None)
+        if base is not None and base is not r:
+            v = timing_verdict(base["timing"]["samples_ms"], r["timing"]["samples_ms"])
+            row.update(base=base["revision"], speedup=1 / v.ratio, verdict=v.verdict,
+                       deltas=largest_deltas(base["metrics"], r["metrics"]))
+        if r["role"] == "step":
+            prev = r
+        rows.append(row)
+    return {"rows": rows, "ref": ref["revision"] if ref else None, "tuned": steps[-1]["revision"] if steps else None}
+
+
+def _sweep(root: Path, gpu: str, kernel: str, order: list[str]) -> Optional[dict]:
+    path = store.kernel_dir(root, gpu, kernel) / "bench.csv"
+    if not path.exists():
+        return None
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    rank = {name: i for i, name in enumerate(order)}
+    revs = sorted(df["revision"].unique(), key=lambda n: rank.get(n, len(rank)))
+    metric_name = "tflops" if (df["metric"] == "tflops").any() else "gbps"
+    wide = df[df["metric"] == metric_name].pivot_table(index=["dtype", "shape"], columns="revision",
+                                                        values="value", aggfunc="first")
+    ceiling = float(df["matmul_tflops" if metric_name == "tflops" else "copy_gbps"].iloc[0])
+    rows = []
+    for (dtype, shape), vals in wide.iterrows():
+        rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
+                     "values": {r: (None if pd.isna(vals.get(r)) else float(vals.get(r))) for r in revs}})
+    rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
+    return {"revisions": revs, "rows": rows, "metric": metric_name, "ceiling": ceiling,
+            "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
+            "gpu": str(df["gpu"].iloc[0])}
+
+
+def _numel(shape: str) -> int:
+    n = 1
+    for part in shape.split("x"):
+        n *= int(part)
+    return n
+
+
+def collect(root: Path, kernels: list) -> list[dict]:
+    sections = []
+    all_recs = list(store.iter_profiles(root))
+    for kernel in kernels:
+        order = [r.name for r in kernel.revisions]
+        recs = [r for r in all_recs if r["kernel"] == kernel.name]
+        groups: dict[tuple, list] = {}
+        for r in recs:
+            groups.setdefault((r["gpu"]["slug"], format_shape(tuple(r["shape"])), r["dtype"]), []).append(r)
+        gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
+                                                   (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
+        sweeps = [s for s in (_sweep(root, g, kernel.name, order) for g in gpus) if s]
+        sections.append({"kernel": kernel, "order": order,
+                         "ladders": [dict(ladder(v, order), gpu=v[0]["gpu"], shape=k[1], dtype=k[2],
+                                          ceilings=v[0]["ceilings"])
+                                     for k, v in sorted(groups.items())],
+                         "sweeps": sweeps,
+                         "revisions": {r.name: r for r in kernel.revisions}})
+    return sections
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("kernlog", "templates"), trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["f"] = lambda v, spec=".1f": "–" if v is None else format(v, spec)
+    return env
+
+
+def render_blocks(sections: list[dict]) -> dict[str, str]:
+    env = _env()
+    blocks = {"summary": env.get_template("summary.md.j2").render(sections=sections)}
+    tpl = env.get_template("kernel.md.j2")
+    for s in sections:
+        blocks[s["kernel"].name] = tpl.render(s=s)
+    return blocks
+
+
+def splice(text: str, blocks: dict[str, str]) -> str:
+    """Replace each generated block in `text`; append the ones it lacks, in order."""
+    seen = set()
+
+    def sub(m):
+        name = m.group("name")
+        seen.add(name)
+        if name not in blocks:
+            return m.group(0)
+        return f"<!-- kernlog:begin {name} -->\n{blocks[name].rstrip()}\n<!-- kernlog:end {name} -->\n"
+
+    text = BLOCK.sub(sub, text)
+    for name, body in blocks.items():
+        if name not in seen:
+            text = text.rstrip("\n") + f"\n\n<!-- kernlog:begin {name} -->\n{body.rstrip()}\n<!-- kernlog:end {name} -->\n"
+    return text
+
+
+HEADER = """# KERNEL_LOG
+
+The worklog of this repository's kernels, step by step from naive to tuned. Everything
+between `kernlog:begin` / `kernlog:end` markers is generated by `kernlog report` from
+`profiles/` (re-rendering replaces only those blocks); the prose around them is written by hand.
+"""
+
+
+def render(root: Path, kernels: list) -> str:
+    path = root / LOG
+    text = path.read_text() if path.exists() else HEADER
+    return splice(text, render_blocks(collect(root, kernels)))
+
+
+def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
+    """One SVG per kernel and GPU: throughput against size, a line per revision."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "kernlog"
+    import matplotlib.pyplot as plt
+
+    written = []
+    for s in sections:
+        for sw in s["sweeps"]:
+            dtypes = sorted({r["dtype"] for r in sw["rows"]})
+            fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4), squeeze=False)
+            for ax, dtype in zip(axes[0], dtypes):
+                rows = [r for r in sw["rows"] if r["dtype"] == dtype]
+                x = [_x(r["shape"], s["kernel"].sweep_axis) for r in rows]
+                for rev in sw["revisions"]:
+                    pts = sorted((xi, r["values"][rev]) for xi, r in zip(x, rows) if r["values"][rev] is not None)
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=rev)
+                ax.axhline(sw["ceiling"], color="grey", linestyle="--", label="ceiling")
+                ax.set_xscale("log", base=2)
+                ax.set_xlabel("row length" if s["kernel"].sweep_axis == -1 and "x" in rows[0]["shape"] else "size")
+                ax.set_ylabel(sw["unit"])
+                ax.set_title(f"{s['kernel'].name} {dtype} ({sw['gpu']})")
+                ax.legend(fontsize=7)
+            path = root / "reports" / f"{s['kernel'].name}_sweep.svg"
+            path.parent.mkdir(exist_ok=True)
+            fig.tight_layout()
+            fig.savefig(path, metadata={"Date": None})
+            plt.close(fig)
+            written.append(path)
+    return written
+
+
+def _x(shape: str, axis: int) -> int:
+    return int(shape.split("x")[axis])
