@@ -1,0 +1,161 @@
+"""One launcher for every CUDA C softmax revision; each revision only contributes a plan.
+
+A plan maps (rows, cols, dtype, aligned) to the extern "C" kernel to launch and its grid
+and block; `names` lists every kernel the plan can pick (the tests check that these are
+exactly the file's entry points). Nothing compiles until the first launch.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+ELEMS = 32  # row elements each thread holds in registers in v4/v5 (v5_tuned.cu's ELEMS)
+DTYPES = ("fp32", "bf16")
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: str
+    grid: int
+    block: int
+    capacity: int = 0  # longest row the kernel holds in registers; 0: it loops over the row
+
+
+Plan = Callable[[int, int, str, bool], Launch]
+
+
+def vector_width(dtype: str) -> int:
+    return 4 if dtype == "fp32" else 8  # elements per 16-byte access
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---- v0..v3: one kernel per dtype.
+def plan_thread_per_row(rows, cols, dtype, aligned):
+    return Launch(f"softmax_{dtype}", _cdiv(rows, 128), 128)
+
+
+def plan_block_per_row(rows, cols, dtype, aligned):
+    return Launch(f"softmax_{dtype}", rows, 256)
+
+
+SIMPLE_NAMES = tuple(f"softmax_{dt}" for dt in DTYPES)
+
+
+# ---- v4: a block of 256 threads per row, VPT 16-byte vectors per thread (<= 32 elements).
+V4_VPT = {"fp32": (1, 2, 4, 8), "bf16": (1, 2, 4)}
+
+
+def plan_v4(rows, cols, dtype, aligned):
+    if not aligned:
+        return Launch(f"softmax_{dtype}_scalar", rows, 256)
+    vw = vector_width(dtype)
+    for vpt in V4_VPT[dtype]:
+        if 256 * vpt * vw >= cols:
+            return Launch(f"softmax_{dtype}_regs{vpt}", rows, 256, 256 * vpt * vw)
+    return Launch(f"softmax_{dtype}_stream", rows, 256)
+
+
+V4_NAMES = tuple([f"softmax_{dt}_regs{v}" for dt in DTYPES for v in V4_VPT[dt]]
+                 + [f"softmax_{dt}_{k}" for dt in DTYPES for k in ("stream", "scalar")])
+
+# ---- v5: by row length. Same choices on the vector and the scalar (misaligned) path.
+WARP_ROWS = 4  # rows (warps) per 128-thread block on the short-row path
+WARP_ELEMS = (8, 16, 32)  # elements per lane: rows of <= 256, 512, 1024
+# (threads per block, blocks per cluster), smallest capacity first; capacity = T * C * ELEMS.
+# Blocks stay at <= 256 threads where possible so several share an SM and one block's
+# reduction overlaps another's loads; 64 registers per thread allow 1024 threads per SM.
+ROW_CONFIGS = ((64, 1), (128, 1), (256, 1), (256, 2), (256, 4), (256, 8), (512, 8))
+STREAM_THREADS = 512
+
+
+def plan_v5(rows, cols, dtype, aligned):
+    path = "vec" if aligned else "scalar"
+    for e in WARP_ELEMS:
+        if 32 * e >= cols:
+            return Launch(f"softmax_{dtype}_warp_{path}_e{e}", _cdiv(rows, WARP_ROWS), 32 * WARP_ROWS, 32 * e)
+    for threads, cluster in ROW_CONFIGS:
+        if threads * cluster * ELEMS >= cols:
+            return Launch(f"softmax_{dtype}_row_{path}_t{threads}_c{cluster}", rows * cluster, threads,
+                          threads * cluster * ELEMS)
+    return Launch(f"softmax_{dtype}_stream_{path}", rows, STREAM_THREADS)
+
+
+V5_NAMES = tuple(
+    name
+    for dt in DTYPES
+    for p in ("vec", "scalar")
+    for name in ([f"softmax_{dt}_warp_{p}_e{e}" for e in WARP_ELEMS]
+                 + [f"softmax_{dt}_row_{p}_t{t}_c{c}" for t, c in ROW_CONFIGS]
+                 + [f"softmax_{dt}_stream_{p}"])
+)
+
+# revision name -> (plan, every kernel name the plan can return)
+PLANS: dict[str, tuple[Plan, Sequence[str]]] = {
+    "v0_naive": (plan_thread_per_row, SIMPLE_NAMES),
+    "v1_block_smem": (plan_block_per_row, SIMPLE_NAMES),
+    "v2_warp_shuffle": (plan_block_per_row, SIMPLE_NAMES),
+    "v3_online": (plan_block_per_row, SIMPLE_NAMES),
+    "v4_vectorized": (plan_v4, V4_NAMES),
+    "v5_tuned": (plan_v5, V5_NAMES),
+}
+
+_MODULES: dict[tuple[str, str], dict] = {}  # (source, sha256 of its text) -> {name: RawKernel}
+
+
+def _kernels(source: Path, names: Sequence[str]) -> dict:
+    from kernlog.cuda import COMMON_INCLUDE, load_module
+
+    text = Path(source).read_bytes() + (COMMON_INCLUDE / "kl_cuda.cuh").read_bytes()
+    key = (str(source), hashlib.sha256(text).hexdigest())
+    if key not in _MODULES:
+        _MODULES[key] = load_module(source, names)
+    return _MODULES[key]
+
+
+def is_aligned(x, out) -> bool:
+    """Whether every row of x and out starts on a 16-byte boundary and holds whole vectors."""
+    vw = 16 // x.element_size()
+    cols = x.shape[1]
+    return (cols % vw == 0 and x.stride(0) % vw == 0
+            and x.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0)
+
+
+def loader(source: Path, revision: str) -> Callable[[], Callable]:
+    """Revision.load for the CUDA C file `source`, planned by PLANS[revision]."""
+    plan, names = PLANS[revision]
+
+    def load():
+        import numpy
+        import torch
+
+        from kernlog.cuda import launch as cuda_launch
+        from kernlog.cuda import ptr
+
+        dtypes = {torch.float32: "fp32", torch.bfloat16: "bf16"}
+
+        def launch(inputs, out):
+            (x,) = inputs
+            if x.dim() != 2 or x.dtype not in dtypes or out.shape != x.shape or out.dtype != x.dtype:
+                raise ValueError(f"softmax wants a 2-D fp32/bf16 x and a like-shaped out, got "
+                                 f"{tuple(x.shape)} {x.dtype} -> {tuple(out.shape)} {out.dtype}")
+            if not out.is_contiguous():
+                raise ValueError("softmax writes a contiguous output")
+            if x.stride(1) != 1:
+                x = x.contiguous()
+            rows, cols = x.shape
+            if rows == 0 or cols == 0:
+                return out
+            step = plan(rows, cols, dtypes[x.dtype], is_aligned(x, out))
+            kernel = _kernels(source, names)[step.kernel]
+            args = (ptr(x), ptr(out), numpy.int32(rows), numpy.int32(cols), numpy.int64(x.stride(0)))
+            cuda_launch(kernel, (step.grid, 1, 1), (step.block, 1, 1), args)
+            return out
+
+        return launch
+
+    return load
