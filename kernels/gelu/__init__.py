@@ -1,0 +1,98 @@
+"""GeLU, elementwise over a contiguous 1-D tensor, fp32 and bf16, in both of F.gelu's forms.
+
+The approximation is part of the inputs, (x, approximate) with approximate as in F.gelu:
+the gate's case "tanh" draws approximate="tanh", the case "erf" draws approximate="none".
+Every revision implements both, so one ladder covers the two forms and the reference is
+F.gelu(x, approximate=...) in float64. The timing pass runs whichever case it is given.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
+
+HERE = Path(__file__).resolve().parent
+APPROXIMATE = {"tanh": "tanh", "erf": "none"}  # case -> F.gelu's `approximate`
+
+
+def make_inputs(shape, dtype, gen, device, case="tanh"):
+    (n,) = shape
+    x = 3.0 * torch.randn(n, generator=gen, device=gen.device)  # spans both tails of the curve
+    return (x.to(device=device, dtype=torch_dtype(dtype)), APPROXIMATE[case])
+
+
+def make_output(inputs):
+    return torch.empty_like(inputs[0])
+
+
+def reference(inputs, out=None):
+    x, approximate = inputs
+    return F.gelu(x.detach().to("cpu", torch.float64), approximate=approximate)
+
+
+def bytes_moved(shape, dtype):
+    return 2 * shape[0] * DTYPE_BYTES[dtype]
+
+
+def gelu_unfused(x, approximate, out):
+    """The textbook formula as separate tensor ops, each one a kernel and a trip to DRAM."""
+    if approximate == "tanh":
+        inner = x * x * x * 0.044715 + x
+        t = torch.tanh(inner * math.sqrt(2.0 / math.pi))
+    else:
+        t = torch.erf(x * math.sqrt(0.5))
+    return torch.mul(x * 0.5, t + 1.0, out=out)
+
+
+def _load_v0():
+    return lambda inputs, out: gelu_unfused(*inputs, out)
+
+
+def _load_v1():
+    from .v1_fused import gelu
+
+    return lambda inputs, out: gelu(*inputs, out)
+
+
+def _load_torch():
+    return lambda inputs, out: F.gelu(inputs[0], approximate=inputs[1])
+
+
+def _load_torch_compile():
+    fns = {a: torch.compile(lambda x, a=a: F.gelu(x, approximate=a), dynamic=False) for a in ("tanh", "none")}
+    return lambda inputs, out: fns[inputs[1]](inputs[0])
+
+
+REVISIONS = (
+    Revision("v0_unfused", "torch", (HERE / "__init__.py",), _load_v0,
+             "0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715x^3))) (or the erf form) as separate torch ops",
+             "~8-9 kernels, ~20 tensor-sized DRAM streams: ~10% of copy bw counted on 2 streams"),
+    Revision("v1_fused", "triton", (HERE / "v1_fused.py",), _load_v1,
+             "one fused Triton kernel, fp32 math, tanh form as x*sigmoid(2u); BLOCK/warps autotuned",
+             "~8-10x faster than v0; >= 90% of copy bw for both forms"),
+    Revision("torch", "torch", (HERE / "__init__.py",), _load_torch,
+             "F.gelu, eager: PyTorch's fused elementwise kernel", role="reference"),
+    Revision("torch_compile", "torch", (HERE / "__init__.py",), _load_torch_compile,
+             "torch.compile of F.gelu (Inductor's generated Triton)", role="reference"),
+)
+
+KERNEL = Kernel(
+    name="gelu",
+    revisions=REVISIONS,
+    make_inputs=make_inputs,
+    make_output=make_output,
+    reference=reference,
+    bytes_moved=bytes_moved,
+    # No single-element shapes: one x deep in the negative tail makes the relative error of
+    # 1 + tanh(u) ~ 1e-4 (fp32) for any implementation of the textbook form, F.gelu's included.
+    check_shapes=((33,), (1029,), (4099,), (65539,)),
+    bench_shapes=tuple((1 << k,) for k in range(16, 29, 2)),
+    profile_shape=(1 << 25,),
+    cases=("tanh", "erf"),
+    sweep_axis=0,
+    doc=__doc__,
+)
