@@ -177,10 +177,12 @@ def bench(ctx, kernel_name, revs, shape, dtype, budget):
 
 
 def _lookup(root, rev, shape, dtype, gpu):
-    from .registry import split_rev
+    from .registry import kernel_names, split_rev
     from .store import find_profile
 
     kernel, name = split_rev(rev)
+    if kernel not in kernel_names(root):
+        raise KernlogError(f"unknown kernel {kernel!r}; known: {', '.join(kernel_names(root))}")
     return find_profile(root, kernel, name, shape, dtype, gpu)
 
 

@@ -228,12 +228,13 @@ def read_report(path) -> list:
 
 
 def group_by_range(actions, prefix: str) -> dict[str, list]:
-    """Actions grouped by the innermost NVTX push/pop range starting with `prefix`."""
+    """Actions grouped by the innermost NVTX push/pop range whose name starts with `prefix`,
+    keyed by the full range name."""
     groups: dict[str, list] = {}
     for action in actions:
         for name in reversed(nvtx_ranges(action)):
             if name.startswith(prefix):
-                groups.setdefault(name[len(prefix):], []).append(action)
+                groups.setdefault(name, []).append(action)
                 break
     return groups
 

@@ -16,6 +16,9 @@ from .spec import Kernel, Revision, Shape, format_shape
 from .target import RANGE_PREFIX
 
 
+DEVICE = "cuda"
+
+
 @dataclass
 class Options:
     shape: Optional[Shape] = None
@@ -78,10 +81,12 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
     return "current" if store.load_json(json_path).get("source_sha256") == rev.sha256() else "stale"
 
 
-def build_record(report: Path, rev: Revision, samples: list[float], range_prefix: str = RANGE_PREFIX) -> dict:
-    """The revision's part of a profile: metrics and findings from its ncu report, and the
-    timing pass's samples."""
-    actions = metrics.group_by_range(metrics.read_report(report), range_prefix).get(rev.name, [])
+def build_record(report: Path, rev: Revision, samples: list[float], range_name: Optional[str] = None) -> dict:
+    """The revision's part of a profile: metrics and findings from the kernels its ncu report
+    holds inside the NVTX range `range_name` (default: the one kernlog.target opens for it),
+    and the timing pass's samples."""
+    range_name = range_name or RANGE_PREFIX + rev.name
+    actions = metrics.group_by_range(metrics.read_report(report), range_name).get(range_name, [])
     values, facts = metrics.summarize(actions)
     values["wall_ms"] = timing.summary(samples)["median_ms"]
     return {"revision": rev.name, "kind": rev.kind, "role": rev.role, "change": rev.change,
@@ -134,15 +139,15 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
         t0 = time.perf_counter()
         progress(f"{tag}: correctness gate")
         launch = rev.load()
-        results = gate.check_revision(kernel, rev, "cuda", dtypes=[dtype], launch=launch)
+        results = gate.check_revision(kernel, rev, DEVICE, dtypes=[dtype], launch=launch)
         bad = gate.first_failure(results)
         if bad is not None:
             progress(f"{tag}: FAILED the gate, not profiled: {bad.line()}")
             failed.append(rev.name)
             continue
         progress(f"{tag}: timing pass")
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        inputs = kernel.make_inputs(shape, dtype, gen, "cuda", "random")
+        gen = torch.Generator(device=DEVICE).manual_seed(0)
+        inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, "random")
         out = kernel.make_output(inputs)
         samples = timer.samples(lambda: launch(inputs, out), budget_s=opts.timing_budget_s)
         del inputs, out

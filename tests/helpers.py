@@ -1,0 +1,53 @@
+"""Test helpers: profile records built from real H100 ncu reports, in a scratch repository
+whose kernels/ is this repository's."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from kernlog import store
+from kernlog.profiler import build_record
+from kernlog.registry import find_root, load_kernel
+
+ROOT = find_root(Path(__file__).parent)
+FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
+SECTIONS_REP = FIXTURES / "triton_softmax_8192x4096_fp32_sections.ncu-rep"  # 5 sections, range "kl"
+FULL_REP = FIXTURES / "triton_softmax_8192x4096_fp32_full_src.ncu-rep"  # --set full, range "kl"
+GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "sm_count": 132,
+       "driver": "580.159.04", "cuda": "13.0", "capability": "9.0", "memory_gib": 79.2}
+CEILINGS = {"copy_gbps": 3000.0, "matmul_bf16_tflops": 700.0}
+
+
+def samples(median_ms: float, n: int = 60, spread: float = 0.01, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(median_ms * (1 + spread * rng.standard_normal(n)))
+
+
+def make_record(revision: str, report: Path = FULL_REP, median_ms: float = 0.1, kernel: str = "softmax",
+                shape=(8192, 4096), dtype: str = "fp32", seed: int = 0) -> dict:
+    k = load_kernel(ROOT, kernel)
+    rec = build_record(report, k.revision(revision), samples(median_ms, seed=seed), range_name="kl")
+    rec.update(schema=store.SCHEMA, kernel=kernel, shape=list(shape), dtype=dtype, gpu=GPU,
+               versions={"ncu": "2025.3.1", "torch": "2.11.0", "triton": "3.6.0"},
+               git={"commit": "0" * 40, "dirty": False}, bytes_moved=k.bytes_moved(shape, dtype),
+               flops=k.flops(shape), ceiling=k.ceiling, ceilings=CEILINGS, captured_at="2026-11-22T00:00:00+00:00",
+               check={"cases": 1, "worst_rel_error": 0.0})
+    rec["ncu"].update(report=f"{revision}.ncu-rep", clock_control="none", sections=[], command=["ncu"])
+    return rec
+
+
+def scratch_repo(tmp_path: Path) -> Path:
+    """A repository root with this repo's kernels/ and an empty profiles/."""
+    (tmp_path / "kernels").symlink_to(ROOT / "kernels")
+    (tmp_path / "profiles").mkdir()
+    return tmp_path
+
+
+def put(root: Path, rec: dict) -> Path:
+    json_path, rep_path = store.profile_paths(root, rec["gpu"]["slug"], rec["kernel"], rec["revision"],
+                                              tuple(rec["shape"]), rec["dtype"])
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(rec))
+    return json_path

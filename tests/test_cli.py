@@ -1,0 +1,99 @@
+"""The CLI through click's CliRunner: happy paths and every bad input -> one line, non-zero."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from kernlog.cli import main
+
+from .helpers import SECTIONS_REP, make_record, put, scratch_repo
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = scratch_repo(tmp_path)
+    put(root, make_record("torch", median_ms=0.12))
+    put(root, make_record("torch_compile", report=SECTIONS_REP, median_ms=0.09, seed=1))
+    return root
+
+
+def run(root, *args):
+    return CliRunner().invoke(main, ["--root", str(root), *args])
+
+
+def one_line_error(result, code, fragment):
+    assert result.exit_code == code, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    assert fragment in lines[0], lines[0]
+
+
+def test_list_shows_profiled_and_unprofiled(repo):
+    r = run(repo, "list")
+    assert r.exit_code == 0
+    assert "torch" in r.output and "nvidia-h100-80gb-hbm3 8192x4096 fp32" in r.output
+    assert "not profiled" in r.output
+
+
+def test_list_marks_stale_profiles(repo):
+    path = next((repo / "profiles").rglob("torch.8192x4096.fp32.json"))
+    rec = json.loads(path.read_text())
+    rec["source_sha256"] = "0" * 64
+    path.write_text(json.dumps(rec))
+    assert "STALE" in run(repo, "list").output
+
+
+def test_show_and_diff(repo):
+    r = run(repo, "show", "softmax/torch")
+    assert r.exit_code == 0 and "ncu duration" in r.output and "85.12" in r.output
+    r = run(repo, "diff", "softmax/torch", "softmax/torch_compile")
+    assert r.exit_code == 0 and "FASTER" in r.output
+    r = run(repo, "diff", "softmax/torch", "softmax/torch_compile", "--format", "json")
+    assert json.loads(r.output)["timing"]["verdict"] == "faster"
+    assert run(repo, "diff", "softmax/torch", "softmax/torch_compile", "--format", "md").output.startswith("**")
+
+
+def test_report_then_check(repo):
+    assert run(repo, "report", "--check").exit_code != 0  # no KERNEL_LOG.md yet
+    r = run(repo, "report")
+    assert r.exit_code == 0 and (repo / "KERNEL_LOG.md").exists()
+    r = run(repo, "report", "--check")
+    assert r.exit_code == 0, r.output
+    put(repo, make_record("torch", median_ms=0.5))
+    one_line_error(run(repo, "report", "--check"), 2, "stale")
+
+
+@pytest.mark.parametrize("args,code,fragment", [
+    (["show", "nosuch/torch"], 2, "unknown kernel"),
+    (["show", "softmax/v9_nothing"], 2, "no stored profile"),
+    (["show", "../../etc/passwd"], 2, "bad revision"),
+    (["show", "softmax/../../x"], 2, "bad revision"),
+    (["diff", "softmax/torch", "softmax/nope"], 2, "no stored profile"),
+    (["check", "nosuch"], 2, "unknown kernel"),
+    (["check", "softmax", "--rev", "nope"], 2, "unknown revision"),
+])
+def test_bad_input_is_one_line_and_nonzero(repo, args, code, fragment):
+    one_line_error(run(repo, *args), code, fragment)
+
+
+def test_bad_shape_is_rejected(repo):
+    r = run(repo, "profile", "softmax", "--shape", "12xab")
+    assert r.exit_code == 2 and "bad shape" in r.output and "Traceback" not in r.output
+
+
+def test_corrupt_profile_json_is_one_line(repo):
+    path = next((repo / "profiles").rglob("torch.8192x4096.fp32.json"))
+    path.write_text("{not json")
+    one_line_error(run(repo, "show", "softmax/torch"), 2, "cannot read profile")
+
+
+def test_profile_without_gpu_is_one_line(repo, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    one_line_error(run(repo, "profile", "softmax"), 4, "no CUDA GPU")
+    one_line_error(run(repo, "bench", "softmax"), 4, "no CUDA GPU")
+
+
+def test_outside_a_repository(tmp_path):
+    one_line_error(run(tmp_path, "list"), 2, "no kernels/ folder")

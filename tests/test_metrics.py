@@ -1,0 +1,58 @@
+"""Extraction from real .ncu-rep files captured on the H100."""
+import pytest
+
+from kernlog import metrics
+from kernlog.errors import KernlogError
+
+from .helpers import FULL_REP, SECTIONS_REP
+
+
+def test_extracts_core_metrics_from_full_report():
+    values, facts = metrics.summarize(metrics.read_report(FULL_REP))
+    assert values["duration_us"] == pytest.approx(85.12, rel=1e-3)
+    # 8192 x 4096 fp32 read once and written once is 268 MB; the kernel moved about that
+    assert 200 < values["dram_mb"] < 300
+    assert 0 < values["dram_pct"] <= 100 and values["dram_gbps"] > 1000
+    assert values["block_size"] == 256 and values["grid_size"] == 8192
+    assert values["ld_sectors_per_request"] == pytest.approx(16.0)  # 16-byte loads, fully coalesced
+    assert values["spill_insts"] == 0 and values["local_sectors"] == 0
+    assert facts["occupancy_limiter"] == "registers"
+    assert facts["main_kernel"] == "sm_kernel"
+
+
+def test_stall_reasons_are_cycles_per_instruction_without_selected():
+    values, _ = metrics.summarize(metrics.read_report(SECTIONS_REP))
+    assert values["stall_long_scoreboard"] == pytest.approx(22.51, rel=1e-3)
+    assert "stall_selected" not in values and "stall_not_selected" not in values
+
+
+def test_metric_absent_from_report_is_not_collected_not_zero():
+    values, _ = metrics.summarize(metrics.read_report(SECTIONS_REP))
+    # the five-section capture has no dram__bytes_read/write nor instruction counts
+    assert values["dram_mb"] is None
+    assert values["instructions"] is None
+
+
+def test_findings_carry_title_message_and_speedup_without_markup():
+    found = metrics.findings(metrics.read_report(SECTIONS_REP))
+    stall = [f for f in found if f["title"] == "Long Scoreboard Stalls"]
+    assert stall and stall[0]["speedup_pct"] == pytest.approx(45.3, abs=0.1)
+    assert all("@section:" not in f["message"] for f in found)
+    assert not any("could not be found" in f["message"] for f in found)  # ncu's own notes are dropped
+
+
+def test_actions_grouped_by_nvtx_range():
+    groups = metrics.group_by_range(metrics.read_report(SECTIONS_REP), "k")
+    assert list(groups) == ["kl"] and len(groups["kl"]) == 1
+    assert metrics.group_by_range(metrics.read_report(SECTIONS_REP), "kl.") == {}
+
+
+def test_missing_and_corrupt_reports_raise_clear_errors(tmp_path):
+    with pytest.raises(KernlogError, match="missing"):
+        metrics.read_report(tmp_path / "nope.ncu-rep")
+    bad = tmp_path / "bad.ncu-rep"
+    bad.write_bytes(b"not a report")
+    with pytest.raises(KernlogError, match="empty or corrupt"):
+        metrics.read_report(bad)
+    with pytest.raises(KernlogError, match="no profiled kernel"):
+        metrics.summarize([])

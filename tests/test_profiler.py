@@ -1,0 +1,164 @@
+"""Profiling safety: ncu's command line, its failures, atomic writes, no partial profiles."""
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from kernlog import profiler, store
+from kernlog.errors import KernlogError, NoGpu
+from kernlog.registry import load_kernel
+
+from .helpers import GPU, make_record, put, scratch_repo
+
+
+def fake_ncu(tmp_path, script):
+    path = tmp_path / "ncu"
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
+def test_ncu_command_is_an_argument_list_with_ncu_option_names(tmp_path):
+    cmd = profiler.ncu_command("/usr/bin/ncu", profiler.Options(clock_control="base"), tmp_path / "r.ncu-rep",
+                               tmp_path, "softmax", (8, 16), "fp32", "v0_naive")
+    assert isinstance(cmd, list) and cmd[0] == "/usr/bin/ncu"
+    assert cmd[cmd.index("--clock-control") + 1] == "base"
+    assert cmd[cmd.index("--cache-control") + 1] == "all"
+    assert cmd[cmd.index("--nvtx-include") + 1] == "kl.v0_naive/"
+    assert cmd.count("--section") == len(profiler.metrics.SECTIONS) and "--set" not in cmd
+    assert cmd[-6:] == ["kernlog.target", str(tmp_path), "softmax", "8x16", "fp32", "v0_naive"]
+    assert sys.executable in cmd
+
+
+def test_counter_permission_error_is_named(tmp_path):
+    ncu = fake_ncu(tmp_path, 'echo "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"; exit 1\n')
+    with pytest.raises(NoGpu, match="performance counters"):
+        profiler.run_ncu([ncu], 10)
+
+
+def test_ncu_failure_and_empty_capture(tmp_path):
+    with pytest.raises(KernlogError, match="exited with 3: boom"):
+        profiler.run_ncu([fake_ncu(tmp_path, "echo boom >&2; exit 3\n")], 10)
+    with pytest.raises(KernlogError, match="profiled no kernel"):
+        profiler.run_ncu([fake_ncu(tmp_path, 'echo "==WARNING== No kernels were profiled."\n')], 10)
+
+
+def test_no_ncu_on_path(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(profiler.provenance, "find_ncu", lambda: None)
+    with pytest.raises(NoGpu, match="ncu"):
+        profiler.require_gpu()
+
+
+def test_save_refuses_to_overwrite_without_force(tmp_path):
+    root = scratch_repo(tmp_path)
+    rec = make_record("torch")
+    rep = tmp_path / "a.ncu-rep"
+    rep.write_bytes(b"report-1")
+    path = store.save_profile(root, dict(rec), rep, force=False)
+    rep.write_bytes(b"report-2")
+    with pytest.raises(KernlogError, match="--force"):
+        store.save_profile(root, dict(rec), rep, force=False)
+    assert path.with_suffix(".ncu-rep").read_bytes() == b"report-1"
+    store.save_profile(root, dict(rec), rep, force=True)
+    assert path.with_suffix(".ncu-rep").read_bytes() == b"report-2"
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "x.json"
+    target.write_text("old")
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(OSError):
+        store.write_atomic(target, b"new")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", "", "UPPER", ".hidden"])
+def test_path_components_cannot_escape(name):
+    with pytest.raises(KernlogError):
+        store.stem(name, (1, 2), "fp32")
+
+
+class FakeTimer:
+    def samples(self, fn, **kw):
+        fn()
+        return [0.1, 0.11, 0.1]
+
+
+def _cpu_profiler(monkeypatch, run_ncu):
+    monkeypatch.setattr(profiler, "DEVICE", "cpu")
+    monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
+    monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(profiler.timing, "Timer", FakeTimer)
+    monkeypatch.setattr(profiler, "ceilings", lambda *a: {"copy_gbps": 3000.0, "matmul_bf16_tflops": 700.0})
+    monkeypatch.setattr(profiler, "run_ncu", run_ncu)
+
+
+def test_interrupted_profile_leaves_nothing_partial(tmp_path, monkeypatch):
+    root = scratch_repo(tmp_path)
+
+    def interrupted(cmd, timeout):
+        report = cmd[cmd.index("--export") + 1]
+        open(report, "wb").write(b"half a report")
+        raise KeyboardInterrupt
+
+    _cpu_profiler(monkeypatch, interrupted)
+    kernel = load_kernel(root, "softmax")
+    with pytest.raises(KeyboardInterrupt):
+        profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(shape=(4, 64)), lambda s: None)
+    assert [p for p in (root / "profiles").rglob("*") if p.is_file()] == []
+    assert list((root / "profiles").iterdir()) == []
+
+
+def test_existing_profile_is_skipped_and_stale_one_kept_without_force(tmp_path, monkeypatch):
+    root = scratch_repo(tmp_path)
+    calls = []
+    _cpu_profiler(monkeypatch, lambda cmd, timeout: calls.append(cmd))
+    kernel = load_kernel(root, "softmax")
+    current = make_record("torch", shape=(4, 64))
+    put(root, current)
+    stale = dict(make_record("torch_compile", shape=(4, 64)), source_sha256="0" * 64)
+    path = put(root, stale)
+    said = []
+    out = profiler.profile(root, kernel, [kernel.revision("torch"), kernel.revision("torch_compile")],
+                           profiler.Options(shape=(4, 64)), said.append)
+    assert out == [] and calls == []
+    assert any("at this source hash" in s for s in said) and any("stale" in s for s in said)
+    assert json.loads(path.read_text())["source_sha256"] == "0" * 64
+
+
+def test_revision_failing_the_gate_is_not_profiled(tmp_path, monkeypatch):
+    from kernlog.errors import GateFailure
+    from kernlog.spec import Revision
+
+    root = scratch_repo(tmp_path)
+    calls = []
+    _cpu_profiler(monkeypatch, lambda cmd, timeout: calls.append(cmd))
+    kernel = load_kernel(root, "softmax")
+    wrong = Revision("no_max", "torch", kernel.revisions[0].sources,
+                     lambda: (lambda inputs, out: inputs[0].float().exp().div(inputs[0].float().exp().sum(-1, True))
+                              .to(inputs[0].dtype)), "softmax without the max subtraction")
+    with pytest.raises(GateFailure, match="no_max"):
+        profiler.profile(root, kernel, [wrong], profiler.Options(shape=(4, 64)), lambda s: None)
+    assert calls == [] and list((root / "profiles").iterdir()) == []
+
+
+@pytest.mark.ncu
+def test_profile_end_to_end_on_gpu(tmp_path):
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    opts = profiler.Options(shape=(256, 1024), sections=("SpeedOfLight", "LaunchStats"))
+    written = profiler.profile(root, kernel, [kernel.revision("torch")], opts, lambda s: None)
+    assert len(written) == 1
+    rec = store.load_json(written[0])
+    assert rec["metrics"]["duration_us"] > 0 and rec["timing"]["n"] >= 20
+    assert written[0].with_suffix(".ncu-rep").stat().st_size > 1000
+    assert profiler.profile(root, kernel, [kernel.revision("torch")], opts, lambda s: None) == []

@@ -1,0 +1,63 @@
+"""KERNEL_LOG.md rendering from profiles/ alone, its hand-written prose, and --check."""
+import json
+
+from kernlog import report
+from kernlog.registry import load_kernel
+
+from .helpers import SECTIONS_REP, make_record, put, scratch_repo
+
+
+def _profiles(root):
+    put(root, make_record("torch", median_ms=0.12))
+    put(root, make_record("torch_compile", report=SECTIONS_REP, median_ms=0.09, seed=1))
+
+
+def test_ladder_rows_carry_speed_bottleneck_and_deltas(tmp_path):
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    kernel = load_kernel(root, "softmax")
+    text = report.render(root, [kernel])
+    section = text.split("<!-- kernlog:begin softmax -->")[1]
+    rec = make_record("torch", median_ms=0.12)
+    gbps = rec["bytes_moved"] / rec["metrics"]["wall_ms"] / 1e6  # 268 MB in ~0.12 ms
+    assert f"| torch | reference | {rec['metrics']['wall_ms'] * 1e3:.1f} | {gbps:.0f} | {gbps / 30:.0f}% |" in section
+    assert "memory-bound" in section
+    assert "Long Scoreboard Stalls" in section  # ncu's advice with its estimated speedup
+
+
+def test_render_is_deterministic_and_check_detects_staleness(tmp_path):
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    kernels = [load_kernel(root, "softmax")]
+    first = report.render(root, kernels)
+    (root / report.LOG).write_text(first)
+    assert report.render(root, kernels) == first
+    path = next((root / "profiles").rglob("torch.8192x4096.fp32.json"))
+    rec = json.loads(path.read_text())
+    rec["metrics"]["wall_ms"] = 0.2
+    path.write_text(json.dumps(rec))
+    assert report.render(root, kernels) != first
+
+
+def test_prose_outside_generated_blocks_survives(tmp_path):
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    kernels = [load_kernel(root, "softmax")]
+    rendered = report.render(root, kernels)
+    edited = rendered.replace("<!-- kernlog:begin softmax -->",
+                              "Hand-written: why v3 went online.\n\n<!-- kernlog:begin softmax -->")
+    edited += "\nClosing notes by hand.\n"
+    (root / report.LOG).write_text(edited.replace("| torch | reference |", "| torch | EDITED |"))
+    again = report.render(root, kernels)
+    assert "Hand-written: why v3 went online." in again and "Closing notes by hand." in again
+    assert "EDITED" not in again and again.replace("Hand-written: why v3 went online.\n\n", "") == \
+        rendered + "\nClosing notes by hand.\n"
+
+
+def test_bottleneck_is_argued_from_metrics():
+    assert report.bottleneck({"memory_pct": 90, "dram_pct": 88, "compute_pct": 20}).startswith("memory-bound")
+    assert report.bottleneck({"memory_pct": 30, "dram_pct": 10, "compute_pct": 85}).startswith("compute-bound")
+    low = report.bottleneck({"memory_pct": 20, "dram_pct": 15, "compute_pct": 10, "achieved_occupancy_pct": 12,
+                             "stall_long_scoreboard": 30.0, "stall_barrier": 2.0})
+    assert low.startswith("latency/occupancy-bound") and "long scoreboard" in low
+    assert report.bottleneck({}) == "not collected"
