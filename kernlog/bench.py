@@ -2,9 +2,10 @@
 side in one run, written long-format to profiles/<gpu>/<kernel>/bench.csv."""
 from __future__ import annotations
 
+import functools
 import io
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from . import gate, provenance, store, timing
 from .errors import GateFailure
@@ -63,7 +64,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                         progress(f"{rev.name} {format_shape(shape)} {dtype}: disagrees with {refs[0]} "
                                  f"({agree(result, baseline, dtype):.1e}); left out")
                         continue
-                s = timing.summary(timer.samples(lambda: launch(inputs, out), budget_s=budget_s))
+                s = timing.summary(timer.samples(functools.partial(launch, inputs, out), budget_s=budget_s))
                 nbytes, flops = kernel.bytes_moved(shape, dtype), kernel.flops(shape)
                 values = {"median_ms": s["median_ms"], "p05_ms": s["p05_ms"], "p95_ms": s["p95_ms"],
                           "gbps": nbytes / s["median_ms"] / 1e6}

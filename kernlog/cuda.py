@@ -4,8 +4,8 @@ CuPy is imported only when a CUDA revision is loaded, so the tool imports withou
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 # Line info lets ncu attribute stalls to source lines; sm_90 is set by CuPy from the device.
 NVRTC_OPTIONS = ("-lineinfo", "--std=c++17")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
-from typing import Optional
 
 from .metrics import CATALOG, metric
 
@@ -17,10 +16,10 @@ class Row:
     key: str
     label: str
     unit: str
-    a: Optional[float]
-    b: Optional[float]
-    delta: Optional[float]
-    pct: Optional[float]
+    a: float | None
+    b: float | None
+    delta: float | None
+    pct: float | None
     judgement: str  # better / worse / changed / same / not collected
 
 
@@ -105,13 +104,13 @@ def diff(a: dict, b: dict) -> dict:
             "findings_appeared": appeared, "findings_gone": gone, "warnings": warnings}
 
 
-def _num(v: Optional[float]) -> str:
+def _num(v: float | None) -> str:
     if v is None:
         return "not collected"
     return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
 
 
-def _pct(v: Optional[float]) -> str:
+def _pct(v: float | None) -> str:
     return "" if v is None else f"{v:+.1f}%"
 
 

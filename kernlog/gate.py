@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import zlib
 from dataclasses import dataclass
-from typing import Optional
 
 from .spec import Kernel, Revision, Shape, format_shape
 
@@ -84,7 +83,7 @@ def fresh_seed() -> int:
 
 
 def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtypes=None,
-                   seed: Optional[int] = None, launch=None) -> list[CheckResult]:
+                   seed: int | None = None, launch=None) -> list[CheckResult]:
     """Run `rev` on every (shape, dtype, case) with fresh random inputs (a new seed each
     call unless given); a crash is a failed check, not an exception."""
     seed = fresh_seed() if seed is None else seed
@@ -103,5 +102,5 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
     return results
 
 
-def first_failure(results: list[CheckResult]) -> Optional[CheckResult]:
+def first_failure(results: list[CheckResult]) -> CheckResult | None:
     return next((r for r in results if not r.ok), None)

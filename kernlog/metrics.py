@@ -10,7 +10,6 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from .errors import KernlogError
 
@@ -37,7 +36,7 @@ class Metric:
     key: str
     label: str
     unit: str
-    better: Optional[str]  # "lower", "higher", or None where no direction is good in itself
+    better: str | None  # "lower", "higher", or None where no direction is good in itself
     ncu: tuple[str, ...] = ()  # ncu metrics summed into this one (across names and kernels)
     scale: float = 1.0
     combine: str = "main"  # "sum" over a revision's kernels, or taken from its "main" (longest) one
@@ -123,20 +122,20 @@ def _stalls(action) -> dict[str, float]:
     return out
 
 
-def occupancy_limiter(action) -> Optional[str]:
+def occupancy_limiter(action) -> str | None:
     limits = {k: _value(action, f"launch__occupancy_limit_{k}") for k in OCCUPANCY_LIMITS}
     limits = {k: v for k, v in limits.items() if v is not None}
     return min(limits, key=limits.get) if limits else None
 
 
-def summarize(actions) -> tuple[dict[str, Optional[float]], dict]:
+def summarize(actions) -> tuple[dict[str, float | None], dict]:
     """(metrics, facts) for the kernels one revision launched. `facts` holds strings: the
     main kernel's name and its occupancy limiter."""
     if not actions:
         raise KernlogError("the report holds no profiled kernel for this revision")
     durations = [_value(a, "gpu__time_duration.sum") or 0.0 for a in actions]
     main = actions[durations.index(max(durations))]
-    values: dict[str, Optional[float]] = {}
+    values: dict[str, float | None] = {}
     for m in CATALOG:
         if not m.ncu:
             continue
@@ -148,7 +147,7 @@ def summarize(actions) -> tuple[dict[str, Optional[float]], dict]:
     for reason, v in sorted(_stalls(main).items()):
         values[f"stall_{reason}"] = v
     facts = {"main_kernel": main.name(), "occupancy_limiter": occupancy_limiter(main),
-             "kernels": [{"name": a.name(), "duration_us": d * 1e-3} for a, d in zip(actions, durations)]}
+             "kernels": [{"name": a.name(), "duration_us": d * 1e-3} for a, d in zip(actions, durations, strict=False)]}
     return values, facts
 
 
@@ -239,7 +238,7 @@ def group_by_range(actions, prefix: str) -> dict[str, list]:
     return groups
 
 
-def replay_passes(actions) -> Optional[int]:
+def replay_passes(actions) -> int | None:
     passes = [_value(a, "profiler__replayer_passes") for a in actions]
     passes = [p for p in passes if p is not None]
     return int(max(passes)) if passes else None

@@ -1,28 +1,28 @@
 """`kernlog profile`: gate -> timing pass -> ncu pass -> extraction -> profiles/, per revision."""
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 from . import gate, metrics, provenance, store, timing
 from .errors import GateFailure, KernlogError, NoGpu
 from .spec import Kernel, Revision, Shape, format_shape
 from .target import RANGE_PREFIX
 
-
 DEVICE = "cuda"
 
 
 @dataclass
 class Options:
-    shape: Optional[Shape] = None
-    dtype: Optional[str] = None
+    shape: Shape | None = None
+    dtype: str | None = None
     force: bool = False
     clock_control: str = "none"  # as ncu names it; 'none' keeps clocks as the timing pass sees them
     cache_control: str = "all"
@@ -81,7 +81,7 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
     return "current" if store.load_json(json_path).get("source_sha256") == rev.sha256() else "stale"
 
 
-def build_record(report: Path, rev: Revision, samples: list[float], range_name: Optional[str] = None) -> dict:
+def build_record(report: Path, rev: Revision, samples: list[float], range_name: str | None = None) -> dict:
     """The revision's part of a profile: metrics and findings from the kernels its ncu report
     holds inside the NVTX range `range_name` (default: the one kernlog.target opens for it),
     and the timing pass's samples."""
@@ -149,7 +149,7 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
         gen = torch.Generator(device=DEVICE).manual_seed(0)
         inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, "random")
         out = kernel.make_output(inputs)
-        samples = timer.samples(lambda: launch(inputs, out), budget_s=opts.timing_budget_s)
+        samples = timer.samples(functools.partial(launch, inputs, out), budget_s=opts.timing_budget_s)
         del inputs, out
         torch.cuda.empty_cache()
         progress(f"{tag}: ncu pass ({len(opts.sections)} sections)")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Optional
 
 import jinja2
 
@@ -17,7 +16,7 @@ from .metrics import CATALOG, metric
 from .spec import format_shape
 
 LOG = "KERNEL_LOG.md"
-BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.S)
+BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
 MEMORY_BOUND_PCT = 60.0
 COMPUTE_BOUND_PCT = 60.0
 TOP_DELTAS = 5
@@ -94,7 +93,7 @@ def ladder(records: list[dict], order: list[str]) -> dict:
     return {"rows": rows, "ref": ref["revision"] if ref else None, "tuned": steps[-1]["revision"] if steps else None}
 
 
-def _sweep(root: Path, gpu: str, kernel: str, order: list[str]) -> Optional[dict]:
+def _sweep(root: Path, gpu: str, kernel: str, order: list[str]) -> dict | None:
     path = store.kernel_dir(root, gpu, kernel) / "bench.csv"
     if not path.exists():
         return None
@@ -175,7 +174,8 @@ def splice(text: str, blocks: dict[str, str]) -> str:
     text = BLOCK.sub(sub, text)
     for name, body in blocks.items():
         if name not in seen:
-            text = text.rstrip("\n") + f"\n\n<!-- kernlog:begin {name} -->\n{body.rstrip()}\n<!-- kernlog:end {name} -->\n"
+            block = f"<!-- kernlog:begin {name} -->\n{body.rstrip()}\n<!-- kernlog:end {name} -->\n"
+            text = text.rstrip("\n") + "\n\n" + block
     return text
 
 
@@ -206,11 +206,12 @@ def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
         for sw in s["sweeps"]:
             dtypes = sorted({r["dtype"] for r in sw["rows"]})
             fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4), squeeze=False)
-            for ax, dtype in zip(axes[0], dtypes):
+            for ax, dtype in zip(axes[0], dtypes, strict=False):
                 rows = [r for r in sw["rows"] if r["dtype"] == dtype]
                 x = [_x(r["shape"], s["kernel"].sweep_axis) for r in rows]
                 for rev in sw["revisions"]:
-                    pts = sorted((xi, r["values"][rev]) for xi, r in zip(x, rows) if r["values"][rev] is not None)
+                    pts = sorted((xi, r["values"][rev]) for xi, r in zip(x, rows, strict=True)
+                                 if r["values"][rev] is not None)
                     if pts:
                         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=rev)
                 ax.axhline(sw["ceiling"], color="grey", linestyle="--", label="ceiling")

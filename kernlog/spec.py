@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 Shape = tuple[int, ...]
 Inputs = tuple[Any, ...]
@@ -88,7 +89,7 @@ class Kernel:
     flops: Callable[[Shape], int] = _no_flops
     ceiling: str = "copy"  # the roofline term that bounds it: "copy" (bandwidth) or "matmul"
     sweep_axis: int = -1  # which shape entry the sweep plot puts on its x axis
-    extra_check: Optional[Callable[[Inputs, Any], Optional[str]]] = None
+    extra_check: Callable[[Inputs, Any], str | None] | None = None
     tolerance: dict = field(default_factory=dict)  # per-dtype overrides of gate.TOLERANCE
     doc: str = ""
 

@@ -10,8 +10,8 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 from .errors import KernlogError
 from .spec import NAME_RE, Shape, format_shape
@@ -85,7 +85,7 @@ def load_json(path: Path) -> dict:
     return data
 
 
-def iter_profiles(root: Path, kernel: Optional[str] = None) -> Iterator[dict]:
+def iter_profiles(root: Path, kernel: str | None = None) -> Iterator[dict]:
     base = root / "profiles"
     pattern = f"*/{kernel}/*.json" if kernel else "*/*/*.json"
     for path in sorted(base.glob(pattern)):
@@ -94,8 +94,8 @@ def iter_profiles(root: Path, kernel: Optional[str] = None) -> Iterator[dict]:
         yield record
 
 
-def find_profile(root: Path, kernel: str, revision: str, shape: Optional[Shape] = None,
-                 dtype: Optional[str] = None, gpu: Optional[str] = None) -> dict:
+def find_profile(root: Path, kernel: str, revision: str, shape: Shape | None = None,
+                 dtype: str | None = None, gpu: str | None = None) -> dict:
     matches = [r for r in iter_profiles(root, kernel)
                if r["revision"] == revision and (shape is None or tuple(r["shape"]) == tuple(shape))
                and (dtype is None or r["dtype"] == dtype) and (gpu is None or r["gpu"]["slug"] == gpu)]

@@ -50,7 +50,6 @@ def measure_ceilings(timer: Timer) -> dict:
     x = torch.randn(n, device="cuda")
     y = torch.empty_like(x)
     copy_ms = statistics.median(timer.samples(lambda: y.copy_(x), min_samples=20, max_samples=50))
-    del x, y
     m = 8192
     a = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(m, m, device="cuda", dtype=torch.bfloat16)

@@ -12,7 +12,7 @@ except ImportError:  # pragma: no cover
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import pytest  # noqa: E402
+import pytest
 
 HAS_NCU = shutil.which("ncu") is not None
 HAS_NVCC = shutil.which("nvcc") is not None
