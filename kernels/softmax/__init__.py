@@ -109,7 +109,9 @@ KERNEL = Kernel(
     make_output=make_output,
     reference=reference,
     bytes_moved=bytes_moved,
-    check_shapes=((1, 1), (3, 1), (7, 33), (257, 64), (5, 1000), (17, 4097), (4, 12345), (2, 131073)),
+    # The last three reach v5's vector cluster paths (2, 8 and 8 x 512-thread blocks per row).
+    check_shapes=((1, 1), (3, 1), (7, 33), (257, 64), (5, 1000), (17, 4097), (4, 12345), (2, 131073),
+                  (3, 16384), (2, 65536), (2, 131072)),
     bench_shapes=((4096, 1024), (32768, 256), (8192, 4096), (4096, 8192), (4096, 32000),
                   (2048, 32768), (16384, 16384), (1024, 131072)),
     profile_shape=(8192, 4096),

@@ -7,9 +7,9 @@ exactly the file's entry points). Nothing compiles until the first launch.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 ELEMS = 32  # row elements each thread holds in registers in v4/v5 (v5_tuned.cu's ELEMS)
 DTYPES = ("fp32", "bf16")

@@ -79,6 +79,9 @@ def softmax(x, out, max_fused: int = MAX_FUSED, interpreter_block: int = 1024):
     elif on_gpu:
         _online_tuned[(rows,)](x, out, cols, x.stride(0))
     else:
+        from kernels.common import triton_interpreter
+
+        triton_interpreter.apply()
         _online_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=interpreter_block, num_warps=4)
     return out
 

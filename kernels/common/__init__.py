@@ -1,0 +1,1 @@
+"""Code shared by the operator folders: kl_cuda.cuh for CUDA C, Triton interpreter shims."""

@@ -1,0 +1,135 @@
+"""The CUDA C softmax ladder: every file compiles for sm_90, the tuned one without spills,
+and the launch plans name exactly the kernels the files export. CPU-only except the
+GPU-marked tests, which gate extra shapes and a misaligned base pointer on the device."""
+import re
+import shutil
+from functools import lru_cache
+
+import pytest
+import torch
+
+from kernels.softmax import cuda_launch
+from kernlog import gate
+from kernlog.cuda import compile_report
+from kernlog.registry import find_root, load_kernel
+
+KERNEL = load_kernel(find_root(), "softmax")
+CUDA_REVS = [r for r in KERNEL.revisions if r.kind == "cuda"]
+# One row length per v5 kernel (and v4 path): with the gate's strided case (misaligned
+# stride) they reach every entry point of both files; the GPU test gates them all.
+PATH_SHAPES = ((3, 256), (3, 512), (3, 1000), (3, 2048), (3, 4096), (3, 8192), (3, 16384), (3, 32000),
+               (3, 65536), (3, 131072), (3, 131080))
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+
+@lru_cache(maxsize=None)
+def report(name: str) -> str:
+    return compile_report(KERNEL.revision(name).sources[0])
+
+
+def entries(ptxas_report: str) -> dict[str, str]:
+    """{kernel name: its ptxas resource lines} from `ptxas -v` output."""
+    out, current = {}, None
+    for line in ptxas_report.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            current = m.group(1)
+            out[current] = ""
+        elif current:
+            out[current] += line + "\n"
+    return out
+
+
+@needs_nvcc
+@pytest.mark.parametrize("rev", [r.name for r in CUDA_REVS])
+def test_compiles_and_exports_exactly_the_planned_kernels(rev):
+    _, names = cuda_launch.PLANS[rev]
+    assert set(entries(report(rev))) == set(names)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned"])
+def test_register_resident_revisions_do_not_spill(rev):
+    found = entries(report(rev))
+    for name, resources in found.items():
+        assert "0 bytes spill stores" in resources and "0 bytes spill loads" in resources, (name, resources)
+        regs = int(re.search(r"Used (\d+) registers", resources).group(1))
+        if rev == "v5_tuned":  # __launch_bounds__ cap: 1024 threads per SM
+            assert regs <= 64, (name, regs)
+
+
+def test_sources_need_no_headers_nvrtc_may_lack():
+    for rev in CUDA_REVS:
+        text = rev.sources[0].read_text()
+        assert re.findall(r'#include\s+[<"]([^>"]+)', text) == ["kl_cuda.cuh"], rev.name
+
+
+def _aligned(shape, dtype, case):
+    cols = shape[1]
+    stride = cols + 3 if case == "strided" else cols
+    vw = cuda_launch.vector_width(dtype)
+    return cols % vw == 0 and stride % vw == 0
+
+
+@pytest.mark.parametrize("rev", [r.name for r in CUDA_REVS])
+def test_plans_cover_the_row_and_every_kernel_is_gated(rev):
+    plan, names = cuda_launch.PLANS[rev]
+    used = set()
+    for shape in KERNEL.check_shapes + PATH_SHAPES + KERNEL.bench_shapes:
+        for dtype in KERNEL.dtypes:
+            for case in KERNEL.cases:
+                step = plan(*shape, dtype, _aligned(shape, dtype, case))
+                assert step.kernel in names and step.grid >= 1 and step.block % 32 == 0
+                assert step.capacity == 0 or step.capacity >= shape[1]
+                if shape not in KERNEL.bench_shapes:
+                    used.add(step.kernel)
+    assert used == set(names), f"kernels no gated shape reaches: {set(names) - used}"
+
+
+def test_tuned_plan_keeps_bench_shapes_on_chip_with_16_byte_accesses():
+    for rows, cols in KERNEL.bench_shapes:
+        for dtype in KERNEL.dtypes:
+            step = cuda_launch.plan_v5(rows, cols, dtype, True)
+            assert "_vec" in step.kernel and step.capacity >= cols, (rows, cols, dtype, step)
+            cluster = int(step.kernel.rsplit("_c", 1)[1]) if "_row_" in step.kernel else 1
+            assert step.grid % cluster == 0 and step.grid >= rows // cuda_launch.WARP_ROWS
+
+
+def test_import_compiles_nothing():
+    import sys
+
+    assert "cupy" not in sys.modules
+    assert not cuda_launch._MODULES
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned"])
+def test_every_path_passes_the_gate_on_gpu(rev):
+    results = gate.check_revision(KERNEL, KERNEL.revision(rev), "cuda", shapes=PATH_SHAPES)
+    failed = [r.line() for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned"])
+def test_misaligned_base_pointers_take_the_scalar_path(rev):
+    """x and out start 8 bytes past a 16-byte boundary; cols and the row stride are aligned."""
+    launch = KERNEL.revision(rev).load()
+
+    def shifted(inputs, out):
+        (x,) = inputs
+        rows, cols = x.shape
+        xb = torch.empty((rows, cols + 8), dtype=x.dtype, device=x.device)
+        xs = xb[:, 2:2 + cols]
+        xs.copy_(x)
+        ob = torch.full((rows * cols + 2,), float("nan"), dtype=x.dtype, device=x.device)
+        os_ = ob[2:].view(rows, cols)
+        assert not cuda_launch.is_aligned(xs, os_)
+        launch((xs,), os_)
+        out.copy_(os_)
+        return out
+
+    results = gate.check_revision(KERNEL, KERNEL.revision(rev), "cuda", shapes=((5, 4096), (3, 32768)),
+                                  dtypes=("fp32",), launch=shifted)
+    failed = [r.line() for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
