@@ -72,7 +72,7 @@ STEPS = (
     ("v4_vectorized", "128-bit loads/stores with the row held in registers: each element read once",
      "load instructions fall 4x (fp32) / 8x (bf16), load bytes halve; ~80% of DRAM peak on 64 MB+ rows <= 8192"),
     ("v5_tuned", "launch by shape: a warp per short row; Hopper clusters hold rows up to 131072 on chip",
-     "rows >= 16384 stop re-reading (dram bytes = 2x tensor); >= 2.7 TB/s and >= F.softmax on every bench shape"),
+     "global load bytes halve on rows > 8192 (no second pass); >= 2.7 TB/s and >= F.softmax on every bench shape"),
 )
 
 CUDA_REVISIONS = tuple(

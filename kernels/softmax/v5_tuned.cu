@@ -12,9 +12,10 @@
 //
 // CHANGE vs v4: shape-dependent launch: several rows per block for short rows, and Hopper
 // clusters instead of the second global pass for rows of 16384..131072 elements.
-// PREDICTION: rows >= 16384 stop re-reading: dram__bytes_read falls from ~2x to 1x the
-// tensor and dram__throughput reaches >= 90% of peak (>= 2.7 TB/s effective); short rows
-// (<= 1024) get 4x fewer, fuller blocks and no barrier stalls.
+// PREDICTION: rows > 8192 stop re-reading: global load bytes halve, and on 1024x131072
+// (rows too long for L2 to keep between v4's passes) dram__bytes_read falls from ~2x to 1x
+// the tensor; dram__throughput reaches >= 90% of peak (>= 2.7 TB/s effective) on 64 MB+
+// shapes; short rows (<= 1024) get 4x fewer, fuller blocks and no barrier stalls.
 #include "kl_cuda.cuh"
 
 #define ELEMS 32  // floats of row per thread: 8 float4 or 4 x (8 x bf16); fits 64 registers
