@@ -94,5 +94,8 @@ KERNEL = Kernel(
     profile_shape=(1 << 25,),
     cases=("tanh", "erf"),
     sweep_axis=0,
+    # The tanh and erf forms differ by ~1e-4 relative L2 on these inputs, exactly the default
+    # fp32 tolerance; fp32 revisions land near 1e-7, so 2e-5 tells the forms apart.
+    tolerance={"fp32": 2e-5},
     doc=__doc__,
 )

@@ -1,0 +1,56 @@
+"""layernorm / rmsnorm: known-wrong kernels the gate must reject, each for its own mistake."""
+import torch
+import torch.nn.functional as F
+
+from kernlog import gate
+from kernlog.registry import find_root, load_kernel
+from kernlog.spec import Revision
+
+ROOT = find_root()
+LAYERNORM = load_kernel(ROOT, "layernorm")
+RMSNORM = load_kernel(ROOT, "rmsnorm")
+SHAPES = [(7, 33), (5, 1000)]
+
+
+def _failures(kernel, fn, **kw):
+    rev = Revision("wrong", "triton", (), lambda: fn, "known wrong")
+    return [r for r in gate.check_revision(kernel, rev, "cpu", shapes=SHAPES, **kw) if not r.ok]
+
+
+def test_layernorm_that_forgets_the_bias_is_rejected():
+    def no_bias(inputs, out):
+        x, w, _, eps = inputs
+        return out.copy_(F.layer_norm(x.float(), (x.shape[-1],), w.float(), None, eps))
+
+    assert len(_failures(LAYERNORM, no_bias)) == len(SHAPES) * 2 * 2  # every shape, dtype, case
+
+
+def test_layernorm_with_one_pass_variance_fails_on_shifted_rows():
+    """E[x^2] - mean^2 in fp32 cancels at mean 300: the "shifted" case exists to catch it."""
+
+    def one_pass(inputs, out):
+        x, w, b, eps = (t.float() if torch.is_tensor(t) else t for t in inputs)
+        mean = x.mean(-1, keepdim=True)
+        var = (x * x).mean(-1, keepdim=True) - mean * mean
+        return out.copy_((x - mean) * torch.rsqrt(var.clamp_min(0) + eps) * w + b)
+
+    failed = _failures(LAYERNORM, one_pass, dtypes=["fp32"])
+    assert failed and {r.case for r in failed} == {"shifted"}
+
+
+def test_rmsnorm_that_forgets_the_weight_is_rejected():
+    def no_weight(inputs, out):
+        x, _, eps = inputs
+        return out.copy_(F.rms_norm(x.float(), (x.shape[-1],), None, eps))
+
+    assert len(_failures(RMSNORM, no_weight)) == len(SHAPES) * 2 * 2
+
+
+def test_rmsnorm_that_divides_by_the_std_is_rejected():
+    """Subtracting the mean turns RMSNorm into LayerNorm without bias: close, but not it."""
+
+    def centred(inputs, out):
+        x, w, eps = inputs
+        return out.copy_(F.layer_norm(x.float(), (x.shape[-1],), w.float(), None, eps))
+
+    assert _failures(RMSNORM, centred, dtypes=["fp32"])
