@@ -91,6 +91,7 @@ class Kernel:
     sweep_axis: int = -1  # which shape entry the sweep plot puts on its x axis
     extra_check: Callable[[Inputs, Any], str | None] | None = None
     tolerance: dict = field(default_factory=dict)  # per-dtype overrides of gate.TOLERANCE
+    sanitize_shapes: tuple[Shape, ...] = ()  # compute-sanitizer's shapes (default: the last two check shapes)
     doc: str = ""
 
     def __post_init__(self):

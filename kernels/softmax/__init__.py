@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from kernlog.frameworks import compiled
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 from . import cuda_launch
@@ -55,7 +56,7 @@ def _load_torch():
 
 
 def _load_torch_compile():
-    fn = torch.compile(lambda x: torch.softmax(x, dim=-1), dynamic=False)
+    fn = compiled(lambda x: torch.softmax(x, dim=-1))
     return lambda inputs, out: fn(inputs[0])
 
 

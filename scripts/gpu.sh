@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The GPU half of the main job, in stages that each fit one device call:
+#   scripts/gpu.sh check              GPU tests (gate on every revision, ncu end to end)
+#   scripts/gpu.sh sanitize           compute-sanitizer (memcheck, racecheck) on every CUDA C revision
+#   scripts/gpu.sh profile K [K ...]  kernlog profile for each kernel (missing revisions only)
+#   scripts/gpu.sh bench K [K ...]    kernlog bench for each kernel
+# Logs go to $OUT (or ./gpu-logs); profiles/ is written in place.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 PYTHONWARNINGS=ignore
+LOGS=${OUT:-gpu-logs}
+mkdir -p "$LOGS"
+stage=${1:?stage: check, profile or bench}; shift
+status=0
+
+sanitize() {  # every CUDA C revision of every kernel, on small odd shapes, both tools
+  python3 - <<'PY' > "$LOGS/sanitize-plan.txt"
+from pathlib import Path
+from kernlog.registry import kernel_names, load_kernel
+from kernlog.spec import format_shape
+root = Path(".")
+for name in kernel_names(root):
+    k = load_kernel(root, name)
+    revs = [r.name for r in k.revisions if r.kind == "cuda"]
+    for shape in k.sanitize_shapes or k.check_shapes[-2:]:
+        for dtype in k.dtypes:
+            if revs:
+                print(name, format_shape(shape), dtype, *revs)
+PY
+  while read -r line; do
+    for tool in memcheck racecheck; do
+      if compute-sanitizer --tool "$tool" --error-exitcode 9 --target-processes all \
+          python3 -m kernlog.target . $line > "$LOGS/sanitizer.tmp" 2>&1; then
+        echo "$tool clean: $line"
+      else
+        echo "$tool FAILED: $line"; tail -30 "$LOGS/sanitizer.tmp"; status=1
+      fi
+    done
+  done < "$LOGS/sanitize-plan.txt"
+}
+
+case $stage in
+  check)
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
+    python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider -x 2>&1 | tee "$LOGS/pytest-gpu.log" | tail -40 || status=1
+    ;;
+  sanitize)
+    sanitize 2>&1 | tee "$LOGS/sanitizer.log"
+    grep -q FAILED "$LOGS/sanitizer.log" && status=1
+    ;;
+  profile)
+    for k in "$@"; do
+      /usr/bin/time -f "profile $k: %e s" python3 -m kernlog profile "$k" 2>&1 | tee -a "$LOGS/profile.log" || status=1
+    done
+    ;;
+  bench)
+    for k in "$@"; do
+      python3 -m kernlog bench "$k" 2>&1 | tee -a "$LOGS/bench.log" || status=1
+    done
+    ;;
+  *) echo "unknown stage $stage"; exit 2 ;;
+esac
+exit $status
