@@ -42,7 +42,7 @@ PY
 case $stage in
   check)
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv
-    python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider -x 2>&1 | tee "$LOGS/pytest-gpu.log" | tail -40 || status=1
+    python3 -m pytest -q -m "gpu or ncu" -p no:cacheprovider -rf 2>&1 | tee "$LOGS/pytest-gpu.log" | tail -40 || status=1
     ;;
   sanitize)
     sanitize 2>&1 | tee "$LOGS/sanitizer.log"
