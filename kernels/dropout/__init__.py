@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from kernlog.frameworks import compiled
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -73,7 +74,7 @@ def _load_torch():
 
 
 def _load_torch_compile():
-    fn = torch.compile(lambda x, p: F.dropout(x, p, training=True), dynamic=False)
+    fn = compiled(lambda x, p: F.dropout(x, p, training=True))
     return lambda inputs, out: fn(inputs[0], inputs[1])
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from kernlog.frameworks import compiled
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -63,7 +64,7 @@ def _load_torch():
 
 
 def _load_torch_compile():
-    fns = {a: torch.compile(lambda x, a=a: F.gelu(x, approximate=a), dynamic=False) for a in ("tanh", "none")}
+    fns = {a: compiled(lambda x, a=a: F.gelu(x, approximate=a)) for a in ("tanh", "none")}
     return lambda inputs, out: fns[inputs[1]](inputs[0])
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from kernlog.frameworks import compiled
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -58,7 +59,7 @@ def _load_torch():
 
 
 def _load_torch_compile():
-    fn = torch.compile(lambda a, b: torch.relu(a @ b), dynamic=False)
+    fn = compiled(lambda a, b: torch.relu(a @ b))
     return lambda inputs, out: fn(*inputs)
 
 

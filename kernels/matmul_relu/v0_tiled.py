@@ -9,7 +9,7 @@ the metric to watch; DRAM traffic near the compulsory A + B + C.
 import triton
 import triton.language as tl
 
-from . import interpreter_compat
+from kernels.common import triton_interpreter
 
 
 def _config(bm, bn, bk, stages, warps):
@@ -83,7 +83,7 @@ def matmul_relu(a, b, c, config=None):
     assert M * K < 2**31 and K * N < 2**31 and M * N < 2**31, "int32 offsets"
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)  # noqa: E731
     if not a.is_cuda:
-        interpreter_compat.apply()
+        triton_interpreter.apply()
         # The interpreter holds bf16 as uint16 and its tl.dot would multiply the bit patterns;
         # fp32 copies are exact and give the same fp32-accumulated products.
         a, b = a.float(), b.float()

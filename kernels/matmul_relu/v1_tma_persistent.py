@@ -12,7 +12,9 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from . import interpreter_compat, v0_tiled
+from kernels.common import triton_interpreter
+
+from . import v0_tiled
 
 
 def _set_block_shapes(nargs):
@@ -76,7 +78,7 @@ def matmul_relu(a, b, c, config=None, num_sms=None):
 
         num_sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
     if not a.is_cuda:
-        interpreter_compat.apply()
+        triton_interpreter.apply()
         a, b = a.float(), b.float()  # see v0_tiled: the interpreter's tl.dot cannot take bf16
         config = config or CPU_CONFIG
     descs = [TensorDescriptor.from_tensor(t, [16, 16]) for t in (a, b, c)]  # block shapes set per config

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from kernlog.frameworks import compiled
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -52,7 +53,7 @@ def _load_torch():
 
 
 def _load_torch_compile():
-    fn = torch.compile(lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps), dynamic=False)
+    fn = compiled(lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps))
     return lambda inputs, out: fn(*inputs)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from kernlog.frameworks import compiled
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -77,7 +78,7 @@ def _load_torch():
 
 
 def _load_torch_compile():
-    fn = torch.compile(lambda x, y: x + y, dynamic=False)
+    fn = compiled(lambda x, y: x + y)
     return lambda inputs, out: fn(*inputs)
 
 
