@@ -78,6 +78,14 @@ def check_one(kernel: Kernel, rev: Revision, launch, shape: Shape, dtype: str, c
     return CheckResult(rev.name, shape, dtype, case, err, not problem, problem)
 
 
+def _gist(exc: Exception) -> str:
+    """First and last lines of an error (a compiler error puts its cause on the last line)."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1][:300]}"
+
+
 def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little")
 
@@ -96,9 +104,8 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
                     results.append(check_one(kernel, rev, launch, shape, dtype, case, device,
                                              seed + 1000 * i + zlib.crc32(case.encode()) % 997))
                 except Exception as exc:  # a crashing revision fails the gate with its reason
-                    msg = str(exc).strip().splitlines()
                     results.append(CheckResult(rev.name, shape, dtype, case, float("inf"), False,
-                                               f"raised {type(exc).__name__}: {msg[0] if msg else ''}"))
+                                               f"raised {type(exc).__name__}: {_gist(exc)}"))
     return results
 
 

@@ -14,8 +14,8 @@ CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b, w in
            ((1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8), (16384, 16))]
 # The autotuner benchmarks through the GPU driver, which the CPU interpreter lacks.
 CPU_CONFIG = {"BLOCK": 1024}
-SQRT_2_OVER_PI = 0.7978845608028654
-SQRT_HALF = 0.7071067811865476
+SQRT_2_OVER_PI = tl.constexpr(0.7978845608028654)
+SQRT_HALF = tl.constexpr(0.7071067811865476)
 
 
 @triton.autotune(configs=CONFIGS, key=["n", "TANH"])

@@ -117,5 +117,9 @@ KERNEL = Kernel(
                   (2048, 32768), (16384, 16384), (1024, 131072)),
     profile_shape=(8192, 4096),
     cases=("random", "large", "neg_inf", "nan", "strided"),
+    # v0's one-thread sequential fp32 sum over a 131072-long row lands at 1.9e-4 (H100), an
+    # accumulation error of the naive method, not a wrong answer; the wrong kernels in
+    # tests/test_softmax_wrong.py land at 1e-1 and above.
+    tolerance={"fp32": 5e-4},
     doc=__doc__,
 )

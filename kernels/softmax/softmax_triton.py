@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 MAX_FUSED = 32768  # longest row held in one program: 64 fp32 per thread at 16 warps
-NEG_MAX = -3.4028234663852886e38  # finite running-max identity: never exp(-inf - -inf) = NaN
+NEG_MAX = tl.constexpr(-3.4028234663852886e38)  # finite running-max identity: never exp(-inf - -inf) = NaN
 
 
 @triton.jit
