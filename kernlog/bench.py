@@ -50,7 +50,8 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             gen = torch.Generator(device="cuda").manual_seed(0)
             inputs = kernel.make_inputs(shape, dtype, gen, "cuda", "random")
             baseline = None
-            for rev in revs:
+            # the reference runs first, so every other revision is compared with its output
+            for rev in sorted(revs, key=lambda r: r.name != (refs[0] if refs else None)):
                 if rev.name in failed:
                     continue
                 launch = launchers[rev.name]

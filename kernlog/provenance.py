@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import re
 import shutil
@@ -20,9 +21,13 @@ def _run(cmd, cwd=None) -> str:
 
 
 def git_state(root: Path) -> dict:
-    commit = _run(["git", "rev-parse", "HEAD"], cwd=root)
+    """The commit profiled. A copy of the tree without git history (a lent GPU machine gets
+    one) names it through KERNLOG_COMMIT instead."""
+    commit = os.environ.get("KERNLOG_COMMIT") or _run(["git", "rev-parse", "HEAD"], cwd=root)
+    if not re.fullmatch(r"[0-9a-f]{40}", commit or ""):
+        return {"commit": None, "dirty": None}
     dirty = bool(_run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root))
-    return {"commit": commit or None, "dirty": dirty}
+    return {"commit": commit, "dirty": dirty}
 
 
 def ncu_version(ncu: str) -> str:

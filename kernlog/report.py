@@ -43,18 +43,30 @@ def top_stalls(m: dict, n: int = 3) -> list[tuple[str, float]]:
     return [(name.replace("_", " "), v) for v, name in stalls[:n]]
 
 
+# What counts as a move worth a line: a stall that changed by at least this many cycles per
+# issued instruction, any other directional metric by at least this many percent.
+STALL_MOVE = 1.0
+METRIC_MOVE_PCT = 5.0
+
+
 def largest_deltas(a: dict, b: dict, n: int = TOP_DELTAS) -> list[dict]:
     rows = []
-    for key in [m.key for m in CATALOG if m.better] + sorted(k for k in b if k.startswith("stall_")):
+    keys = [m.key for m in CATALOG if m.better and m.key != "wall_ms"]
+    keys += sorted(k for k in set(a) | set(b) if k.startswith("stall_"))
+    for key in keys:
         va, vb = a.get(key), b.get(key)
-        if va is None or vb is None or key == "wall_ms" or va == vb:
+        if va is None or vb is None or va == vb:
+            continue
+        pct = 100.0 * (vb - va) / abs(va) if va else float("inf")
+        if key.startswith("stall_") and abs(vb - va) < STALL_MOVE:
+            continue
+        if not key.startswith("stall_") and abs(pct) < METRIC_MOVE_PCT:
             continue
         m = metric(key)
-        pct = 100.0 * (vb - va) / abs(va) if va else float("inf")
         good = (vb < va) == (m.better == "lower")
         rows.append({"label": m.label, "unit": m.unit, "a": va, "b": vb, "pct": pct,
                      "judgement": "better" if good else "worse"})
-    rows.sort(key=lambda r: (-abs(r["pct"]) if r["pct"] != float("inf") else -1e18, r["label"]))
+    rows.sort(key=lambda r: (-min(abs(r["pct"]), 1e9), r["label"]))
     return rows[:n]
 
 

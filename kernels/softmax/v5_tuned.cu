@@ -26,15 +26,20 @@ __device__ __forceinline__ unsigned int cluster_ctarank() {
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
     return r;
 }
+// Not the .aligned forms: those require every thread of the warp to reach the barrier
+// converged, and after the divergent `tid == 0` / masked-store code before them the H100
+// faulted ("unspecified launch failure") on fp32 rows of 32000..131072 with many clusters.
 __device__ __forceinline__ void cluster_arrive() {
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+    __syncwarp();
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
 }
 // No ordering of this block's memory operations: ptxas emits MEMBAR.ALL.GPU for .release.
 __device__ __forceinline__ void cluster_arrive_relaxed() {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    __syncwarp();
+    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() {
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 }
 // (m, s) at the same shared-memory variable of block `rank` of this cluster.
 __device__ __forceinline__ float2 cluster_load_pair(const float2* local, unsigned int rank) {
