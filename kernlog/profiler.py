@@ -147,7 +147,7 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             continue
         progress(f"{tag}: timing pass")
         gen = torch.Generator(device=DEVICE).manual_seed(0)
-        inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, "random")
+        inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
         out = kernel.make_output(inputs)
         samples = timer.samples(functools.partial(launch, inputs, out), budget_s=opts.timing_budget_s)
         del inputs, out

@@ -85,7 +85,7 @@ class Kernel:
     bench_shapes: tuple[Shape, ...]
     profile_shape: Shape
     dtypes: tuple[str, ...] = ("fp32", "bf16")
-    cases: tuple[str, ...] = ("random",)  # input families the gate draws, e.g. "neg_inf", "nan"
+    cases: tuple[str, ...] = ("random",)  # input families the gate draws; the first is timed and profiled
     flops: Callable[[Shape], int] = _no_flops
     ceiling: str = "copy"  # the roofline term that bounds it: "copy" (bandwidth) or "matmul"
     sweep_axis: int = -1  # which shape entry the sweep plot puts on its x axis

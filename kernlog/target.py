@@ -22,7 +22,7 @@ def main(argv: list[str]) -> int:
     root, kernel_name, shape, dtype, *revs = argv
     kernel = load_kernel(Path(root), kernel_name)
     gen = torch.Generator(device="cuda").manual_seed(0)
-    inputs = kernel.make_inputs(parse_shape(shape), dtype, gen, "cuda", "random")
+    inputs = kernel.make_inputs(parse_shape(shape), dtype, gen, "cuda", kernel.cases[0])
     out = kernel.make_output(inputs)
     for name in revs:
         launch = kernel.revision(name).load()

@@ -104,6 +104,9 @@ PLANS: dict[str, tuple[Plan, Sequence[str]]] = {
     "v5_tuned": (plan_v5, V5_NAMES),
 }
 
+# revisions whose kernels take a trailing float2 workspace pointer
+WORKSPACE_REVISIONS = ("v5_tuned",)
+
 _MODULES: dict[tuple[str, str], dict] = {}  # (source, sha256 of its text) -> {name: RawKernel}
 
 
@@ -138,6 +141,7 @@ def loader(source: Path, revision: str) -> Callable[[], Callable]:
 
         dtypes = {torch.float32: "fp32", torch.bfloat16: "bf16"}
         kernels = {}  # compiled on the first launch, then reused: no per-call file reads
+        workspace = [None]
 
         def launch(inputs, out):
             (x,) = inputs
@@ -156,6 +160,10 @@ def loader(source: Path, revision: str) -> Callable[[], Callable]:
                 kernels.update(_kernels(source, names))
             kernel = kernels[step.kernel]
             args = (ptr(x), ptr(out), numpy.int32(rows), numpy.int32(cols), numpy.int64(x.stride(0)))
+            if revision in WORKSPACE_REVISIONS:  # a (max, sum) pair per block, for cluster rows
+                if workspace[0] is None or workspace[0].numel() < 2 * step.grid or workspace[0].device != x.device:
+                    workspace[0] = torch.empty(2 * step.grid, dtype=torch.float32, device=x.device)
+                args += (ptr(workspace[0]),)
             cuda_launch(kernel, (step.grid, 1, 1), (step.block, 1, 1), args)
             return out
 

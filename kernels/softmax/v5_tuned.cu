@@ -4,8 +4,8 @@
 //                                   block; E elements per lane, no barrier at all
 //   softmax_<dt>_row_<p>_t<T>_c<C>  cols <= C * T * 32: a thread-block cluster of C blocks
 //                                   of T threads per row (C = 1: a block per row); the
-//                                   blocks' (max, sum) pairs meet in distributed shared
-//                                   memory, so rows up to 131072 stay on chip across SMs
+//                                   blocks' (max, sum) pairs meet in a small global
+//                                   workspace, so rows up to 131072 stay on chip across SMs
 //   softmax_<dt>_stream_<p>         longer rows: two passes over global memory (as v4)
 // <p> is "vec" (16-byte accesses) or "scalar": the fallback when cols, the row stride or a
 // base pointer breaks 16-byte alignment.
@@ -26,32 +26,15 @@ __device__ __forceinline__ unsigned int cluster_ctarank() {
     asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
     return r;
 }
-// Not the .aligned forms: those require every thread of the warp to reach the barrier
-// converged, and after the divergent `tid == 0` / masked-store code before them the H100
-// faulted ("unspecified launch failure") on fp32 rows of 32000..131072 with many clusters.
+// Not the .aligned forms: those require every thread of the warp to arrive converged, and
+// each barrier here follows divergent code (`tid == 0`, masked stores).
 __device__ __forceinline__ void cluster_arrive() {
     __syncwarp();
     asm volatile("barrier.cluster.arrive.release;" ::: "memory");
 }
-// No ordering of this block's memory operations: ptxas emits MEMBAR.ALL.GPU for .release.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-    __syncwarp();
-    asm volatile("barrier.cluster.arrive.relaxed;" ::: "memory");
-}
 __device__ __forceinline__ void cluster_wait() {
     asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 }
-// (m, s) at the same shared-memory variable of block `rank` of this cluster.
-__device__ __forceinline__ float2 cluster_load_pair(const float2* local, unsigned int rank) {
-    unsigned int addr, remote;
-    asm volatile("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }"
-                 : "=r"(addr) : "l"(local));
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-    float2 v;
-    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(remote) : "memory");
-    return v;
-}
-
 // ---- Per-thread work shared by both register-resident paths.
 // Loads vectors j = first + i * step (i < VPT) of the row, masked ones as -inf.
 template <typename T, int VW, int VPT>
@@ -117,10 +100,9 @@ __device__ void softmax_warp_rows(const T* __restrict__ x, T* __restrict__ y, in
 // holding a contiguous slice of THREADS * ELEMS elements.
 template <typename T, int VW, int THREADS, int C>
 __device__ void softmax_cluster_row(const T* __restrict__ x, T* __restrict__ y, int cols,
-                                    long long x_row_stride) {
+                                    long long x_row_stride, float2* __restrict__ ws) {
     constexpr int VPT = ELEMS / VW, WARPS = THREADS / 32;
     __shared__ float part_m[WARPS], part_s[WARPS];
-    __shared__ float2 block_ms;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const unsigned int rank = C > 1 ? cluster_ctarank() : 0u;
     const long long row = blockIdx.x / C;
@@ -139,20 +121,22 @@ __device__ void softmax_cluster_row(const T* __restrict__ x, T* __restrict__ y, 
     kl_warp_merge(m, s);
 
     if (C > 1) {
-        if (tid == 0) block_ms = make_float2(m, s);
-        cluster_arrive();  // release: block_ms is visible to the cluster after the wait
+        // The blocks' (max, sum) pairs meet in a global workspace (C pairs per row, L2
+        // resident), ordered by the cluster barrier's release/acquire. The first version
+        // read them from the peers' shared memory (mapa + ld.shared::cluster) and faulted
+        // on the H100 ("unspecified launch failure") for fp32 rows of 24000..131072 once
+        // thousands of clusters ran; only the clusters' co-scheduling is needed here.
+        float2* slot = ws + row * C;
+        if (tid == 0) slot[rank] = make_float2(m, s);
+        cluster_arrive();
         cluster_wait();
         float2 peer = make_float2(KL_NEG_MAX, 0.f);
-        if (lane < C) peer = cluster_load_pair(&block_ms, (unsigned int)lane);
+        if (lane < C) peer = __ldcg(slot + lane);
         m = peer.x;
         s = peer.y;
         kl_warp_merge(m, s);
-        // The peer values are already consumed by the shuffles above, so the reads are
-        // complete: a relaxed arrive is enough to tell peers this block is done with them.
-        cluster_arrive_relaxed();
     }
     store_row<T, VW, VPT>(y + row * cols, first, THREADS, nvec, v, mine.x, m, s);
-    if (C > 1) cluster_wait();  // no block exits (freeing block_ms) while a peer may read it
 }
 
 // ---- Rows longer than any cluster holds: v4's two passes over global memory.
@@ -197,7 +181,7 @@ __device__ void softmax_stream(const T* __restrict__ x, T* __restrict__ y, int c
 }
 
 // ---- extern "C" entry points; cuda_launch.py's v5 plan names exactly these.
-#define KL_ARGS(T) const T *x, T *y, int rows, int cols, long long x_row_stride
+#define KL_ARGS(T) const T *x, T *y, int rows, int cols, long long x_row_stride, float2 *ws
 #define VEC(T) (16 / (int)sizeof(T))
 
 #define KL_WARP(DT, T, P, VW, E)                                                        \
@@ -209,12 +193,12 @@ __device__ void softmax_stream(const T* __restrict__ x, T* __restrict__ y, int c
 #define KL_ROW1(DT, T, P, VW, THREADS)                                                  \
     extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS)               \
         softmax_##DT##_row_##P##_t##THREADS##_c1(KL_ARGS(T)) {                          \
-        softmax_cluster_row<T, VW, THREADS, 1>(x, y, cols, x_row_stride);               \
+        softmax_cluster_row<T, VW, THREADS, 1>(x, y, cols, x_row_stride, ws);               \
     }
 #define KL_ROWC(DT, T, P, VW, THREADS, C)                                               \
     extern "C" __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(THREADS, 1024 / THREADS) \
         softmax_##DT##_row_##P##_t##THREADS##_c##C(KL_ARGS(T)) {                        \
-        softmax_cluster_row<T, VW, THREADS, C>(x, y, cols, x_row_stride);               \
+        softmax_cluster_row<T, VW, THREADS, C>(x, y, cols, x_row_stride, ws);               \
     }
 #define KL_STREAM(DT, T, P, VW)                                                         \
     extern "C" __global__ void __launch_bounds__(STREAM_THREADS)                        \
