@@ -55,7 +55,7 @@ case $stage in
     ;;
   bench)
     for k in "$@"; do
-      python3 -m kernlog bench "$k" 2>&1 | tee -a "$LOGS/bench.log" || status=1
+      python3 -m kernlog bench "$k" --budget "${BENCH_BUDGET:-0.5}" 2>&1 | tee -a "$LOGS/bench.log" || status=1
     done
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
