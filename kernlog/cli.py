@@ -158,19 +158,20 @@ def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_co
 @main.command()
 @click.argument("kernel_name", metavar="KERNEL")
 @REVS
-@SHAPE
+@click.option("--shape", "shapes", callback=lambda c, p, v: [_shape(c, p, s) for s in v], multiple=True,
+              metavar="ROWSxCOLS", help="Only this shape (repeatable; default: the kernel's bench shapes).")
 @click.option("--dtype", type=DTYPE, multiple=True)
 @click.option("--budget", type=float, default=0.5, show_default=True, help="Seconds of timing per point.")
 @click.pass_context
 @handled
-def bench(ctx, kernel_name, revs, shape, dtype, budget):
+def bench(ctx, kernel_name, revs, shapes, dtype, budget):
     """Time every revision side by side over the kernel's bench shapes (needs a GPU)."""
     from .bench import bench as run
     from .registry import load_kernel
 
     root = _root(ctx)
     kernel = load_kernel(root, kernel_name)
-    shapes = [shape] if shape else list(kernel.bench_shapes)
+    shapes = list(shapes) or list(kernel.bench_shapes)
     path = run(root, kernel, _revisions(kernel, revs), shapes, list(dtype) or list(kernel.dtypes), budget,
                progress=click.echo)
     click.echo(str(path.relative_to(root)))

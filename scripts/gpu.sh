@@ -54,8 +54,9 @@ case $stage in
     done
     ;;
   bench)
-    for k in "$@"; do
-      python3 -m kernlog bench "$k" --budget "${BENCH_BUDGET:-0.5}" 2>&1 | tee -a "$LOGS/bench.log" || status=1
+    for k in "$@"; do  # KERNEL or KERNEL:SHAPE,SHAPE to sweep fewer shapes
+      shapes=(); [[ $k == *:* ]] && { IFS=, read -ra s <<< "${k#*:}"; for x in "${s[@]}"; do shapes+=(--shape "$x"); done; }
+      python3 -m kernlog bench "${k%%:*}" "${shapes[@]}" --budget "${BENCH_BUDGET:-0.5}" 2>&1 | tee -a "$LOGS/bench.log" || status=1
     done
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
