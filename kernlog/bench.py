@@ -33,7 +33,7 @@ def _write(root: Path, gpu: dict, kernel: Kernel, rows: list[dict]) -> Path:
     path = store.kernel_dir(root, gpu["slug"], kernel.name) / "bench.csv"
     new = pd.DataFrame(rows)
     if path.exists() and len(new):
-        old = pd.read_csv(path)
+        old = pd.read_csv(path, dtype={"shape": str})
         keys = set(map(tuple, new[KEY].astype(str).values))
         old = old[[tuple(k) not in keys for k in old[KEY].astype(str).values]]
         new = pd.concat([old, new], ignore_index=True)

@@ -111,7 +111,7 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str]) -> dict | None:
         return None
     import pandas as pd
 
-    df = pd.read_csv(path)
+    df = pd.read_csv(path, dtype={"shape": str})
     rank = {name: i for i, name in enumerate(order)}
     revs = sorted(df["revision"].unique(), key=lambda n: rank.get(n, len(rank)))
     metric_name = "tflops" if (df["metric"] == "tflops").any() else "gbps"
