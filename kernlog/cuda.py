@@ -12,11 +12,24 @@ NVRTC_OPTIONS = ("-lineinfo", "--std=c++17")
 COMMON_INCLUDE = Path(__file__).resolve().parent.parent / "kernels" / "common"
 
 
+def _includes_digest(source: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for d in (COMMON_INCLUDE, source.resolve().parent):
+        for f in sorted(d.glob("*.cu*")):
+            h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def load_module(source: Path, names: Sequence[str], options: Sequence[str] = ()):
     """Compile `source` once and return {name: cupy.RawKernel} for the extern "C" `names`."""
     import cupy
 
     code = Path(source).read_text()
+    # CuPy caches binaries by this text: name the included files' contents in it, so an
+    # edited header or included .cu is never served from a stale cache.
+    code += f"\n// kernlog includes: {_includes_digest(Path(source))}\n"
     opts = NVRTC_OPTIONS + (f"-I{COMMON_INCLUDE}", f"-I{Path(source).resolve().parent}") + tuple(options)
     module = cupy.RawModule(code=code, options=opts, name_expressions=None)
     return {name: module.get_function(name) for name in names}

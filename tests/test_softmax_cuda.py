@@ -50,20 +50,23 @@ def test_compiles_and_exports_exactly_the_planned_kernels(rev):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned"])
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned"])
 def test_register_resident_revisions_do_not_spill(rev):
     found = entries(report(rev))
     for name, resources in found.items():
         assert "0 bytes spill stores" in resources and "0 bytes spill loads" in resources, (name, resources)
         regs = int(re.search(r"Used (\d+) registers", resources).group(1))
-        if rev == "v5_tuned":  # __launch_bounds__ cap: 1024 threads per SM
+        if rev in ("v5_tuned", "v6_autotuned"):  # __launch_bounds__ cap: 1024 threads per SM
             assert regs <= 64, (name, regs)
 
 
 def test_sources_need_no_headers_nvrtc_may_lack():
+    siblings = {p.name for p in KERNEL.revisions[0].sources[0].parent.glob("*.cu")}
     for rev in CUDA_REVS:
         text = rev.sources[0].read_text()
-        assert re.findall(r'#include\s+[<"]([^>"]+)', text) == ["kl_cuda.cuh"], rev.name
+        included = re.findall(r'#include\s+[<"]([^>"]+)', text)
+        assert included and set(included) <= {"kl_cuda.cuh"} | siblings, rev.name
+        assert {p.name for p in rev.sources[1:]} >= set(included), f"{rev.name}: an include is not in its sources"
 
 
 def _aligned(shape, dtype, case):
@@ -80,11 +83,12 @@ def test_plans_cover_the_row_and_every_kernel_is_gated(rev):
     for shape in KERNEL.check_shapes + PATH_SHAPES + KERNEL.bench_shapes:
         for dtype in KERNEL.dtypes:
             for case in KERNEL.cases:
-                step = plan(*shape, dtype, _aligned(shape, dtype, case))
-                assert step.kernel in names and step.grid >= 1 and step.block % 32 == 0
-                assert step.capacity == 0 or step.capacity >= shape[1]
-                if shape not in KERNEL.bench_shapes:
-                    used.add(step.kernel)
+                steps = plan(*shape, dtype, _aligned(shape, dtype, case))
+                for step in steps if isinstance(steps, list) else [steps]:
+                    assert step.kernel in names and step.grid >= 1 and step.block % 32 == 0
+                    assert step.capacity == 0 or step.capacity >= shape[1]
+                    if shape not in KERNEL.bench_shapes:
+                        used.add(step.kernel)
     assert used == set(names), f"kernels no gated shape reaches: {set(names) - used}"
 
 
@@ -107,7 +111,7 @@ def test_import_and_load_compile_nothing():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned"])
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned"])
 def test_every_path_passes_the_gate_on_gpu(rev):
     results = gate.check_revision(KERNEL, KERNEL.revision(rev), "cuda", shapes=PATH_SHAPES)
     failed = [r.line() for r in results if not r.ok]
@@ -115,7 +119,7 @@ def test_every_path_passes_the_gate_on_gpu(rev):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned"])
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned"])
 def test_misaligned_base_pointers_take_the_scalar_path(rev):
     """x and out start 2 elements past a 16-byte boundary; cols and the row stride are aligned."""
     launch = KERNEL.revision(rev).load()
@@ -136,4 +140,20 @@ def test_misaligned_base_pointers_take_the_scalar_path(rev):
     results = gate.check_revision(KERNEL, KERNEL.revision(rev), "cuda", shapes=((5, 4096), (3, 32768)),
                                   launch=shifted)
     failed = [r.line() for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
+
+
+@pytest.mark.gpu
+def test_every_v6_candidate_passes_the_gate_on_gpu(monkeypatch):
+    """The gate sees only the layout v6 settles on; here each candidate is forced in turn."""
+    source = KERNEL.revision("v6_autotuned").sources[0]
+    real_plan, names = cuda_launch.PLANS["v6_autotuned"]
+    failed = []
+    for shape in ((3, 1000), (5, 4096), (3, 16384), (3, 32000), (2, 65536), (2, 131072)):
+        for i in range(len(real_plan(*shape, "fp32", True))):
+            monkeypatch.setitem(cuda_launch.PLANS, "v6_autotuned", (lambda *k, i=i: [real_plan(*k)[i]], names))
+            launch = cuda_launch.loader(source, "v6_autotuned")()
+            results = gate.check_revision(KERNEL, KERNEL.revision("v6_autotuned"), "cuda", shapes=(shape,),
+                                          launch=launch)
+            failed += [f"candidate {i}: {r.line()}" for r in results if not r.ok]
     assert not failed, "\n".join(failed)
