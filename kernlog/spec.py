@@ -11,6 +11,7 @@ poisoned) and return it; framework references may return a fresh tensor.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -63,10 +64,23 @@ class Revision:
             raise ValueError(f"revision {self.name}: kind must be one of {KINDS}, role one of {ROLES}")
 
     def sha256(self) -> str:
+        """The revision's identity. A source that is the file defining `load` (a framework
+        reference written inside the operator's __init__.py) counts only with the code of
+        `load` itself: adding a rung or a shape to that file does not make it stale."""
         h = hashlib.sha256()
+        own = _defining_file(self.load)
         for path in self.sources:
-            h.update(Path(path).name.encode() + b"\0" + Path(path).read_bytes())
+            path = Path(path)
+            body = inspect.getsource(self.load).encode() if path.resolve() == own else path.read_bytes()
+            h.update(path.name.encode() + b"\0" + body)
         return h.hexdigest()
+
+
+def _defining_file(fn) -> Optional[Path]:
+    try:
+        return Path(inspect.getsourcefile(fn)).resolve()
+    except (TypeError, OSError):
+        return None
 
 
 def _no_flops(shape: Shape) -> int:

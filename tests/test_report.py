@@ -61,3 +61,35 @@ def test_bottleneck_is_argued_from_metrics():
                              "stall_long_scoreboard": 30.0, "stall_barrier": 2.0})
     assert low.startswith("latency/occupancy-bound") and "long scoreboard" in low
     assert report.bottleneck({}) == "not collected"
+
+
+def test_largest_moves_skip_noise_and_rank_by_size():
+    a = {"duration_us": 100.0, "dram_mb": 500.0, "stall_barrier": 0.0, "stall_long_scoreboard": 30.0,
+         "achieved_occupancy_pct": 50.0, "instructions": 10.0}
+    b = {"duration_us": 50.0, "dram_mb": 250.0, "stall_barrier": 0.3, "stall_long_scoreboard": 10.0,
+         "achieved_occupancy_pct": 51.0, "instructions": 10.0}
+    moves = report.largest_deltas(a, b)
+    labels = [m["label"] for m in moves]
+    assert "stall: barrier" not in labels  # 0 -> 0.3 cycles/inst is noise, however large in %
+    assert "achieved occupancy" not in labels  # +2% is under the 5% bar
+    assert labels[0] == "stall: long scoreboard" and all(m["judgement"] == "better" for m in moves)
+    assert {"ncu duration", "DRAM bytes read+written"} <= set(labels)
+
+
+def test_sweep_table_and_plot_from_bench_csv(tmp_path):
+    import pandas as pd
+
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    rows = [{"kernel": "softmax", "revision": rev, "shape": shape, "dtype": "fp32", "metric": "gbps",
+             "value": v, "gpu": "NVIDIA H100 80GB HBM3", "copy_gbps": 3000.0, "matmul_tflops": 700.0}
+            for rev, shape, v in (("torch", "4096x1024", 2000.0), ("torch", "1024x131072", 1500.0),
+                                  ("triton", "4096x1024", 1900.0))]
+    path = root / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    kernels = [load_kernel(root, "softmax")]
+    text = report.render(root, kernels)
+    assert "| fp32 | 4096x1024 | – | – | – | – | – | – | – | 1900 | 2000 | – |" not in text  # only swept revisions
+    assert "| fp32 | 4096x1024 | 1900 | 2000 |" in text and "| fp32 | 1024x131072 | – | 1500 |" in text
+    (svg,) = report.plot_sweeps(root, report.collect(root, kernels))
+    assert svg.name == "softmax_sweep.svg" and svg.stat().st_size > 1000

@@ -1,0 +1,52 @@
+"""Revision identity (the source hash that marks stored profiles stale) and shapes."""
+import importlib.util
+
+import pytest
+
+from kernlog.spec import Revision, parse_shape
+
+
+def _module(path, body):
+    path.write_text(body)
+    spec = importlib.util.spec_from_file_location(f"m_{abs(hash(str(path)))}_{len(body)}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+LOADER = "def load():\n    return lambda inputs, out: inputs[0] + 1\n"
+
+
+def test_reference_in_init_is_identified_by_its_loader_not_the_whole_file(tmp_path):
+    init = tmp_path / "__init__.py"
+    before = Revision("ref", "torch", (init,), _module(init, LOADER).load, "c", role="reference").sha256()
+    grown = Revision("ref", "torch", (init,), _module(init, LOADER + "SHAPES = (1, 2)\n").load, "c").sha256()
+    changed = Revision("ref", "torch", (init,), _module(init, LOADER.replace("+ 1", "+ 2")).load, "c").sha256()
+    assert before == grown
+    assert before != changed
+
+
+def test_kernel_source_is_hashed_whole(tmp_path):
+    cu = tmp_path / "k.cu"
+    cu.write_text("// v1\n")
+    a = Revision("k", "cuda", (cu,), lambda: None, "c").sha256()
+    cu.write_text("// v2\n")
+    assert Revision("k", "cuda", (cu,), lambda: None, "c").sha256() != a
+
+
+@pytest.mark.parametrize("text,shape", [("8192x4096", (8192, 4096)), ("33554432", (33554432,)),
+                                        ("2X3x4", (2, 3, 4))])
+def test_parse_shape(text, shape):
+    assert parse_shape(text) == shape
+
+
+@pytest.mark.parametrize("text", ["", "0x4", "4x", "ax4", "-1x4", "4x4x"])
+def test_parse_shape_rejects(text):
+    with pytest.raises(ValueError):
+        parse_shape(text)
+
+
+@pytest.mark.parametrize("name", ["../x", "V1", "a/b", "", "_x"])
+def test_revision_names_are_plain(name):
+    with pytest.raises(ValueError):
+        Revision(name, "torch", (), lambda: None, "c")
