@@ -56,6 +56,7 @@ class Revision:
     change: str
     predicts: str = ""
     role: str = "step"
+    code: Optional[Callable] = None  # the function that is the revision, when `load` only wraps it
 
     def __post_init__(self):
         if not NAME_RE.match(self.name):
@@ -64,14 +65,15 @@ class Revision:
             raise ValueError(f"revision {self.name}: kind must be one of {KINDS}, role one of {ROLES}")
 
     def sha256(self) -> str:
-        """The revision's identity. A source that is the file defining `load` (a framework
-        reference written inside the operator's __init__.py) counts only with the code of
-        `load` itself: adding a rung or a shape to that file does not make it stale."""
+        """The revision's identity. A source that is the file defining `code` (or `load`) --
+        a framework reference written inside the operator's __init__.py -- counts only with
+        that function's code: adding a rung or a shape to the file does not make it stale."""
         h = hashlib.sha256()
-        own = _defining_file(self.load)
+        fn = self.code or self.load
+        own = _defining_file(fn)
         for path in self.sources:
             path = Path(path)
-            body = inspect.getsource(self.load).encode() if path.resolve() == own else path.read_bytes()
+            body = inspect.getsource(fn).encode() if path.resolve() == own else path.read_bytes()
             h.update(path.name.encode() + b"\0" + body)
         return h.hexdigest()
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kernlog.frameworks import compiled
+from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -69,13 +69,6 @@ def _load_v1():
     return lambda inputs, out: dropout(*inputs, out)
 
 
-def _load_torch():
-    return lambda inputs, out: F.dropout(inputs[0], inputs[1], training=True)
-
-
-def _load_torch_compile():
-    fn = compiled(lambda x, p: F.dropout(x, p, training=True))
-    return lambda inputs, out: fn(inputs[0], inputs[1])
 
 
 REVISIONS = (
@@ -85,11 +78,9 @@ REVISIONS = (
     Revision("v1_rand4x", "triton", (HERE / "v1_rand4x.py",), _load_v1,
              "tl.rand4x: one Philox call gives the uniforms of 4 elements",
              "RNG instructions per element /4: DRAM-bound, >= 90% of copy bw fp32 and bf16"),
-    Revision("torch", "torch", (HERE / "__init__.py",), _load_torch,
-             "F.dropout(training=True), eager: fused Philox kernel that also writes the mask",
-             role="reference"),
-    Revision("torch_compile", "torch", (HERE / "__init__.py",), _load_torch_compile,
-             "torch.compile of F.dropout (Inductor's generated Triton with its own RNG)", role="reference"),
+    *references(lambda x, p: F.dropout(x, p, training=True), HERE / "__init__.py",
+               "F.dropout(training=True), eager: fused Philox kernel that also writes the mask",
+               "torch.compile of F.dropout (Inductor's generated Triton with its own RNG)", args=2),
 )
 
 KERNEL = Kernel(

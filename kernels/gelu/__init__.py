@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kernlog.frameworks import compiled
+from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -59,13 +59,6 @@ def _load_v1():
     return lambda inputs, out: gelu(*inputs, out)
 
 
-def _load_torch():
-    return lambda inputs, out: F.gelu(inputs[0], approximate=inputs[1])
-
-
-def _load_torch_compile():
-    fns = {a: compiled(lambda x, a=a: F.gelu(x, approximate=a)) for a in ("tanh", "none")}
-    return lambda inputs, out: fns[inputs[1]](inputs[0])
 
 
 REVISIONS = (
@@ -75,10 +68,9 @@ REVISIONS = (
     Revision("v1_fused", "triton", (HERE / "v1_fused.py",), _load_v1,
              "one fused Triton kernel, fp32 math, tanh form as x*sigmoid(2u); BLOCK/warps autotuned",
              "~8-10x faster than v0; >= 90% of copy bw for both forms"),
-    Revision("torch", "torch", (HERE / "__init__.py",), _load_torch,
-             "F.gelu, eager: PyTorch's fused elementwise kernel", role="reference"),
-    Revision("torch_compile", "torch", (HERE / "__init__.py",), _load_torch_compile,
-             "torch.compile of F.gelu (Inductor's generated Triton)", role="reference"),
+    *references(lambda x, approximate: F.gelu(x, approximate=approximate), HERE / "__init__.py",
+               "F.gelu, eager: PyTorch's fused elementwise kernel",
+               "torch.compile of F.gelu (Inductor's generated Triton)"),
 )
 
 KERNEL = Kernel(

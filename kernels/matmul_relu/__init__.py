@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from kernlog.frameworks import compiled
+from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -54,13 +54,6 @@ def _load_v1():
     return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
 
 
-def _load_torch():
-    return lambda inputs, out: torch.relu(inputs[0] @ inputs[1])
-
-
-def _load_torch_compile():
-    fn = compiled(lambda a, b: torch.relu(a @ b))
-    return lambda inputs, out: fn(*inputs)
 
 
 REVISIONS = (
@@ -72,10 +65,9 @@ REVISIONS = (
              "TMA descriptors for A, B, C (hardware bounds and zero-fill) and one persistent program "
              "per SM walking the tiles in grouped order; v0 for shapes TMA cannot take",
              ">= cuBLAS at 2048^3-8192^3, ~650-700 TFLOP/s at 4096^3; fewer issued instructions per tile"),
-    Revision("torch", "torch", (HERE / "__init__.py",), _load_torch,
-             "torch.relu(A @ B), eager: cuBLAS then a separate ReLU pass", role="reference"),
-    Revision("torch_compile", "torch", (HERE / "__init__.py",), _load_torch_compile,
-             "torch.compile of relu(A @ B): cuBLAS with Inductor's ReLU kernel", role="reference"),
+    *references(lambda a, b: torch.relu(a @ b), HERE / "__init__.py",
+               "torch.relu(A @ B), eager: cuBLAS then a separate ReLU pass",
+               "torch.compile of relu(A @ B): cuBLAS with Inductor's ReLU kernel"),
 )
 
 KERNEL = Kernel(

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kernlog.frameworks import compiled
+from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -48,13 +48,6 @@ def _load_v0():
     return lambda inputs, out: rmsnorm(*inputs, out)
 
 
-def _load_torch():
-    return lambda inputs, out: F.rms_norm(inputs[0], (inputs[0].shape[-1],), inputs[1], inputs[2])
-
-
-def _load_torch_compile():
-    fn = compiled(lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps))
-    return lambda inputs, out: fn(*inputs)
 
 
 REVISIONS = (
@@ -62,10 +55,9 @@ REVISIONS = (
              "whole rows in registers, fp32 sum of squares, one read of x and one write of y; "
              "rows per program and warps autotuned on the row length",
              "~90% of copy bw at 8192x4096 (fp32 and bf16); >= eager and torch.compile"),
-    Revision("torch", "torch", (HERE / "__init__.py",), _load_torch,
-             "F.rms_norm, eager: PyTorch's own kernel", role="reference"),
-    Revision("torch_compile", "torch", (HERE / "__init__.py",), _load_torch_compile,
-             "torch.compile of F.rms_norm (Inductor's generated Triton)", role="reference"),
+    *references(lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps), HERE / "__init__.py",
+               "F.rms_norm, eager: PyTorch's own kernel",
+               "torch.compile of F.rms_norm (Inductor's generated Triton)"),
 )
 
 KERNEL = Kernel(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from kernlog.frameworks import compiled
+from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 from . import cuda_launch
@@ -51,13 +51,6 @@ def bytes_moved(shape, dtype):
     return 2 * rows * cols * DTYPE_BYTES[dtype]
 
 
-def _load_torch():
-    return lambda inputs, out: torch.softmax(inputs[0], dim=-1)
-
-
-def _load_torch_compile():
-    fn = compiled(lambda x: torch.softmax(x, dim=-1))
-    return lambda inputs, out: fn(inputs[0])
 
 
 # (revision, the one change, the prediction the log prints beside the measured outcome)
@@ -102,10 +95,9 @@ TRITON = Revision(
 )
 
 REFERENCES = (
-    Revision("torch", "torch", (HERE / "__init__.py",), _load_torch,
-             "F.softmax, eager: PyTorch's own kernel", role="reference"),
-    Revision("torch_compile", "torch", (HERE / "__init__.py",), _load_torch_compile,
-             "torch.compile of F.softmax (Inductor's generated Triton)", role="reference"),
+    *references(lambda x: torch.softmax(x, dim=-1), HERE / "__init__.py",
+               "F.softmax, eager: PyTorch's own kernel",
+               "torch.compile of F.softmax (Inductor's generated Triton)"),
 )
 
 KERNEL = Kernel(

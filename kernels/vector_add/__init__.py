@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from kernlog.frameworks import compiled
+from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
@@ -73,13 +73,6 @@ def _load_triton():
     return lambda inputs, out: add(inputs[0], inputs[1], out)
 
 
-def _load_torch():
-    return lambda inputs, out: torch.add(inputs[0], inputs[1])
-
-
-def _load_torch_compile():
-    fn = compiled(lambda x, y: x + y)
-    return lambda inputs, out: fn(*inputs)
 
 
 HEADER = HERE / "bf16.cuh"
@@ -95,10 +88,9 @@ REVISIONS = (
     Revision("triton", "triton", (HERE / "add_triton.py",), _load_triton,
              "the same in Triton: BLOCK elements per program, BLOCK and num_warps autotuned on n",
              "within ~2% of v1_vec: >= 90% of copy bw", role="counterpart"),
-    Revision("torch", "torch", (HERE / "__init__.py",), _load_torch,
-             "torch.add, eager: PyTorch's vectorized elementwise kernel", role="reference"),
-    Revision("torch_compile", "torch", (HERE / "__init__.py",), _load_torch_compile,
-             "torch.compile of x + y (Inductor's generated Triton)", role="reference"),
+    *references(lambda x, y: x + y, HERE / "__init__.py",
+               "torch.add, eager: PyTorch's vectorized elementwise kernel",
+               "torch.compile of x + y (Inductor's generated Triton)"),
 )
 
 KERNEL = Kernel(
