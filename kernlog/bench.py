@@ -18,7 +18,7 @@ KEY = ["kernel", "revision", "shape", "dtype"]
 AGREE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 4e-3}
 
 
-def agree(out, ref, dtype: str) -> float:
+def agree(out, ref) -> float:
     out, ref = out.float(), ref.float()
     finite = ref.isfinite()
     num = (out[finite] - ref[finite]).norm().item()
@@ -79,9 +79,9 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                 if refs and kernel.extra_check is None:
                     if rev.name == refs[0]:
                         baseline = result.clone()
-                    elif baseline is not None and agree(result, baseline, dtype) > AGREE[dtype]:
+                    elif baseline is not None and agree(result, baseline) > AGREE[dtype]:
                         progress(f"{rev.name} {format_shape(shape)} {dtype}: disagrees with {refs[0]} "
-                                 f"({agree(result, baseline, dtype):.1e}); left out")
+                                 f"({agree(result, baseline):.1e}); left out")
                         continue
                 s = timing.summary(timer.samples(functools.partial(launch, inputs, out), budget_s=budget_s))
                 nbytes, flops = kernel.bytes_moved(shape, dtype), kernel.flops(shape)

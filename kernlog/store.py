@@ -105,10 +105,10 @@ def find_profile(root: Path, kernel: str, revision: str, shape: Shape | None = N
         raise KernlogError(f"no stored profile for {what}" + (f" on {gpu}" if gpu else "")
                            + "; run `kernlog profile` on a GPU machine, or see `kernlog list`")
     if len(matches) > 1:
-        options = sorted({f"--shape {format_shape(tuple(r['shape']))} --dtype {r['dtype']} --gpu {r['gpu']['slug']}"
-                          for r in matches})
-        raise KernlogError(f"{kernel}/{revision} has {len(matches)} profiles; pick one with {options[0]} (or: "
-                           + "; ".join(options[1:]) + ")")
+        choices = ", ".join(sorted(f"{format_shape(tuple(r['shape']))} {r['dtype']} on {r['gpu']['slug']}"
+                                   for r in matches))
+        raise KernlogError(f"{kernel}/{revision} has {len(matches)} profiles ({choices}); "
+                           "pick one with --shape, --dtype or --gpu")
     return matches[0]
 
 

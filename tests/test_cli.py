@@ -97,3 +97,10 @@ def test_profile_without_gpu_is_one_line(repo, monkeypatch):
 
 def test_outside_a_repository(tmp_path):
     one_line_error(run(tmp_path, "list"), 2, "no kernels/ folder")
+
+
+def test_ambiguous_revision_asks_for_shape(repo):
+    put(repo, make_record("torch", shape=(4096, 1024)))
+    one_line_error(run(repo, "show", "softmax/torch"), 2, "pick one with --shape")
+    r = run(repo, "show", "softmax/torch", "--shape", "4096x1024")
+    assert r.exit_code == 0 and "4096x1024" in r.output
