@@ -25,3 +25,12 @@ def test_nothing_measured_writes_nothing(tmp_path):
     root = scratch_repo(tmp_path)
     path = bench._write(root, GPU, type("K", (), {"name": "softmax"}), [])
     assert not path.exists()
+
+
+def test_agreement_rejects_unwritten_elements_and_measures_distance():
+    import torch
+
+    ref = torch.tensor([1.0, 2.0, float("nan"), 4.0])
+    assert bench.agree(ref.clone(), ref) == 0.0
+    assert bench.agree(torch.tensor([1.0, float("nan"), 0.0, 4.0]), ref) == float("inf")
+    assert abs(bench.agree(torch.tensor([1.0, 2.0, 0.0, 4.4]), ref) - 0.4 / 21 ** 0.5) < 1e-6
