@@ -86,7 +86,9 @@ def list_cmd(ctx):
             recs = stored.get((name, rev.name), [])
             sha = rev.sha256()
             where = ", ".join(sorted(f"{r['gpu']['slug']} {format_shape(tuple(r['shape']))} {r['dtype']}"
-                                     + (" STALE" if r["source_sha256"] != sha else "") for r in recs))
+                                     + (" STALE" if r["source_sha256"] != sha else "")
+                                     + ("" if (root / r["_path"]).with_suffix(".ncu-rep").exists()
+                                        else " (ncu report missing)") for r in recs))
             click.echo(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where or 'not profiled'}")
 
 

@@ -104,3 +104,10 @@ def test_ambiguous_revision_asks_for_shape(repo):
     one_line_error(run(repo, "show", "softmax/torch"), 2, "pick one with --shape")
     r = run(repo, "show", "softmax/torch", "--shape", "4096x1024")
     assert r.exit_code == 0 and "4096x1024" in r.output
+
+
+def test_list_flags_a_missing_ncu_report(repo):
+    assert "ncu report missing" in run(repo, "list").output  # the scratch profiles carry no .ncu-rep
+    for path in (repo / "profiles").rglob("*.json"):
+        path.with_suffix(".ncu-rep").write_bytes(b"x")
+    assert "ncu report missing" not in run(repo, "list").output
