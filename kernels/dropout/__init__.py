@@ -69,8 +69,6 @@ def _load_v1():
     return lambda inputs, out: dropout(*inputs, out)
 
 
-
-
 REVISIONS = (
     Revision("v0_rand", "triton", (HERE / "v0_rand.py",), _load_v0,
              "keep = tl.rand(seed, offset) >= p, one Philox call per element; no mask tensor",

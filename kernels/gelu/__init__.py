@@ -59,8 +59,6 @@ def _load_v1():
     return lambda inputs, out: gelu(*inputs, out)
 
 
-
-
 REVISIONS = (
     Revision("v0_unfused", "torch", (HERE / "__init__.py",), _load_v0,
              "0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715x^3))) (or the erf form) as separate torch ops",

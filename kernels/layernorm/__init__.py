@@ -48,8 +48,6 @@ def _load_v0():
     return lambda inputs, out: layernorm(*inputs, out)
 
 
-
-
 REVISIONS = (
     Revision("v0_triton", "triton", (HERE / "v0_triton.py",), _load_v0,
              "whole rows in registers, fp32 two-step statistics, one read of x and one write of y; "

@@ -54,8 +54,6 @@ def _load_v1():
     return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
 
 
-
-
 REVISIONS = (
     Revision("v0_tiled", "triton", (HERE / "v0_tiled.py",), _load_v0,
              "tiled tl.dot, grouped program order (GROUP_M=8), ReLU + bf16 cast in the epilogue; "

@@ -48,8 +48,6 @@ def _load_v0():
     return lambda inputs, out: rmsnorm(*inputs, out)
 
 
-
-
 REVISIONS = (
     Revision("v0_triton", "triton", (HERE / "v0_triton.py",), _load_v0,
              "whole rows in registers, fp32 sum of squares, one read of x and one write of y; "

@@ -51,8 +51,6 @@ def bytes_moved(shape, dtype):
     return 2 * rows * cols * DTYPE_BYTES[dtype]
 
 
-
-
 # (revision, the one change, the prediction the log prints beside the measured outcome)
 STEPS = (
     ("v0_naive", "one thread per row, three passes over global memory (max, sum of exp, write)",

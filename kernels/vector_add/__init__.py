@@ -73,8 +73,6 @@ def _load_triton():
     return lambda inputs, out: add(inputs[0], inputs[1], out)
 
 
-
-
 HEADER = HERE / "bf16.cuh"
 REVISIONS = (
     Revision("v0_naive", "cuda", (HERE / "v0_naive.cu", HEADER), _load_cuda("v0_naive.cu", False),
