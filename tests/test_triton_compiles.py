@@ -1,0 +1,122 @@
+"""Every Triton kernel the CPU gate launches also compiles for the H100 (sm_90), here on the
+CPU: the interpreter accepts code the compiler rejects (seen on the H100: module-level
+float constants that were not tl.constexpr failed only there). Each interpreted launch is
+recorded, and its kernel is compiled to a cubin with the types of the recorded arguments."""
+import pytest
+
+from kernlog import gate
+from kernlog.registry import find_root, kernel_names, load_kernel
+
+ROOT = find_root()
+TRITON_REVS = [(k, r.name) for k in kernel_names(ROOT) for r in load_kernel(ROOT, k).revisions
+               if r.kind == "triton"]
+TYPES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.int32": "i32",
+         "torch.int64": "i64", "torch.uint8": "u8", "torch.int8": "i8", "torch.bool": "i1"}
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def _type(value):
+    if hasattr(value, "block_shape") and hasattr(value, "base"):  # a host-side TMA descriptor
+        return f"tensordesc<{TYPES[str(value.base.dtype)]}[{', '.join(map(str, value.block_shape))}]>"
+    if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+        return "*" + TYPES[str(value.dtype)]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -2**31 <= value < 2**31 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    return None
+
+
+def _record(monkeypatch):
+    from triton.runtime import interpreter
+
+    calls = []
+    original = interpreter.InterpretedFunction.run
+
+    def run(self, *args, grid, warmup, **kwargs):
+        calls.append((self.fn, args, kwargs))
+        return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+
+    monkeypatch.setattr(interpreter.InterpretedFunction, "run", run)
+    return calls
+
+
+def _spec(fn, args, kwargs):
+    """(what to compile, or None and why not): module, name, signature, constexprs, options."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    values = dict(zip(params, args, strict=False))
+    values.update({k: v for k, v in kwargs.items() if k in params})
+    signature, constexprs = {}, {}
+    for name, p in params.items():
+        if "constexpr" in str(p.annotation):
+            signature[name] = "constexpr"
+            constexprs[name] = values.get(name, p.default)
+        else:
+            kind = _type(values[name])
+            if kind is None:
+                return None, f"{fn.__name__}: argument {name} ({type(values[name]).__name__}) not compiled here"
+            signature[name] = kind
+    options = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs}
+    return {"module": fn.__module__, "name": fn.__name__, "signature": signature, "constexprs": constexprs,
+            "options": options}, None
+
+
+# Runs in a fresh interpreter without TRITON_INTERPRET: the interpreter patches triton.language
+# in its own process, and the real compiler cannot run beside it.
+COMPILER = """
+import importlib, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import JITFunction
+failed = []
+for spec in json.load(sys.stdin):
+    obj = getattr(importlib.import_module(spec["module"]), spec["name"])
+    while not isinstance(obj, JITFunction):
+        obj = obj.fn
+    try:
+        triton.compile(ASTSource(fn=obj, signature=spec["signature"], constexprs=spec["constexprs"]),
+                       target=GPUTarget("cuda", 90, 32), options=spec["options"])
+    except Exception as exc:
+        failed.append(spec["name"] + ": " + " ".join(str(exc).split())[-400:])
+print("\\n".join(failed))
+sys.exit(1 if failed else 0)
+"""
+
+
+def _compile_all(specs):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", COMPILER], input=json.dumps(specs), capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=600)
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
+@pytest.mark.parametrize("kernel_name,rev_name", TRITON_REVS)
+def test_triton_revision_compiles_for_sm90(kernel_name, rev_name, monkeypatch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the gate tests compile and run these kernels for real")
+    calls = _record(monkeypatch)
+    kernel = load_kernel(ROOT, kernel_name)
+    gate.check_revision(kernel, kernel.revision(rev_name), "cpu", shapes=kernel.check_shapes[-2:])
+    assert calls, "the revision launched no Triton kernel"
+    specs, skipped = [], []
+    for fn, args, kwargs in calls:
+        spec, why = _spec(fn, args, kwargs)
+        if spec is None:
+            skipped.append(why)
+        elif spec not in specs:
+            specs.append(spec)
+    assert specs, "no launch could be compiled here:\n" + "\n".join(skipped)
+    code, out = _compile_all(specs)
+    assert code == 0, out
