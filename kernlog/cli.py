@@ -260,7 +260,8 @@ def report(ctx, check_only):
 
     root = _root(ctx)
     kernels = [load_kernel(root, n) for n in kernel_names(root)]
-    text = rpt.render(root, kernels)
+    sections = rpt.collect(root, kernels)
+    text = rpt.render(root, kernels, sections)
     path = root / rpt.LOG
     if check_only:
         if not path.exists() or path.read_text() != text:
@@ -268,5 +269,5 @@ def report(ctx, check_only):
         click.echo(f"{rpt.LOG} is up to date")
         return
     write_atomic(path, text.encode())
-    plots = rpt.plot_sweeps(root, rpt.collect(root, kernels))
+    plots = rpt.plot_sweeps(root, sections)
     click.echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))

@@ -8,7 +8,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import gate, metrics, provenance, store, timing
@@ -29,7 +29,6 @@ class Options:
     sections: tuple[str, ...] = metrics.SECTIONS
     timing_budget_s: float = 1.0
     ncu_timeout_s: float = 900.0
-    extra_env: dict = field(default_factory=dict)
 
 
 def require_gpu() -> str:
@@ -88,11 +87,12 @@ def build_record(report: Path, rev: Revision, samples: list[float], range_name: 
     range_name = range_name or RANGE_PREFIX + rev.name
     actions = metrics.group_by_range(metrics.read_report(report), range_name).get(range_name, [])
     values, facts = metrics.summarize(actions)
-    values["wall_ms"] = timing.summary(samples)["median_ms"]
+    summary = timing.summary(samples)
+    values["wall_ms"] = summary["median_ms"]
     return {"revision": rev.name, "kind": rev.kind, "role": rev.role, "change": rev.change,
             "predicts": rev.predicts, "source_sha256": rev.sha256(), "metrics": values, "facts": facts,
             "findings": metrics.findings(actions),
-            "timing": dict(timing.summary(samples), samples_ms=[round(x, 5) for x in samples],
+            "timing": dict(summary, samples_ms=[round(x, 5) for x in samples],
                            l2_flush_bytes=timing.FLUSH_BYTES, warmup=3),
             "ncu": {"replay_passes": metrics.replay_passes(actions)}}
 
