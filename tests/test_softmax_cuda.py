@@ -50,13 +50,13 @@ def test_compiles_and_exports_exactly_the_planned_kernels(rev):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned"])
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned", "v7_bf16_packed"])
 def test_register_resident_revisions_do_not_spill(rev):
     found = entries(report(rev))
     for name, resources in found.items():
         assert "0 bytes spill stores" in resources and "0 bytes spill loads" in resources, (name, resources)
         regs = int(re.search(r"Used (\d+) registers", resources).group(1))
-        if rev in ("v5_tuned", "v6_autotuned"):  # __launch_bounds__ cap: 1024 threads per SM
+        if rev in ("v5_tuned", "v6_autotuned", "v7_bf16_packed"):  # __launch_bounds__ cap: 1024 threads per SM
             assert regs <= 64, (name, regs)
 
 
@@ -111,7 +111,7 @@ def test_import_and_load_compile_nothing():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned"])
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned", "v7_bf16_packed"])
 def test_every_path_passes_the_gate_on_gpu(rev):
     results = gate.check_revision(KERNEL, KERNEL.revision(rev), "cuda", shapes=PATH_SHAPES)
     failed = [r.line() for r in results if not r.ok]
@@ -119,7 +119,7 @@ def test_every_path_passes_the_gate_on_gpu(rev):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned"])
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned", "v7_bf16_packed"])
 def test_misaligned_base_pointers_take_the_scalar_path(rev):
     """x and out start 2 elements past a 16-byte boundary; cols and the row stride are aligned."""
     launch = KERNEL.revision(rev).load()
@@ -144,16 +144,18 @@ def test_misaligned_base_pointers_take_the_scalar_path(rev):
 
 
 @pytest.mark.gpu
-def test_every_v6_candidate_passes_the_gate_on_gpu(monkeypatch):
-    """The gate sees only the layout v6 settles on; here each candidate is forced in turn."""
-    source = KERNEL.revision("v6_autotuned").sources[0]
-    real_plan, names = cuda_launch.PLANS["v6_autotuned"]
+@pytest.mark.parametrize("rev", ["v6_autotuned", "v7_bf16_packed"])
+def test_every_timed_candidate_passes_the_gate_on_gpu(rev, monkeypatch):
+    """The gate sees only the layout the launcher settles on; here each candidate is forced in turn."""
+    source = KERNEL.revision(rev).sources[0]
+    real_plan, names = cuda_launch.PLANS[rev]
     failed = []
-    for shape in ((3, 1000), (5, 4096), (3, 16384), (3, 32000), (2, 65536), (2, 131072)):
-        for i in range(len(real_plan(*shape, "fp32", True))):
-            monkeypatch.setitem(cuda_launch.PLANS, "v6_autotuned", (lambda *k, i=i: [real_plan(*k)[i]], names))
-            launch = cuda_launch.loader(source, "v6_autotuned")()
-            results = gate.check_revision(KERNEL, KERNEL.revision("v6_autotuned"), "cuda", shapes=(shape,),
-                                          launch=launch)
-            failed += [f"candidate {i}: {r.line()}" for r in results if not r.ok]
+    for shape in ((3, 1000), (5, 4096), (3, 16384), (3, 32000), (2, 65536), (2, 131072), (2, 262144)):
+        for dtype in KERNEL.dtypes:
+            for i in range(len(real_plan(*shape, dtype, True))):
+                monkeypatch.setitem(cuda_launch.PLANS, rev, (lambda *k, i=i: [real_plan(*k)[i]], names))
+                launch = cuda_launch.loader(source, rev)()
+                results = gate.check_revision(KERNEL, KERNEL.revision(rev), "cuda", shapes=(shape,),
+                                              dtypes=(dtype,), launch=launch)
+                failed += [f"{dtype} candidate {i}: {r.line()}" for r in results if not r.ok]
     assert not failed, "\n".join(failed)

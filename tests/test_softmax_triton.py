@@ -1,9 +1,13 @@
-"""The Triton softmax's long-row path (online max/sum over column blocks) is taken when a
-row outgrows one program, and passes the gate; short rows stay on the fused path."""
+"""The Triton softmax's three paths: several short rows per program, a row split into chunks
+that meet through a workspace (two launches under the CPU interpreter, one cooperative launch
+on the GPU), and the online two-pass loop for rows past SPLIT_CAP chunks. Each passes the gate
+where it is taken; a path that is refused would fail it."""
 import pytest
 
 from kernlog import gate
 from kernlog.registry import find_root, load_kernel
+
+from .test_triton_compiles import _compile_all
 
 KERNEL = load_kernel(find_root(), "softmax")
 
@@ -24,28 +28,82 @@ def st():
     return softmax_triton
 
 
-def test_long_rows_take_the_online_path_and_pass_the_gate(st, monkeypatch):
-    monkeypatch.setattr(st, "_fused_kernel", _Refused())
-    monkeypatch.setattr(st, "_fused_tuned", _Refused())
-    rev = KERNEL.revision("triton")
-    # max_fused=64 sends every row past 64 columns to the online loop, in blocks of 64:
-    # rows of several blocks, a ragged last block, and rows shorter than one block.
-    launch = lambda inputs, out: st.softmax(inputs[0], out, max_fused=64, interpreter_block=64)  # noqa: E731
-    results = gate.check_revision(KERNEL, rev, "cpu", shapes=((3, 65), (5, 1000), (2, 4097)), launch=launch)
-    failed = [r.line() for r in results if not r.ok]
-    assert not failed, "\n".join(failed)
+def _refuse_all_but(st, monkeypatch, kept):
+    for name in ("_rows", "_split", "_online"):
+        if name != kept:
+            monkeypatch.setattr(st, name + "_kernel", _Refused())
+            monkeypatch.setattr(st, name + "_tuned", _Refused())
 
 
-def test_short_rows_take_the_fused_path(st, monkeypatch):
-    monkeypatch.setattr(st, "_online_kernel", _Refused())
-    monkeypatch.setattr(st, "_online_tuned", _Refused())
-    results = gate.check_revision(KERNEL, KERNEL.revision("triton"), "cpu", shapes=((4, 300),),
-                                  launch=lambda inputs, out: st.softmax(inputs[0], out))
-    assert gate.first_failure(results) is None
+def _gate(launch, shapes, dtypes=None):
+    results = gate.check_revision(KERNEL, KERNEL.revision("triton"), "cpu", shapes=shapes, dtypes=dtypes,
+                                  launch=launch)
+    return [r.line() for r in results if not r.ok]
+
+
+def test_short_rows_take_the_several_rows_path(st, monkeypatch):
+    _refuse_all_but(st, monkeypatch, "_rows")
+    assert not _gate(lambda inputs, out: st.softmax(inputs[0], out), ((5, 300), (3, 1), (4, 1024)))
+
+
+def test_split_rows_meet_through_the_workspace(st, monkeypatch):
+    _refuse_all_but(st, monkeypatch, "_split")
+    # short=16 and 64-column chunks: rows of 2, 16 and 32 chunks (the cap), a ragged last
+    # chunk, and a row of one chunk.
+    launch = lambda inputs, out: st.softmax(inputs[0], out, short=16, split_block=64)  # noqa: E731
+    assert not _gate(launch, ((3, 65), (5, 1000), (2, 2048), (3, 40)))
+
+
+def test_rows_past_the_split_cap_take_the_online_path(st, monkeypatch):
+    _refuse_all_but(st, monkeypatch, "_online")
+    launch = lambda inputs, out: st.softmax(inputs[0], out, short=16, split_block=8,  # noqa: E731
+                                            interpreter_block=64)
+    assert not _gate(launch, ((3, 257), (2, 4097)))
 
 
 def test_a_refused_path_would_fail_the_gate(st, monkeypatch):
-    monkeypatch.setattr(st, "_online_kernel", _Refused())
-    results = gate.check_revision(KERNEL, KERNEL.revision("triton"), "cpu", shapes=((2, 100),), dtypes=("fp32",),
-                                  launch=lambda inputs, out: st.softmax(inputs[0], out, max_fused=64))
-    assert "wrong path taken" in gate.first_failure(results).problem
+    _refuse_all_but(st, monkeypatch, "_rows")
+    failed = _gate(lambda inputs, out: st.softmax(inputs[0], out), ((2, 2000),), dtypes=("fp32",))
+    assert failed and "wrong path taken" in failed[0]
+
+
+def test_cooperative_split_kernel_compiles_for_sm90_in_every_config(st):
+    """The interpreter never runs PHASE 2 (the atomics and the wait): compile each tuned config."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the gate tests compile and run these kernels for real")
+    specs = []
+    for cfg in st._split_tuned.configs:
+        for dt in ("fp32", "bf16"):
+            specs.append({"module": st.__name__, "name": "_split_kernel", "options": {"num_warps": cfg.num_warps},
+                          "signature": {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
+                                        "rows": "i32", "cols": "i32", "x_stride": "i32", "BLOCK": "constexpr",
+                                        "PHASE": "constexpr"},
+                          "constexprs": {"BLOCK": cfg.kwargs["BLOCK"], "PHASE": 2}})
+    code, out = _compile_all(specs)
+    assert code == 0, out
+
+
+@pytest.mark.gpu
+def test_every_split_config_passes_the_gate_on_gpu(st):
+    """Each chunk size in one cooperative launch, rows of 1 to 32 chunks; then the counters are
+    back at zero (a launch that left them set would hang the next one)."""
+    failed = []
+    for block in sorted({c.kwargs["BLOCK"] for c in st._split_tuned.configs}):
+        launch = lambda inputs, out, b=block: st.softmax(inputs[0], out, short=16, split_block=b)  # noqa: E731
+        shapes = ((3, block), (5, 3 * block + 7), (2, st.SPLIT_CAP * block))
+        failed += [f"BLOCK={block}: {line}" for line in _gate_gpu(launch, shapes)]
+    assert not failed, "\n".join(failed)
+    for _ws, cnt in st._WORKSPACE.values():
+        assert int(cnt.abs().sum()) == 0
+
+
+@pytest.mark.gpu
+def test_rows_past_the_split_cap_pass_the_gate_on_gpu():
+    assert not _gate_gpu(None, ((2, 32 * 32768 + 1),))
+
+
+def _gate_gpu(launch, shapes):
+    results = gate.check_revision(KERNEL, KERNEL.revision("triton"), "cuda", shapes=shapes, launch=launch)
+    return [r.line() for r in results if not r.ok]

@@ -111,6 +111,22 @@ def plan_v6(rows, cols, dtype, aligned):
 V6_NAMES = V5_NAMES + tuple(f"softmax_{dt}_row_{p}_t{t}_c{c}" for dt in DTYPES for p in ("vec", "scalar")
                             for t, c in V6_ROW_CONFIGS[len(ROW_CONFIGS):])
 
+# ---- v7: v6's candidates, plus for aligned bf16 the packed layouts (64 bf16 per thread).
+PACKED_ELEMS = 64
+PACKED_CONFIGS = ((64, 1), (128, 1), (256, 1), (512, 1), (1024, 1), (256, 2), (512, 2), (256, 4), (512, 4),
+                  (256, 8), (512, 8))
+
+
+def plan_v7(rows, cols, dtype, aligned):
+    out = plan_v6(rows, cols, dtype, aligned)
+    if dtype == "bf16" and aligned and cols > 32 * WARP_ELEMS[-1]:  # warp rows stay v6's
+        out = out + [Launch(f"softmax_bf16_packed_t{t}_c{c}", rows * c, t, t * c * PACKED_ELEMS)
+                     for t, c in PACKED_CONFIGS if t * c * PACKED_ELEMS >= cols]
+    return out
+
+
+V7_NAMES = V6_NAMES + tuple(f"softmax_bf16_packed_t{t}_c{c}" for t, c in PACKED_CONFIGS)
+
 # revision name -> (plan, every kernel name the plan can return)
 PLANS: dict[str, tuple[Plan, Sequence[str]]] = {
     "v0_naive": (plan_thread_per_row, SIMPLE_NAMES),
@@ -120,10 +136,11 @@ PLANS: dict[str, tuple[Plan, Sequence[str]]] = {
     "v4_vectorized": (plan_v4, V4_NAMES),
     "v5_tuned": (plan_v5, V5_NAMES),
     "v6_autotuned": (plan_v6, V6_NAMES),  # a list of candidates: the launcher times them
+    "v7_bf16_packed": (plan_v7, V7_NAMES),
 }
 
 # revisions whose kernels take a trailing float2 workspace pointer
-WORKSPACE_REVISIONS = ("v5_tuned", "v6_autotuned")
+WORKSPACE_REVISIONS = ("v5_tuned", "v6_autotuned", "v7_bf16_packed")
 
 _MODULES: dict[tuple[str, str], dict] = {}  # (source, sha256 of its text) -> {name: RawKernel}
 

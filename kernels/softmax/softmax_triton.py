@@ -1,29 +1,92 @@
-"""Triton softmax: one program per row. A row that fits (<= MAX_FUSED elements) is held in
-registers, read once and written once; a longer row loops over column blocks with an
-online (max, sum) per lane, then a second loop writes (read twice, written once).
+"""Triton softmax, every row read once and written once up to SPLIT_CAP * 32768 columns.
 
-Autotuned over num_warps (and the column block of the long-row loop) on a GPU; under
-TRITON_INTERPRET on CPU tensors the autotuner has no GPU to time on, so a fixed config runs.
+- Rows of <= SHORT columns: `_rows_kernel`, ROWS whole rows per program held in registers.
+- Longer rows: `_split_kernel`, each row cut into SPLIT = cdiv(cols, BLOCK) chunks, a program
+  per chunk holding it in registers. The chunks' (max, sum) pairs meet in a global
+  workspace, and a row's programs wait for one another on a per-row arrival counter: the
+  software form of the CUDA ladder's thread-block clusters. SPLIT = 1 is the classic
+  one-program-per-row kernel; the autotuner picks BLOCK (so SPLIT) and num_warps per row
+  length and dtype.
+- Rows too long for SPLIT_CAP chunks: `_online_kernel`, an online (max, sum) loop, then a
+  second loop that writes (read twice, written once).
+
+Waiting on other programs is safe only if a row's programs are all resident at once.
+Programs take their (row, chunk) from a ticket counter in the order they start, so every
+program a waiting one needs started no later than the newest resident one, and at most
+SPLIT_CAP of them are needed: far fewer than the H100 holds. The counters reset themselves
+(the last ticket, the last program of a row to leave), so each launch starts at zero; two
+launches must not run concurrently on different streams.
+
+Under TRITON_INTERPRET on CPU tensors, programs run one after another and cannot wait for
+each other, so `_split_kernel` runs in two launches instead (PHASE 0 writes the pairs, PHASE 1
+reads them); the GPU runs both in one launch (PHASE 2). No autotuner there: fixed configs.
 """
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
-MAX_FUSED = 32768  # longest row held in one program: 64 fp32 per thread at 16 warps
-NEG_MAX = tl.constexpr(-3.4028234663852886e38)  # finite running-max identity: never exp(-inf - -inf) = NaN
+SHORT = 1024  # rows up to this many columns: several rows per program
+SPLIT_CAP = 32  # most chunks of one row that wait for each other
+MAX_SPLIT = tl.constexpr(SPLIT_CAP)
+NEG_MAX = tl.constexpr(-3.4028234663852886e38)  # finite max identity: never exp(-inf - -inf) = NaN
 
 
 @triton.jit
-def _fused_kernel(x_ptr, y_ptr, cols, x_stride, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < cols
-    x = tl.load(x_ptr + row * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
-    m = tl.max(x, axis=0)  # a row of -inf: m = -inf, exp(NaN) = NaN, as F.softmax gives
+def _rows_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    r = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)[:, None]
+    offs = tl.arange(0, BLOCK)[None, :]
+    mask = (r < rows) & (offs < cols)
+    x = tl.load(x_ptr + r * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    m = tl.max(x, axis=1)[:, None]  # a row of -inf: m = -inf, exp(NaN) = NaN, as F.softmax gives
     e = tl.exp(x - m)
-    y = e / tl.sum(e, axis=0)  # a NaN input makes the sum, so the whole row, NaN
-    tl.store(y_ptr + row * cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    y = e / tl.sum(e, axis=1)[:, None]  # a NaN input makes the sum, so the whole row, NaN
+    tl.store(y_ptr + r * cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, PHASE: tl.constexpr):
+    split = tl.cdiv(cols, BLOCK)
+    if PHASE == 2:  # ticket = start order; the last one handed out resets the counter
+        t = tl.atomic_add(cnt_ptr, 1)
+        if t == rows * split - 1:
+            tl.atomic_xchg(cnt_ptr, 0)
+    else:
+        t = tl.program_id(0)
+    row = t // split
+    offs = (t % split) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < cols
+    x = tl.load(x_ptr + row.to(tl.int64) * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    m = tl.maximum(tl.max(x, axis=0), NEG_MAX)
+    e = tl.exp(x - m)
+    s = tl.sum(e, axis=0)
+    if split > 1:
+        pairs = ws_ptr + row * (2 * MAX_SPLIT)
+        arrived = cnt_ptr + 1 + row
+        if PHASE != 1:
+            tl.store(pairs + 2 * (t % split), m)
+            tl.store(pairs + 2 * (t % split) + 1, s)
+        if PHASE == 2:
+            tl.atomic_add(arrived, 1, sem="release")
+            while tl.atomic_add(arrived, 0, sem="acquire") < split:
+                pass
+        if PHASE != 0:
+            k = tl.arange(0, MAX_SPLIT)
+            pm = tl.load(pairs + 2 * k, mask=k < split, other=NEG_MAX, volatile=True)
+            ps = tl.load(pairs + 2 * k + 1, mask=k < split, other=0.0, volatile=True)
+            m_row = tl.max(pm, axis=0)
+            s_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
+            e = e * tl.exp(m - m_row)
+            s = s_row
+            if PHASE == 2:  # leave; the row's last program resets its counter
+                if tl.atomic_add(arrived, 1, sem="acq_rel") == 2 * split - 1:
+                    tl.atomic_xchg(arrived, 0)
+    if PHASE != 0:
+        # A row of -inf: s = 0 and e = 0, so 0 * inf = NaN as F.softmax gives; a NaN input
+        # makes s NaN for the whole row.
+        y = e * (1.0 / s)
+        tl.store(y_ptr + row.to(tl.int64) * cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -47,42 +110,78 @@ def _online_kernel(x_ptr, y_ptr, cols, x_stride, BLOCK: tl.constexpr):
         tl.store(y_ptr + row * cols + start + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _prune_fused(configs, named_args, **kwargs):
-    # More than 64 elements per thread spills; fewer than 4 leaves loads too narrow.
-    block = kwargs["BLOCK"]
-    kept = [c for c in configs if 4 <= block // (32 * c.num_warps) <= 64]
-    return kept or configs[:1]
+def _per_thread(block_elems, warps):
+    return block_elems // (32 * warps)
 
 
-_fused_tuned = triton.autotune(
-    configs=[triton.Config({}, num_warps=w) for w in (1, 2, 4, 8, 16, 32)],
-    key=["BLOCK"], prune_configs_by={"early_config_prune": _prune_fused},
-)(_fused_kernel)
+# 8..64 fp32 per thread: fewer leaves loads narrow, more spills.
+_rows_tuned = triton.autotune(
+    configs=[triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32) for w in (1, 2, 4, 8)],
+    key=["cols"],
+    prune_configs_by={"early_config_prune": lambda cs, _, **kw: [
+        c for c in cs if 4 <= _per_thread(c.kwargs["ROWS"] * kw["BLOCK"], c.num_warps) <= 64] or cs[:1]},
+)(_rows_kernel)
+_SPLIT_BLOCKS = (2048, 4096, 8192, 16384, 32768)
+_split_tuned = triton.autotune(
+    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in _SPLIT_BLOCKS for w in (4, 8, 16, 32)
+             if 8 <= _per_thread(b, w) <= 64],
+    key=["cols"],
+    prune_configs_by={"early_config_prune": lambda cs, _, **kw: [
+        c for c in cs if triton.cdiv(kw["cols"], c.kwargs["BLOCK"]) <= SPLIT_CAP
+        and c.kwargs["BLOCK"] < 2 * triton.next_power_of_2(kw["cols"])]},
+)(_split_kernel)
 _online_tuned = triton.autotune(
     configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (2048, 4096, 8192) for w in (4, 8, 16)],
     key=["cols"],
 )(_online_kernel)
 
+_WORKSPACE: dict = {}  # device -> (pairs, counters), grown on demand; counters start and end at 0
 
-def softmax(x, out, max_fused: int = MAX_FUSED, interpreter_block: int = 1024):
-    """Softmax of the rows of 2-D `x` (fp32 or bf16, unit column stride) into contiguous `out`."""
+
+def _workspace(rows, device):
+    ws, cnt = _WORKSPACE.get(device, (None, None))
+    if cnt is None or cnt.numel() < rows + 1:
+        ws = torch.empty(rows * 2 * SPLIT_CAP, dtype=torch.float32, device=device)
+        cnt = torch.zeros(rows + 1, dtype=torch.int32, device=device)
+        _WORKSPACE[device] = (ws, cnt)
+    return ws, cnt
+
+
+def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpreter_block: int = 1024):
+    """Softmax of the rows of 2-D `x` (fp32 or bf16, unit column stride) into contiguous `out`.
+    `split_block` fixes the chunk of the split path (the interpreter's default: 1024)."""
     rows, cols = x.shape
     if rows == 0 or cols == 0:
         return out
     if x.stride(1) != 1:
         x = x.contiguous()
-    block = triton.next_power_of_2(cols)
     on_gpu = x.is_cuda
-    if block <= max_fused:
-        kernel = _fused_tuned if on_gpu else _fused_kernel
-        kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=block, **({} if on_gpu else {"num_warps": 4}))
-    elif on_gpu:
-        _online_tuned[(rows,)](x, out, cols, x.stride(0))
-    else:
+    if not on_gpu:
         from kernels.common import triton_interpreter
 
         triton_interpreter.apply()
-        _online_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=interpreter_block, num_warps=4)
+    if cols <= short:
+        block = triton.next_power_of_2(cols)
+        if on_gpu:
+            _rows_tuned[lambda meta: (triton.cdiv(rows, meta["ROWS"]),)](x, out, rows, cols, x.stride(0), BLOCK=block)
+        else:
+            _rows_kernel[(triton.cdiv(rows, 2),)](x, out, rows, cols, x.stride(0), BLOCK=block, ROWS=2)
+        return out
+    block = split_block or (None if on_gpu else interpreter_block)
+    if triton.cdiv(cols, block or _SPLIT_BLOCKS[-1]) > SPLIT_CAP:
+        if on_gpu:
+            _online_tuned[(rows,)](x, out, cols, x.stride(0))
+        else:
+            _online_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=interpreter_block, num_warps=4)
+        return out
+    ws, cnt = _workspace(rows, x.device)
+    if block is None:
+        grid = lambda meta: (rows * triton.cdiv(cols, meta["BLOCK"]),)  # noqa: E731
+        _split_tuned[grid](x, out, ws, cnt, rows, cols, x.stride(0), PHASE=2)
+        return out
+    for phase in ((2,) if on_gpu else (0, 1)):
+        _split_kernel[(rows * triton.cdiv(cols, block),)](x, out, ws, cnt, rows, cols, x.stride(0), BLOCK=block,
+                                                          PHASE=phase, num_warps=4)
     return out
 
 
