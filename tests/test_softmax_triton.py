@@ -107,3 +107,22 @@ def test_rows_past_the_split_cap_pass_the_gate_on_gpu():
 def _gate_gpu(launch, shapes):
     results = gate.check_revision(KERNEL, KERNEL.revision("triton"), "cuda", shapes=shapes, launch=launch)
     return [r.line() for r in results if not r.ok]
+
+
+@pytest.mark.parametrize("cols", [1025, 4096, 32000, 131072, 32 * 32768])
+def test_autotuner_prunes_split_configs_to_rows_that_fit(st, cols):
+    """Called as the autotuner calls it (the kernel's arguments by name, constexprs as keywords):
+    every kept config cuts the row into at most SPLIT_CAP chunks and none is twice the row."""
+    tuner = st._split_tuned
+    args = dict(zip(tuner.arg_names, (None, None, None, None, 8, cols, cols), strict=False))
+    kept = tuner.early_config_prune(tuner.configs, args, PHASE=2)
+    assert kept
+    for c in kept:
+        assert -(-cols // c.kwargs["BLOCK"]) <= st.SPLIT_CAP and c.kwargs["BLOCK"] < 2 * cols
+
+
+def test_autotuner_prunes_row_configs_to_4_to_64_elements_per_thread(st):
+    tuner = st._rows_tuned
+    args = dict(zip(tuner.arg_names, (None, None, 4096, 256, 256), strict=False))
+    kept = tuner.early_config_prune(tuner.configs, args, BLOCK=256)
+    assert kept and all(4 <= c.kwargs["ROWS"] * 256 // (32 * c.num_warps) <= 64 for c in kept)

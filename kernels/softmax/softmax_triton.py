@@ -114,7 +114,7 @@ def _per_thread(block_elems, warps):
     return block_elems // (32 * warps)
 
 
-# 8..64 fp32 per thread: fewer leaves loads narrow, more spills.
+# 4..64 (rows) and 8..64 (split) fp32 per thread: fewer leaves loads narrow, more spills.
 _rows_tuned = triton.autotune(
     configs=[triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32) for w in (1, 2, 4, 8)],
     key=["cols"],
@@ -126,9 +126,9 @@ _split_tuned = triton.autotune(
     configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in _SPLIT_BLOCKS for w in (4, 8, 16, 32)
              if 8 <= _per_thread(b, w) <= 64],
     key=["cols"],
-    prune_configs_by={"early_config_prune": lambda cs, _, **kw: [
-        c for c in cs if triton.cdiv(kw["cols"], c.kwargs["BLOCK"]) <= SPLIT_CAP
-        and c.kwargs["BLOCK"] < 2 * triton.next_power_of_2(kw["cols"])]},
+    prune_configs_by={"early_config_prune": lambda cs, args, **kw: [
+        c for c in cs if triton.cdiv(args["cols"], c.kwargs["BLOCK"]) <= SPLIT_CAP
+        and c.kwargs["BLOCK"] < 2 * triton.next_power_of_2(args["cols"])] or cs[-1:]},
 )(_split_kernel)
 _online_tuned = triton.autotune(
     configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (2048, 4096, 8192) for w in (4, 8, 16)],
