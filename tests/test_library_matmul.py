@@ -18,7 +18,9 @@ def _inputs(shape, seed=0):
 
 
 def _config_id(c):
-    return "x".join(str(c.kwargs[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")) + f"_s{c.num_stages}_w{c.num_warps}"
+    kw = c.kwargs
+    return ("x".join(str(kw[k]) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")) + f"_s{c.num_stages}_w{c.num_warps}"
+            + ("_split" if kw.get("EPILOGUE_SPLIT", 1) > 1 else "") + ("_flat" if kw.get("FLATTEN") else ""))
 
 
 # K = 70 / 72: a partial BLOCK_K of 64 or 128; M, N cross a tile edge. v1 needs K, N % 8 == 0
@@ -72,3 +74,89 @@ def test_gate_rejects_a_matmul_without_relu():
     results = gate.check_revision(KERNEL, _wrong(lambda inputs, out: out.copy_(inputs[0] @ inputs[1])),
                                   "cpu", shapes=[(33, 47, 70)])
     assert not any(r.ok for r in results)
+
+
+def test_launch_autotuned_reuses_the_pick_without_the_autotuner(monkeypatch):
+    """The first call per key goes through the autotuner; later ones launch the function under
+    it with the picked config's kwargs (and the caller's extras), so they compute the same."""
+    import triton
+    import triton.language as tl
+    from triton.runtime.autotuner import Autotuner
+
+    from kernels.common import triton_interpreter
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 16}, num_warps=2)], key=["n"])
+    @triton.jit
+    def scale(x_ptr, y_ptr, n, FACTOR: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * FACTOR, mask=offs < n)
+
+    triton_interpreter.apply()
+    runs = []
+    original = Autotuner.run
+    monkeypatch.setattr(Autotuner, "run", lambda self, *a, **k: runs.append(1) or original(self, *a, **k))
+    x = torch.arange(40, dtype=torch.float32)
+    grid = lambda meta: (triton.cdiv(40, meta["BLOCK"]),)  # noqa: E731
+    for _ in range(2):
+        y = torch.full_like(x, float("nan"))
+        v0_tiled.launch_autotuned(scale, grid, (x, y, 40), key=(40, "test"), FACTOR=3.0)
+        assert torch.equal(y, 3 * x)
+    assert len(runs) == 1
+    assert v0_tiled.PICKED[(scale, 40, "test")]["BLOCK"] == 16
+
+
+# Every autotune config, compiled for sm_90 as a GPU launch would compile it (pointers and ints
+# that are multiples of 16 carry tt.divisibility), in a fresh interpreter without TRITON_INTERPRET
+# (see tests/test_triton_compiles.py). Prints one line per config; exits 1 if any fails or needs
+# more shared memory than the H100's 227 KiB per block.
+_COMPILE_ALL = """
+import sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernels.matmul_relu import v0_tiled, v1_tma_persistent as v1
+
+H100_SMEM = 227 * 1024
+V0_ARGS = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+           "stride_cm", "stride_cn")
+V1_ARGS = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_bk", "stride_cm")
+bad = 0
+for M, N, K in ((2048, 2048, 2048), (130, 264, 72)):
+    for rev, fn, names, configs in (("v0", v0_tiled.matmul_relu_kernel.fn.fn, V0_ARGS, v0_tiled.CONFIGS),
+                                    ("v1", v1.matmul_relu_tma_kernel.fn, V1_ARGS, v1.CONFIGS)):
+        values = dict(zip(names, (16, 16, 16, M, N, K) + ((K, 1, N, 1, N, 1) if rev == "v0" else (K, N, N))))
+        for config in configs:
+            consts = {k: v for k, v in values.items() if v == 1}  # a launch makes ints equal to 1 constexprs
+            consts.update(config.kwargs, **({"EVEN_K": K % config.kwargs["BLOCK_K"] == 0} if rev == "v0"
+                                            else {"NUM_SMS": 132}))
+            order = list(fn.arg_names)
+            signature = {k: "constexpr" if k in consts else ("*bf16" if k.endswith("_ptr") else "i32") for k in order}
+            attrs = {(order.index(k),): [["tt.divisibility", 16]] for k, v in values.items()
+                     if k not in consts and v % 16 == 0}
+            name = f"{rev} {M}x{N}x{K} {config}"
+            try:
+                kernel = triton.compile(ASTSource(fn, signature, {(order.index(k),): v for k, v in consts.items()},
+                                                  attrs), target=GPUTarget("cuda", 90, 32),
+                                        options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+            except Exception as exc:
+                bad += 1
+                print("FAIL", name, " ".join(str(exc).split())[-300:])
+                continue
+            fits = kernel.metadata.shared <= H100_SMEM
+            bad += not fits
+            print("ok" if fits else "TOO MUCH SHARED MEMORY", name, "shared", kernel.metadata.shared)
+sys.exit(1 if bad else 0)
+"""
+
+
+def test_every_config_compiles_for_sm90_and_fits_in_shared_memory():
+    import os
+    import subprocess
+    import sys
+
+    from kernlog.registry import find_root
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", _COMPILE_ALL], capture_output=True, text=True,
+                          cwd=find_root(), env=env, timeout=900)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
