@@ -3,11 +3,13 @@ skips the tail or one that ignores pointer misalignment.
 
 Not tested here because the gate cannot see it: rounding bf16 by truncation instead of to
 nearest-even lands at ~3e-3 relative L2 error, inside the bf16 tolerance of 1e-2."""
+import re
 import shutil
 
 import pytest
 import torch
 
+import kernels.vector_add as MODULE
 from kernlog import gate
 from kernlog.cuda import compile_report
 from kernlog.registry import find_root, load_kernel
@@ -27,6 +29,19 @@ def test_cuda_compiles_for_sm90_without_spills(rev):
     report = compile_report(rev.sources[0], arch="sm_90")
     assert "add_fp32" in report and "add_bf16" in report
     assert report.count("0 bytes spill stores, 0 bytes spill loads") == 2, report
+
+
+def _defines(rev):
+    return {k: int(v) for k, v in re.findall(r"^#define (\w+) (\d+)\s*$", rev.sources[0].read_text(), re.M)}
+
+
+def test_launcher_constants_match_the_cuda_sources():
+    """The launcher sizes block and grid from Python copies of the kernels' #defines: a
+    mismatch would launch more blocks than fit in one wave, or leave chunks unvisited."""
+    v1, v2 = _defines(KERNEL.revision("v1_vec")), _defines(KERNEL.revision("v2_unroll"))
+    assert v1["THREADS"] == v2["THREADS"] == MODULE.THREADS
+    assert v1["BLOCKS_PER_SM"] == MODULE.BLOCKS_PER_SM
+    assert (v2["BLOCKS_PER_SM"], v2["UNROLL"]) == (MODULE.V2_BLOCKS_PER_SM, MODULE.V2_UNROLL)
 
 
 def test_gate_rejects_a_kernel_that_skips_the_tail():
