@@ -13,7 +13,9 @@
 Waiting on other programs is safe only if a row's programs are all resident at once.
 Programs take their (row, chunk) from a ticket counter in the order they start, so every
 program a waiting one needs started no later than the newest resident one, and at most
-SPLIT_CAP of them are needed: far fewer than the H100 holds. The counters reset themselves
+SPLIT_CAP of them are needed: far fewer than the H100 holds. A row of one chunk waits for
+nothing and takes no ticket (on the H100 the ticket, an atomic on one address per program,
+cost one-program-per-row shapes up to a third of their bandwidth). The counters reset themselves
 (the last ticket, the last program of a row to leave), so each launch starts at zero; two
 launches must not run concurrently on different streams.
 
@@ -48,12 +50,11 @@ def _rows_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, ROWS: 
 @triton.jit
 def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, PHASE: tl.constexpr):
     split = tl.cdiv(cols, BLOCK)
-    if PHASE == 2:  # ticket = start order; the last one handed out resets the counter
+    t = tl.program_id(0)
+    if PHASE == 2 and split > 1:  # ticket = start order; the last one handed out resets the counter
         t = tl.atomic_add(cnt_ptr, 1)
         if t == rows * split - 1:
             tl.atomic_xchg(cnt_ptr, 0)
-    else:
-        t = tl.program_id(0)
     row = t // split
     offs = (t % split) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < cols

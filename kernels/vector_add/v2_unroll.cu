@@ -1,19 +1,21 @@
-// v2_unroll: v1_vec with UNROLL independent 16-byte loads per input in flight per thread.
-// Each block iteration covers one contiguous chunk of THREADS x UNROLL vectors: thread t loads
-// vectors base + t + k*THREADS (k < UNROLL) of x and of y -- all 2 x UNROLL loads first, then
-// the adds, then the stores -- so every warp-wide access stays one coalesced 512-byte run.
-// A grid-stride loop over the chunks with one resident wave of blocks; the vectors past the
-// last whole chunk, the scalar tail and the scalar path for unaligned pointers are v1's.
-// Cache hints: none. __ldcs/__stcs (evict-first) would be a second change in this rung; a pure
-// stream three times the 50 MB L2 gets no reuse either way, and eager reaches its 3.04 TB/s
-// with plain loads. They are the candidate for a later rung if ncu shows L2 write-back stalls.
-// Predicts: the same instruction count as v1, but ~4x the bytes in flight per thread (2x per
-// SM at half the resident threads): dram__throughput up from ~96% toward ~100% of the copy
-// ceiling (>= eager at 2^26 and 2^28) and long-scoreboard stalls per issued instruction down.
+// v2_unroll: UNROLL independent 16-byte loads per input in flight per thread, and a block per
+// chunk instead of v1's one resident wave looping over the array.
+// Each block covers one contiguous chunk of THREADS x UNROLL vectors: thread t loads vectors
+// base + t + k*THREADS (k < UNROLL) of x and of y -- all 2 x UNROLL loads first, then the
+// adds, then the stores -- so every warp-wide access stays one coalesced 512-byte run. The
+// launcher starts one block per chunk (PyTorch's elementwise kernels do the same: 2^28 fp32 is
+// 65536 blocks); the loop still strides by the grid, so any grid size is correct. The vectors
+// past the last whole chunk, the scalar tail and the scalar path for unaligned pointers are v1's.
+// Cache hints: none (__ldcs/__stcs would be a further change; eager reaches 3.04 TB/s without).
+// EVIDENCE: v1 held 2.90 TB/s at 2^28 fp32 against eager's 3.04; on the H100 the unrolled
+// loads alone, still in v1's one-wave grid-stride loop, measured 2.89: bytes in flight were
+// not the limit.
+// Predicts: dram__throughput within ~1% of eager's at 2^26 and 2^28 (>= 3.0 TB/s), the
+// many short-lived blocks trading v1's long per-block streams for eager's access pattern.
 #include "bf16.cuh"
 
-// The launcher sizes the grid as min(chunks, SMs x BLOCKS_PER_SM) and launches THREADS threads
-// per block (the chunk indexing below assumes exactly THREADS). 2 x UNROLL float4/uint4 are 32
+// The launcher starts cdiv(n, CHUNK vectors) blocks of THREADS threads (the chunk indexing
+// below assumes exactly THREADS). 2 x UNROLL float4/uint4 are 32
 // registers of data alone: BLOCKS_PER_SM 4 lets ptxas use up to 64 per thread without spilling.
 #define THREADS 256
 #define UNROLL 4
