@@ -65,8 +65,8 @@ STEPS = (
      "load instructions fall 4x (fp32) / 8x (bf16), load bytes halve; ~80% of DRAM peak on 64 MB+ rows <= 8192"),
     ("v5_tuned", "launch by shape: a warp per short row; Hopper clusters hold rows up to 131072 on chip",
      "global load bytes halve on rows > 8192 (no second pass); >= 2.7 TB/s and >= F.softmax on every bench shape"),
-    ("v6_autotuned", "the layout (warp, block of 64-1024 threads, cluster of 2-8 blocks) is timed per shape, "
-     "the fastest kept, instead of v5's fixed table",
+    ("v6_autotuned", "for rows > 1024 the layout (block of 64-1024 threads, cluster of 2-8 blocks) is timed "
+     "per shape, the fastest kept, instead of v5's fixed table",
      "bf16 rows >= 16384 rise from v5's 2.3-2.5 TB/s to >= 2.7; no shape slower than v5 beyond noise"),
     ("v7_bf16_packed", "bf16 rows stay packed in registers, 64 per thread (v6 widened 32 to floats): "
      "as many bytes per thread as fp32, half the blocks per row; exp computed again at the store",

@@ -94,18 +94,20 @@ V5_NAMES = tuple(
                  + [f"softmax_{dt}_stream_{p}"])
 )
 
-# ---- v6: every layout that holds the row is a candidate; the launcher keeps the fastest.
+# ---- v6: for rows > 1024, every layout that holds the row is a candidate; the launcher
+# keeps the fastest. Shorter rows keep v5's warp per row: timing candidates there, on kernels
+# of ~15 us, picked layouts 1.2-2.4x slower than it on the H100.
 V6_ROW_CONFIGS = ROW_CONFIGS + ((512, 1), (1024, 1), (512, 2), (512, 4))
 V6_ROUNDS = 7  # timed launches per candidate, interleaved with the other candidates
 V6_TIE = 0.02  # closer than this to the fastest counts as a tie
 
 
 def plan_v6(rows, cols, dtype, aligned):
+    if cols <= 32 * WARP_ELEMS[-1]:  # rows of <= 1024: v5's warp per row, no candidates
+        return [plan_v5(rows, cols, dtype, aligned)]
     path = "vec" if aligned else "scalar"
-    out = [Launch(f"softmax_{dtype}_warp_{path}_e{e}", _cdiv(rows, WARP_ROWS), 32 * WARP_ROWS, 32 * e)
-           for e in WARP_ELEMS if 32 * e >= cols][:1]
-    out += [Launch(f"softmax_{dtype}_row_{path}_t{t}_c{c}", rows * c, t, t * c * ELEMS)
-            for t, c in V6_ROW_CONFIGS if t * c * ELEMS >= cols]
+    out = [Launch(f"softmax_{dtype}_row_{path}_t{t}_c{c}", rows * c, t, t * c * ELEMS)
+           for t, c in V6_ROW_CONFIGS if t * c * ELEMS >= cols]
     return out or [Launch(f"softmax_{dtype}_stream_{path}", rows, STREAM_THREADS)]
 
 
@@ -157,10 +159,12 @@ def _kernels(source: Path, names: Sequence[str]) -> dict:
 
 
 def _fastest(run, steps: list[Launch], device) -> Launch:
-    """The candidate with the least median time over V6_ROUNDS interleaved rounds, each launch
-    timed alone after an L2 flush, as the timing pass does (timed back to back, a tensor that
-    fits in L2 is read from it, and the winner there can lose from DRAM: on the H100, 4096x1024
-    fp32 settled on a layout that ran at 1.5 TB/s cold, against 2.1 for the default). Within
+    """The candidate with the least median time over V6_ROUNDS rounds, each launch timed alone
+    after an L2 flush, as the timing pass does. Timed back to back, a tensor that fits in L2
+    is read from it, and the winner there can lose from DRAM (on the H100, 4096x1024 fp32
+    settled on a layout that ran at 1.5 TB/s cold, against 2.1 for the default). Nothing
+    synchronizes until every round is queued, behind a head start of flushes, so the host's
+    launch cost never lands inside a timed launch; the order rotates each round. Within
     V6_TIE of the best, the earlier candidate wins: the plan lists its default first."""
     import statistics
 
@@ -170,19 +174,21 @@ def _fastest(run, steps: list[Launch], device) -> Launch:
                         device=device)
     for step in steps:
         run(step)
-    times = [[] for _ in steps]
-    for _ in range(V6_ROUNDS):
-        events = []
-        for step in steps:
+    for _ in range(4):  # the head start
+        flush.zero_()
+    timed = []
+    for r in range(V6_ROUNDS):
+        for i in (list(range(len(steps))) * 2)[r % len(steps):][:len(steps)]:
             flush.zero_()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            run(step)
+            run(steps[i])
             end.record()
-            events.append((start, end))
-        torch.cuda.synchronize(device)
-        for i, (start, end) in enumerate(events):
-            times[i].append(start.elapsed_time(end))
+            timed.append((i, start, end))
+    torch.cuda.synchronize(device)
+    times = [[] for _ in steps]
+    for i, start, end in timed:
+        times[i].append(start.elapsed_time(end))
     medians = [statistics.median(t) for t in times]
     best = min(medians)
     return next(s for s, t in zip(steps, medians, strict=True) if t <= best * (1 + V6_TIE))

@@ -5,8 +5,9 @@
   per chunk holding it in registers. The chunks' (max, sum) pairs meet in a global
   workspace, and a row's programs wait for one another on a per-row arrival counter: the
   software form of the CUDA ladder's thread-block clusters. SPLIT = 1 is the classic
-  one-program-per-row kernel; the autotuner picks BLOCK (so SPLIT) and num_warps per row
-  length and dtype.
+  one-program-per-row kernel; the autotuner picks BLOCK (so SPLIT), num_warps and, for
+  bf16, RAW (hold the bf16 input through the wait, not the fp32 exps: half the registers)
+  per row length and dtype.
 - Rows too long for SPLIT_CAP chunks: `_online_kernel`, an online (max, sum) loop, then a
   second loop that writes (read twice, written once).
 
@@ -48,7 +49,8 @@ def _rows_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, ROWS: 
 
 
 @triton.jit
-def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, PHASE: tl.constexpr):
+def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, PHASE: tl.constexpr,
+                  RAW: tl.constexpr):
     split = tl.cdiv(cols, BLOCK)
     t = tl.program_id(0)
     if PHASE == 2 and split > 1:  # ticket = start order; the last one handed out resets the counter
@@ -58,7 +60,8 @@ def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl
     row = t // split
     offs = (t % split) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < cols
-    x = tl.load(x_ptr + row.to(tl.int64) * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    raw = tl.load(x_ptr + row.to(tl.int64) * x_stride + offs, mask=mask, other=float("-inf"))
+    x = raw.to(tl.float32)
     m = tl.maximum(tl.max(x, axis=0), NEG_MAX)
     e = tl.exp(x - m)
     s = tl.sum(e, axis=0)
@@ -78,7 +81,10 @@ def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl
             ps = tl.load(pairs + 2 * k + 1, mask=k < split, other=0.0, volatile=True)
             m_row = tl.max(pm, axis=0)
             s_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
-            e = e * tl.exp(m - m_row)
+            if RAW:  # bf16: widen the held input again (bit shift, not CSE'd with the first) and re-exp
+                e = tl.exp((raw.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True) - m_row)
+            else:
+                e = e * tl.exp(m - m_row)
             s = s_row
             if PHASE == 2:  # leave; the row's last program resets its counter
                 if tl.atomic_add(arrived, 1, sem="acq_rel") == 2 * split - 1:
@@ -124,12 +130,14 @@ _rows_tuned = triton.autotune(
 )(_rows_kernel)
 _SPLIT_BLOCKS = (2048, 4096, 8192, 16384, 32768)
 _split_tuned = triton.autotune(
-    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in _SPLIT_BLOCKS for w in (4, 8, 16, 32)
-             if 8 <= _per_thread(b, w) <= 64],
+    configs=[triton.Config({"BLOCK": b, "RAW": r}, num_warps=w) for b in _SPLIT_BLOCKS for w in (4, 8, 16, 32)
+             for r in (False, True) if 8 <= _per_thread(b, w) <= 64],
     key=["cols"],
     prune_configs_by={"early_config_prune": lambda cs, args, **kw: [
         c for c in cs if triton.cdiv(args["cols"], c.kwargs["BLOCK"]) <= SPLIT_CAP
-        and c.kwargs["BLOCK"] < 2 * triton.next_power_of_2(args["cols"])] or cs[-1:]},
+        and c.kwargs["BLOCK"] < 2 * triton.next_power_of_2(args["cols"])
+        and (not c.kwargs["RAW"] or (args["x_ptr"].dtype == torch.bfloat16 and c.kwargs["BLOCK"] < args["cols"]))]
+        or cs[-1:]},
 )(_split_kernel)
 _online_tuned = triton.autotune(
     configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (2048, 4096, 8192) for w in (4, 8, 16)],
@@ -182,7 +190,7 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         return out
     for phase in ((2,) if on_gpu else (0, 1)):
         _split_kernel[(rows * triton.cdiv(cols, block),)](x, out, ws, cnt, rows, cols, x.stride(0), BLOCK=block,
-                                                          PHASE=phase, num_warps=4)
+                                                          PHASE=phase, RAW=x.dtype == torch.bfloat16, num_warps=4)
     return out
 
 
