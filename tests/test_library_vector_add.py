@@ -38,7 +38,7 @@ def _defines(rev):
 def test_launcher_constants_match_the_cuda_sources():
     """The launcher sizes block and grid from Python copies of the kernels' #defines: a
     mismatch would launch more blocks than fit in one wave, or leave chunks unvisited."""
-    v1, v2 = _defines(KERNEL.revision("v1_vec")), _defines(KERNEL.revision("v2_unroll"))
+    v1, v2 = _defines(KERNEL.revision("v1_vec")), _defines(KERNEL.revision("v2_chunks"))
     assert v1["THREADS"] == v2["THREADS"] == MODULE.THREADS
     assert v1["BLOCKS_PER_SM"] == MODULE.BLOCKS_PER_SM
     assert (v2["BLOCKS_PER_SM"], v2["UNROLL"]) == (MODULE.V2_BLOCKS_PER_SM, MODULE.V2_UNROLL)

@@ -2,12 +2,8 @@
 
 Change: one pass over DRAM: each program holds ROWS whole rows in registers (fp32), takes
 the mean, then the variance of the centred values (no E[x^2] - mean^2 cancellation), and
-writes y once. Several rows per program for short rows; ROWS (1-16), num_warps (2-32) and
-WB_EARLY autotuned on the row length, pruned to 4-64 elements per thread (fewer where the
-registers per thread are fewer). WB_EARLY loads weight and bias before x, so their L2 round
-trip overlaps the DRAM load instead of following the reductions' barriers, at the price of
-holding them in registers through the reductions. x is loaded evict_first (read once); hints
-on the store or on weight/bias cost a cache-policy register each and made ptxas spill.
+writes y once. Several rows per program for short rows; ROWS and num_warps autotuned on
+the row length, pruned to 4-64 elements per thread.
 Predicts: DRAM-bound at ~90% of copy bandwidth (read x + write y) at 8192x4096 for fp32
 and bf16, >= F.layer_norm eager and torch.compile.
 """
@@ -15,47 +11,34 @@ import triton
 import triton.language as tl
 
 MAX_COLS = 32768  # 64 fp32 per thread at 16 warps; longer rows would spill
-CONFIGS = [triton.Config({"ROWS": r, "WB_EARLY": e}, num_warps=w)
-           for r in (1, 2, 4, 8, 16) for w in (2, 4, 8, 16, 32) for e in (False, True)]
+CONFIGS = [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8) for w in (2, 4, 8, 16)]
 # The autotuner benchmarks through the GPU driver, which the CPU interpreter lacks; ROWS=2
 # exercises the row mask at odd row counts.
-CPU_CONFIG = {"ROWS": 2, "WB_EARLY": True}
+CPU_CONFIG = {"ROWS": 2}
 
 
 def _prune(configs, named_args, **kwargs):
-    """4-64 fp32 of x per thread; 16 at most at 32 warps (64 registers a thread), and half that
-    with WB_EARLY (weight and bias held beside x): ptxas spilled past these on sm_90."""
     block = kwargs["BLOCK_N"]
-
-    def fits(c):
-        per_thread = c.kwargs["ROWS"] * block // (32 * c.num_warps)
-        return 4 <= per_thread <= (64 if c.num_warps < 32 else 16) // (2 if c.kwargs["WB_EARLY"] else 1)
-
-    fit = [c for c in configs if fits(c)]
-    return fit or [max(configs, key=lambda c: (c.kwargs["ROWS"] / c.num_warps, c.kwargs["WB_EARLY"]))]  # tiny rows
+    fit = [c for c in configs if 4 <= c.kwargs["ROWS"] * block // (32 * c.num_warps) <= 64]
+    return fit or [max(configs, key=lambda c: c.kwargs["ROWS"] / c.num_warps)]  # tiny rows
 
 
 @triton.autotune(configs=CONFIGS, key=["n_cols"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def layernorm_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_rows, n_cols, stride_x, stride_out, eps,
-                     BLOCK_N: tl.constexpr, ROWS: tl.constexpr, WB_EARLY: tl.constexpr):
+                     BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
     rows = rows.to(tl.int64)[:, None]
-    if WB_EARLY:
-        w = tl.load(w_ptr + cols, mask=col_mask)
-        b = tl.load(b_ptr + cols, mask=col_mask)
-    x = tl.load(x_ptr + rows * stride_x + cols[None, :], mask=mask, other=0.0, eviction_policy="evict_first")
-    x = x.to(tl.float32)
+    x = tl.load(x_ptr + rows * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
     mean = tl.sum(x, axis=1) / n_cols
     xc = tl.where(mask, x - mean[:, None], 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / n_cols + eps)
-    if not WB_EARLY:
-        w = tl.load(w_ptr + cols, mask=col_mask)
-        b = tl.load(b_ptr + cols, mask=col_mask)
-    y = xc * rstd[:, None] * w.to(tl.float32)[None, :] + b.to(tl.float32)[None, :]
+    w = tl.load(w_ptr + cols, mask=col_mask).to(tl.float32)
+    b = tl.load(b_ptr + cols, mask=col_mask).to(tl.float32)
+    y = xc * rstd[:, None] * w[None, :] + b[None, :]
     tl.store(out_ptr + rows * stride_out + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

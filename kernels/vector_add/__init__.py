@@ -15,9 +15,9 @@ from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
-THREADS = 256  # matches THREADS in v1_vec.cu and v2_unroll.cu
+THREADS = 256  # matches THREADS in v1_vec.cu and v2_chunks.cu
 BLOCKS_PER_SM = 8  # matches BLOCKS_PER_SM in v1_vec.cu: 2048 threads, a full H100 SM
-V2_BLOCKS_PER_SM, V2_UNROLL = 4, 4  # match BLOCKS_PER_SM and UNROLL in v2_unroll.cu (<= 64 registers)
+V2_BLOCKS_PER_SM, V2_UNROLL = 4, 4  # match BLOCKS_PER_SM and UNROLL in v2_chunks.cu (<= 64 registers)
 
 
 def make_inputs(shape, dtype, gen, device, case="random"):
@@ -87,8 +87,8 @@ REVISIONS = (
              "unaligned fallback",
              "load/store instructions /4 (fp32) and /8 (bf16); dram throughput >= 90% of copy bw, "
              "bf16 gaining most"),
-    Revision("v2_unroll", "cuda", (HERE / "v2_unroll.cu", HEADER),
-             _load_cuda("v2_unroll.cu", False, V2_BLOCKS_PER_SM, V2_UNROLL),
+    Revision("v2_chunks", "cuda", (HERE / "v2_chunks.cu", HEADER),
+             _load_cuda("v2_chunks.cu", False, V2_BLOCKS_PER_SM, V2_UNROLL),
              "a block per contiguous chunk of 1024 16-byte vectors (eager's grid shape) instead of one "
              "resident wave looping, each thread with 4 loads per input in flight before any store",
              "dram throughput from v1's ~96% to eager's ~100% of copy bw: >= eager at 2^26 and 2^28"),

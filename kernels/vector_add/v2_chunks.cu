@@ -1,5 +1,5 @@
-// v2_unroll: UNROLL independent 16-byte loads per input in flight per thread, and a block per
-// chunk instead of v1's one resident wave looping over the array.
+// v2_chunks: a block per chunk of THREADS x UNROLL 16-byte vectors instead of v1's one resident wave
+// looping over the array, each thread with UNROLL loads per input in flight.
 // Each block covers one contiguous chunk of THREADS x UNROLL vectors: thread t loads vectors
 // base + t + k*THREADS (k < UNROLL) of x and of y -- all 2 x UNROLL loads first, then the
 // adds, then the stores -- so every warp-wide access stays one coalesced 512-byte run. The
