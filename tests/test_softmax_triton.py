@@ -75,12 +75,12 @@ def test_cooperative_split_kernel_compiles_for_sm90_in_every_config(st):
         pytest.skip("on a GPU the gate tests compile and run these kernels for real")
     specs = []
     for cfg in st._split_tuned.configs:
-        for dt in ("bf16",) if cfg.kwargs["RAW"] else ("fp32", "bf16"):  # RAW is pruned for fp32
+        for dt in ("fp32", "bf16"):
             specs.append({"module": st.__name__, "name": "_split_kernel", "options": {"num_warps": cfg.num_warps},
                           "signature": {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
                                         "rows": "i32", "cols": "i32", "x_stride": "i32", "BLOCK": "constexpr",
-                                        "PHASE": "constexpr", "RAW": "constexpr"},
-                          "constexprs": {"BLOCK": cfg.kwargs["BLOCK"], "PHASE": 2, "RAW": cfg.kwargs["RAW"]}})
+                                        "PHASE": "constexpr"},
+                          "constexprs": {"BLOCK": cfg.kwargs["BLOCK"], "PHASE": 2}})
     code, out = _compile_all(specs)
     assert code == 0, out
 
@@ -109,23 +109,18 @@ def _gate_gpu(launch, shapes):
     return [r.line() for r in results if not r.ok]
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-@pytest.mark.parametrize("cols", [1025, 4096, 32000, 131072, 32 * 32768])
-def test_autotuner_prunes_split_configs_to_rows_that_fit(st, cols, dtype):
+@pytest.mark.parametrize("cols", [1025, 4096, 32000, 32768, 32769, 131072, 32 * 32768])
+def test_autotuner_prunes_split_configs_to_rows_that_fit(st, cols):
     """Called as the autotuner calls it (the kernel's arguments by name, constexprs as keywords):
-    every kept config cuts the row into at most SPLIT_CAP chunks and none is twice the row;
-    only bf16 rows of several chunks may hold the raw input through the wait."""
-    import torch
-
-    x = torch.empty(0, dtype=torch.float32 if dtype == "fp32" else torch.bfloat16)
+    rows of <= MAX_FUSED keep one chunk per row; every kept config cuts the row into at most
+    SPLIT_CAP chunks."""
     tuner = st._split_tuned
-    args = dict(zip(tuner.arg_names, (x, x, None, None, 8, cols, cols), strict=False))
+    args = dict(zip(tuner.arg_names, (None, None, None, None, 8, cols, cols), strict=False))
     kept = tuner.early_config_prune(tuner.configs, args, PHASE=2)
     assert kept
     for c in kept:
-        assert -(-cols // c.kwargs["BLOCK"]) <= st.SPLIT_CAP and c.kwargs["BLOCK"] < 2 * cols
-        assert not c.kwargs["RAW"] or (dtype == "bf16" and c.kwargs["BLOCK"] < cols)
-    assert any(c.kwargs["RAW"] for c in kept) == (dtype == "bf16" and cols > 2048)
+        chunks = -(-cols // c.kwargs["BLOCK"])
+        assert chunks <= st.SPLIT_CAP and (chunks == 1) == (cols <= st.MAX_FUSED)
 
 
 def test_autotuner_prunes_row_configs_to_4_to_64_elements_per_thread(st):

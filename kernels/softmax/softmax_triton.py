@@ -5,9 +5,9 @@
   per chunk holding it in registers. The chunks' (max, sum) pairs meet in a global
   workspace, and a row's programs wait for one another on a per-row arrival counter: the
   software form of the CUDA ladder's thread-block clusters. SPLIT = 1 is the classic
-  one-program-per-row kernel; the autotuner picks BLOCK (so SPLIT), num_warps and, for
-  bf16, RAW (hold the bf16 input through the wait, not the fp32 exps: half the registers)
-  per row length and dtype.
+  one-program-per-row kernel, the only one kept for rows of <= 32768 (on the H100 every
+  split configuration was slower there: waiting costs more than one program per row loses).
+  The autotuner picks BLOCK (so SPLIT) and num_warps per row length and dtype.
 - Rows too long for SPLIT_CAP chunks: `_online_kernel`, an online (max, sum) loop, then a
   second loop that writes (read twice, written once).
 
@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 
 SHORT = 1024  # rows up to this many columns: several rows per program
+MAX_FUSED = 32768  # rows up to this many columns: one program per row
 SPLIT_CAP = 32  # most chunks of one row that wait for each other
 MAX_SPLIT = tl.constexpr(SPLIT_CAP)
 NEG_MAX = tl.constexpr(-3.4028234663852886e38)  # finite max identity: never exp(-inf - -inf) = NaN
@@ -49,8 +50,7 @@ def _rows_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, ROWS: 
 
 
 @triton.jit
-def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, PHASE: tl.constexpr,
-                  RAW: tl.constexpr):
+def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, PHASE: tl.constexpr):
     split = tl.cdiv(cols, BLOCK)
     t = tl.program_id(0)
     if PHASE == 2 and split > 1:  # ticket = start order; the last one handed out resets the counter
@@ -60,8 +60,7 @@ def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl
     row = t // split
     offs = (t % split) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < cols
-    raw = tl.load(x_ptr + row.to(tl.int64) * x_stride + offs, mask=mask, other=float("-inf"))
-    x = raw.to(tl.float32)
+    x = tl.load(x_ptr + row.to(tl.int64) * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
     m = tl.maximum(tl.max(x, axis=0), NEG_MAX)
     e = tl.exp(x - m)
     s = tl.sum(e, axis=0)
@@ -81,10 +80,7 @@ def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl
             ps = tl.load(pairs + 2 * k + 1, mask=k < split, other=0.0, volatile=True)
             m_row = tl.max(pm, axis=0)
             s_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
-            if RAW:  # bf16: widen the held input again (bit shift, not CSE'd with the first) and re-exp
-                e = tl.exp((raw.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True) - m_row)
-            else:
-                e = e * tl.exp(m - m_row)
+            e = e * tl.exp(m - m_row)
             s = s_row
             if PHASE == 2:  # leave; the row's last program resets its counter
                 if tl.atomic_add(arrived, 1, sem="acq_rel") == 2 * split - 1:
@@ -121,23 +117,36 @@ def _per_thread(block_elems, warps):
     return block_elems // (32 * warps)
 
 
-# 4..64 (rows) and 8..64 (split) fp32 per thread: fewer leaves loads narrow, more spills.
+# The H100's measured best lie inside these spaces (every config timed alone, cold L2): rows
+# of 256-1024 at 2-16 rows and 1-4 warps per program (1.9-2.2 TB/s fp32; 1 row or 8 warps
+# were up to 30% slower), split rows at 8192-16384 columns a chunk and 4-16 warps.
 _rows_tuned = triton.autotune(
-    configs=[triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32) for w in (1, 2, 4, 8)],
+    configs=[triton.Config({"ROWS": r}, num_warps=w) for r in (2, 4, 8, 16) for w in (1, 2, 4)],
     key=["cols"],
     prune_configs_by={"early_config_prune": lambda cs, _, **kw: [
         c for c in cs if 4 <= _per_thread(c.kwargs["ROWS"] * kw["BLOCK"], c.num_warps) <= 64] or cs[:1]},
 )(_rows_kernel)
 _SPLIT_BLOCKS = (2048, 4096, 8192, 16384, 32768)
+_SPLIT_WARPS = (4, 8, 16, 32)
+
+
+def _split_configs(configs, args, **kwargs):
+    """Rows of <= MAX_FUSED columns: one chunk (one program per row). Longer ones: chunks of
+    8192 or 16384 at 4-16 warps, at most SPLIT_CAP of them."""
+    cols = args["cols"]
+    if cols <= MAX_FUSED:
+        kept = [c for c in configs if c.kwargs["BLOCK"] == triton.next_power_of_2(cols)]
+    else:
+        kept = [c for c in configs if c.kwargs["BLOCK"] in (8192, 16384) and c.num_warps <= 16
+                and triton.cdiv(cols, c.kwargs["BLOCK"]) <= SPLIT_CAP]
+    return kept or configs[-1:]
+
+
 _split_tuned = triton.autotune(
-    configs=[triton.Config({"BLOCK": b, "RAW": r}, num_warps=w) for b in _SPLIT_BLOCKS for w in (4, 8, 16, 32)
-             for r in (False, True) if 8 <= _per_thread(b, w) <= 64],
+    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in _SPLIT_BLOCKS for w in _SPLIT_WARPS
+             if 8 <= _per_thread(b, w) <= 64],
     key=["cols"],
-    prune_configs_by={"early_config_prune": lambda cs, args, **kw: [
-        c for c in cs if triton.cdiv(args["cols"], c.kwargs["BLOCK"]) <= SPLIT_CAP
-        and c.kwargs["BLOCK"] < 2 * triton.next_power_of_2(args["cols"])
-        and (not c.kwargs["RAW"] or (args["x_ptr"].dtype == torch.bfloat16 and c.kwargs["BLOCK"] < args["cols"]))]
-        or cs[-1:]},
+    prune_configs_by={"early_config_prune": _split_configs},
 )(_split_kernel)
 _online_tuned = triton.autotune(
     configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in (2048, 4096, 8192) for w in (4, 8, 16)],
@@ -190,7 +199,7 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         return out
     for phase in ((2,) if on_gpu else (0, 1)):
         _split_kernel[(rows * triton.cdiv(cols, block),)](x, out, ws, cnt, rows, cols, x.stride(0), BLOCK=block,
-                                                          PHASE=phase, RAW=x.dtype == torch.bfloat16, num_warps=4)
+                                                          PHASE=phase, num_warps=4)
     return out
 
 
