@@ -93,3 +93,15 @@ def test_sweep_table_and_plot_from_bench_csv(tmp_path):
     assert "| fp32 | 4096x1024 | 1900 | 2000 |" in text and "| fp32 | 1024x131072 | – | 1500 |" in text
     (svg,) = report.plot_sweeps(root, report.collect(root, kernels))
     assert svg.name == "softmax_sweep.svg" and svg.stat().st_size > 1000
+
+
+def test_summary_of_a_shape_profiled_without_a_reference_says_so(tmp_path):
+    """A revision profiled at an extra shape (no reference there) still gets a summary row, and
+    the speed column says no reference was profiled instead of printing None."""
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    put(root, make_record("v7_bf16_packed", median_ms=0.19, shape=(1024, 131072), dtype="bf16"))
+    summary = report.render(root, [load_kernel(root, "softmax")]).split("<!-- kernlog:end summary -->")[0]
+    row = next(line for line in summary.splitlines() if "1024x131072" in line)
+    assert "v7_bf16_packed" in row and "no reference profiled" in row
+    assert "None" not in summary
