@@ -20,7 +20,10 @@ EPS = 1e-5
 def make_inputs(shape, dtype, gen, device, case="random"):
     rows, cols = shape
     x = torch.randn((rows, cols), generator=gen, device=gen.device)
-    if case == "shifted":
+    # A one-column row normalizes to exactly b, and any rounding of its mean is multiplied
+    # by 1/sqrt(eps) ~ 316: shifted by 300 it tests nothing but that rounding (torch's own CPU
+    # bf16 kernel missed by 6e-2 about one run in six). Shift only rows with a spread.
+    if case == "shifted" and cols > 1:
         x = x + 300.0
     w = 1.0 + 0.5 * torch.randn(cols, generator=gen, device=gen.device)
     b = 0.5 * torch.randn(cols, generator=gen, device=gen.device)
