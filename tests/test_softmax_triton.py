@@ -35,8 +35,8 @@ def _refuse_all_but(st, monkeypatch, kept):
             monkeypatch.setattr(st, name + "_tuned", _Refused())
 
 
-def _gate(launch, shapes, dtypes=None):
-    results = gate.check_revision(KERNEL, KERNEL.revision("triton"), "cpu", shapes=shapes, dtypes=dtypes,
+def _gate(launch, shapes, dtypes=None, device="cpu"):
+    results = gate.check_revision(KERNEL, KERNEL.revision("triton"), device, shapes=shapes, dtypes=dtypes,
                                   launch=launch)
     return [r.line() for r in results if not r.ok]
 
@@ -93,7 +93,7 @@ def test_every_split_config_passes_the_gate_on_gpu(st):
     for block in sorted({c.kwargs["BLOCK"] for c in st._split_tuned.configs}):
         launch = lambda inputs, out, b=block: st.softmax(inputs[0], out, short=16, split_block=b)  # noqa: E731
         shapes = ((3, block), (5, 3 * block + 7), (2, st.SPLIT_CAP * block))
-        failed += [f"BLOCK={block}: {line}" for line in _gate_gpu(launch, shapes)]
+        failed += [f"BLOCK={block}: {line}" for line in _gate(launch, shapes, device="cuda")]
     assert not failed, "\n".join(failed)
     for _ws, cnt in st._WORKSPACE.values():
         assert int(cnt.abs().sum()) == 0
@@ -101,12 +101,8 @@ def test_every_split_config_passes_the_gate_on_gpu(st):
 
 @pytest.mark.gpu
 def test_rows_past_the_split_cap_pass_the_gate_on_gpu():
-    assert not _gate_gpu(None, ((2, 32 * 32768 + 1),))
+    assert not _gate(None, ((2, 32 * 32768 + 1),), device="cuda")
 
-
-def _gate_gpu(launch, shapes):
-    results = gate.check_revision(KERNEL, KERNEL.revision("triton"), "cuda", shapes=shapes, launch=launch)
-    return [r.line() for r in results if not r.ok]
 
 
 @pytest.mark.parametrize("cols", [1025, 4096, 32000, 32768, 32769, 131072, 32 * 32768])

@@ -178,7 +178,7 @@ def _fastest(run, steps: list[Launch], device) -> Launch:
         flush.zero_()
     timed = []
     for r in range(V6_ROUNDS):
-        for i in (list(range(len(steps))) * 2)[r % len(steps):][:len(steps)]:
+        for i in ((r + j) % len(steps) for j in range(len(steps))):
             flush.zero_()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()

@@ -17,7 +17,9 @@ from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 HERE = Path(__file__).resolve().parent
 THREADS = 256  # matches THREADS in v1_vec.cu and v2_chunks.cu
 BLOCKS_PER_SM = 8  # matches BLOCKS_PER_SM in v1_vec.cu: 2048 threads, a full H100 SM
-V2_BLOCKS_PER_SM, V2_UNROLL = 4, 4  # match BLOCKS_PER_SM and UNROLL in v2_chunks.cu (<= 64 registers)
+# match BLOCKS_PER_SM (its __launch_bounds__: <= 64 registers; a grid of one block per chunk
+# does not depend on it) and UNROLL in v2_chunks.cu
+V2_BLOCKS_PER_SM, V2_UNROLL = 4, 4
 
 
 def make_inputs(shape, dtype, gen, device, case="random"):
@@ -40,7 +42,7 @@ def bytes_moved(shape, dtype):
     return 3 * shape[0] * DTYPE_BYTES[dtype]
 
 
-def _load_cuda(filename: str, grid_stride: bool, blocks_per_sm: int = BLOCKS_PER_SM, vectors_per_thread: int = 0):
+def _load_cuda(filename: str, grid_stride: bool, vectors_per_thread: int = 0):
     """One launcher for the CUDA C revisions: they export add_fp32 / add_bf16 with the same
     signature and differ only in how many elements a thread covers. `vectors_per_thread`
     (v2: UNROLL) sizes the grid by 16-byte vectors per block instead of elements; 0 keeps
@@ -61,7 +63,7 @@ def _load_cuda(filename: str, grid_stride: bool, blocks_per_sm: int = BLOCKS_PER
             per_block = THREADS * vectors_per_thread * (16 // out.element_size()) if vectors_per_thread else THREADS
             blocks = -(-n // per_block)
             if grid_stride:
-                blocks = min(blocks, sms * blocks_per_sm)
+                blocks = min(blocks, sms * BLOCKS_PER_SM)
             fn = fns["add_fp32" if out.dtype == torch.float32 else "add_bf16"]
             cuda.launch(fn, (blocks,), (THREADS,), (cuda.ptr(x), cuda.ptr(y), cuda.ptr(out), numpy.int64(n)))
             return out
@@ -88,7 +90,7 @@ REVISIONS = (
              "load/store instructions /4 (fp32) and /8 (bf16); dram throughput >= 90% of copy bw, "
              "bf16 gaining most"),
     Revision("v2_chunks", "cuda", (HERE / "v2_chunks.cu", HEADER),
-             _load_cuda("v2_chunks.cu", False, V2_BLOCKS_PER_SM, V2_UNROLL),
+             _load_cuda("v2_chunks.cu", False, V2_UNROLL),
              "a block per contiguous chunk of 1024 16-byte vectors (eager's grid shape) instead of one "
              "resident wave looping, each thread with 4 loads per input in flight before any store",
              "dram throughput from v1's ~96% to eager's ~100% of copy bw: >= eager at 2^26 and 2^28"),
