@@ -1,11 +1,15 @@
 """The timing pass, without ncu: CUDA events around each launch, L2 flushed before each,
-warm-up first (Triton autotunes there), every sample kept."""
+queued ahead of the GPU so no host time lands in a sample, warm-up first (launchers that
+tune pick their configuration there), every sample kept."""
 from __future__ import annotations
 
+import math
 import statistics
 import time
 
 FLUSH_BYTES = 256 * 1024 * 1024  # five times the H100's 50 MB L2
+BATCH = 10  # launches queued before each synchronize
+MAX_HEAD = 256  # flushes (~90 us each on the H100) of head start, at most
 
 
 class Timer:
@@ -14,26 +18,59 @@ class Timer:
 
         self.torch = torch
         self.flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+        self._flush_ms = None
+
+    def flush_ms(self) -> float:
+        """GPU time of one L2 flush, measured once."""
+        if self._flush_ms is None:
+            torch = self.torch
+            b, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            self.flush.zero_()
+            b.record()
+            for _ in range(4):
+                self.flush.zero_()
+            e.record()
+            e.synchronize()
+            self._flush_ms = b.elapsed_time(e) / 4
+        return self._flush_ms
 
     def samples(self, fn, warmup: int = 3, min_samples: int = 20, max_samples: int = 200,
                 budget_s: float = 1.0) -> list[float]:
-        """Milliseconds of each of up to `max_samples` launches of `fn()`, at least
-        `min_samples`, stopping once `budget_s` of wall time is spent."""
+        """Milliseconds of GPU time of each of up to `max_samples` launches of `fn()`, at least
+        `min_samples`, stopping once `budget_s` of wall time is spent.
+
+        Launches go in batches of BATCH, each behind a head start of flushes sized from the
+        host's measured time per launch, so the GPU never waits on the host inside a timed
+        window: a launcher with slow Python (Triton's, ~30-90 us on the H100 host) would
+        otherwise be charged for it whenever the GPU caught up. A batch whose last launch
+        the GPU reached before the host had queued it all is dropped and the head start
+        doubled."""
         torch = self.torch
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize()
+        t = time.perf_counter()
+        fn()
+        host_ms = (time.perf_counter() - t) * 1e3 + 0.02  # + the flush and two event records
+        torch.cuda.synchronize()
+        head = max(1, math.ceil(1.5 * BATCH * host_ms / self.flush_ms()))
         out, start = [], time.perf_counter()
         while len(out) < max_samples and (len(out) < min_samples or time.perf_counter() - start < budget_s):
+            for _ in range(head):
+                self.flush.zero_()
             batch = []
-            for _ in range(10):
+            for _ in range(BATCH):
                 self.flush.zero_()
                 b, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 b.record()
                 fn()
                 e.record()
                 batch.append((b, e))
+            caught_up = batch[-1][0].query()  # the GPU reached the last launch's start already
             torch.cuda.synchronize()
+            if caught_up and head < MAX_HEAD:
+                head *= 2
+                continue
             out.extend(b.elapsed_time(e) for b, e in batch)
         return out
 
@@ -56,4 +93,4 @@ def measure_ceilings(timer: Timer) -> dict:
     mm_ms = statistics.median(timer.samples(lambda: a @ b, min_samples=10, max_samples=30))
     return {"copy_gbps": 2 * n * 4 / copy_ms / 1e6, "copy_bytes": 2 * n * 4,
             "matmul_bf16_tflops": 2 * m ** 3 / mm_ms / 1e9, "matmul_shape": [m, m, m],
-            "method": "median of CUDA-event-timed launches, L2 flushed before each"}
+            "method": "median of CUDA-event-timed launches, L2 flushed before each, queued behind a head start"}

@@ -76,35 +76,6 @@ def test_gate_rejects_a_matmul_without_relu():
     assert not any(r.ok for r in results)
 
 
-def test_launch_autotuned_reuses_the_pick_without_the_autotuner(monkeypatch):
-    """The first call per key goes through the autotuner; later ones launch the function under
-    it with the picked config's kwargs (and the caller's extras), so they compute the same."""
-    import triton
-    import triton.language as tl
-    from triton.runtime.autotuner import Autotuner
-
-    from kernels.common import triton_interpreter
-
-    @triton.autotune(configs=[triton.Config({"BLOCK": 16}, num_warps=2)], key=["n"])
-    @triton.jit
-    def scale(x_ptr, y_ptr, n, FACTOR: tl.constexpr, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * FACTOR, mask=offs < n)
-
-    triton_interpreter.apply()
-    runs = []
-    original = Autotuner.run
-    monkeypatch.setattr(Autotuner, "run", lambda self, *a, **k: runs.append(1) or original(self, *a, **k))
-    x = torch.arange(40, dtype=torch.float32)
-    grid = lambda meta: (triton.cdiv(40, meta["BLOCK"]),)  # noqa: E731
-    for _ in range(2):
-        y = torch.full_like(x, float("nan"))
-        v0_tiled.launch_autotuned(scale, grid, (x, y, 40), key=(40, "test"), FACTOR=3.0)
-        assert torch.equal(y, 3 * x)
-    assert len(runs) == 1
-    assert v0_tiled.PICKED[(scale, 40, "test")]["BLOCK"] == 16
-
-
 # Every autotune config, compiled for sm_90 as a GPU launch would compile it (pointers and ints
 # that are multiples of 16 carry tt.divisibility), in a fresh interpreter without TRITON_INTERPRET
 # (see tests/test_triton_compiles.py). Prints one line per config; exits 1 if any fails or needs

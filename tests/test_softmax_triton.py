@@ -124,3 +124,44 @@ def test_autotuner_prunes_row_configs_to_4_to_64_elements_per_thread(st):
     args = dict(zip(tuner.arg_names, (None, None, 4096, 256, 256), strict=False))
     kept = tuner.early_config_prune(tuner.configs, args, BLOCK=256)
     assert kept and all(4 <= c.kwargs["ROWS"] * 256 // (32 * c.num_warps) <= 64 for c in kept)
+
+
+def _pipe_launch(st, per_sm_programs, kw):
+    import triton
+
+    def launch(inputs, out):
+        x = inputs[0]
+        rows, cols = x.shape
+        st._pipe_kernel[(min(rows, per_sm_programs),)](x, out, rows, cols, x.stride(0),
+                                                       **{"BLOCK": triton.next_power_of_2(cols), **kw})
+        return out
+
+    return launch
+
+
+def test_pipelined_rows_kernel_passes_the_gate_under_the_interpreter(st):
+    """Persistent programs, fewer than the rows: each takes every 3rd row."""
+    from kernels.common import triton_interpreter
+
+    triton_interpreter.apply()
+    assert not _gate(_pipe_launch(st, 3, {"STAGES": 1}), ((7, 300), (4, 1), (5, 1000)))
+
+
+def test_pipelined_candidates_only_for_long_rows_and_within_shared_memory(st):
+    assert st.pipe_configs(16384, 2) == [] and st.pipe_configs(32769, 2) == []
+    assert st.pipe_configs(32768, 4) == []  # fp32: two 128 KiB rows in flight do not fit
+    kept = st.pipe_configs(32000, 2)
+    assert kept and all((kw["STAGES"] - 1) * kw["BLOCK"] * 2 <= st.PIPE_SMEM for _, _, kw in kept)
+
+
+@pytest.mark.gpu
+def test_every_pipelined_candidate_passes_the_gate_on_gpu(st):
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    failed = []
+    for _, per_sm, kw in st.pipe_configs(32000, 2):
+        launch = _pipe_launch(st, per_sm * sms, kw)
+        failed += [f"{kw} x{per_sm}: {line}" for line in
+                   _gate(launch, ((300, 20000), (5, 32768), (2 * per_sm * sms + 3, 16500)), dtypes=("bf16",), device="cuda")]
+    assert not failed, "\n".join(failed)

@@ -2,16 +2,16 @@
 
 Change: tiled tl.dot with grouped ("swizzled") program order: GROUP_M row-tiles share each
 column panel of B while it is in L2; ReLU and the bf16 cast in the epilogue, so C is written
-once. Tile sizes and pipeline depth autotuned on (M, N, K) over Hopper-sized configs; after
-a shape's tuning call, the launcher goes straight to the JIT function with the picked config
-(launch_autotuned), so the autotuner's Python is not paid per call.
+once. Tile sizes and pipeline depth picked per (M, N, K) over Hopper-sized configs by
+kernels.common.tuning (interleaved timing; Triton's autotuner only holds the configs), and
+later calls go straight to the JIT function with the pick.
 Predicts: ~90-100% of cuBLAS (torch) at 4096^3: ~580-650 TFLOP/s; tensor-pipe utilization
 the metric to watch; DRAM traffic near the compulsory A + B + C.
 """
 import triton
 import triton.language as tl
 
-from kernels.common import triton_interpreter
+from kernels.common import triton_interpreter, tuning
 
 
 def _config(bm, bn, bk, stages, warps):
@@ -31,7 +31,6 @@ CONFIGS = [
 ]
 # The autotuner benchmarks through the GPU driver, which the CPU interpreter lacks.
 CPU_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}
-PICKED: dict = {}  # (autotuner, *key) -> launch kwargs of its pick; see launch_autotuned
 
 
 @triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
@@ -93,21 +92,7 @@ def matmul_relu(a, b, c, config=None):
         config = config or CPU_CONFIG
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     if config is None:
-        launch_autotuned(matmul_relu_kernel, grid, args, key=(M, N, K, a.dtype, b.dtype, c.dtype))
+        tuning.launch_tuned(matmul_relu_kernel, grid, args, (M, N, K, a.dtype, b.dtype, c.dtype), a.device)
     else:
         matmul_relu_kernel.fn[grid](*args, **config)
     return c
-
-
-def launch_autotuned(tuner, grid, args, key, **extra):
-    """`tuner[grid](*args, **extra)` on the first call for `key` (a tuple holding the tuner's
-    own key values), where the autotuner benchmarks its configs; on later calls the function
-    under it directly, with the config it picked. That skips the autotuner's per-call Python
-    (~10 us on a fast host, more on the H100 bench host): the timing pass flushes L2 (~90 us)
-    before each call, and host time past that shows up as idle GPU time inside the timing."""
-    picked = PICKED.get((tuner, *key))
-    if picked is None:
-        tuner[grid](*args, **extra)
-        PICKED[(tuner, *key)] = tuner.best_config.all_kwargs()
-    else:
-        tuner.fn[grid](*args, **extra, **picked)

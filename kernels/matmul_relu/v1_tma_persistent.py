@@ -4,10 +4,8 @@ Change: A, B and C move through TMA descriptors that each program builds on the 
 (tl.make_tensor_descriptor), so the copy engine does address generation, bounds and
 zero-fill of the K / M / N tails instead of ~BM*BK/threads pointer computations per
 stage; a grid of one program per SM walks the tiles in v0's grouped order. The launcher
-passes plain pointers and, once a shape is tuned, skips the autotuner (v0's
-launch_autotuned): no host descriptors built and encoded per call, no pre-hook. With host
-descriptors, v1 took ~72 us at 2048^3 against v0's ~37 us although its 128 tiles fit one
-wave: host time past the ~90 us L2 flush before each timed call is idle GPU time there.
+passes plain pointers (no host descriptors built and encoded per call, no pre-hook) and
+picks its config as v0 does.
 Per config: the persistent loop flattened into the K loop (the next tile's loads overlap
 this tile's epilogue), and the C store split in two column halves (half the epilogue's
 shared memory, one more pipeline stage).
@@ -21,7 +19,7 @@ import functools
 import triton
 import triton.language as tl
 
-from kernels.common import triton_interpreter
+from kernels.common import triton_interpreter, tuning
 
 from . import v0_tiled
 
@@ -140,8 +138,8 @@ def matmul_relu(a, b, c, config=None, num_sms=None):
     grid = lambda meta: (min(num_sms, triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"])),)  # noqa: E731
     args = (a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0))
     if config is None:
-        v0_tiled.launch_autotuned(matmul_relu_tma_kernel, grid, args, key=(M, N, K, a.dtype, b.dtype, c.dtype),
-                                  NUM_SMS=num_sms)
+        tuning.launch_tuned(matmul_relu_tma_kernel, grid, args, (M, N, K, a.dtype, b.dtype, c.dtype), a.device,
+                            NUM_SMS=num_sms)
     else:
         matmul_relu_tma_kernel.fn[grid](*args, NUM_SMS=num_sms, **config)
     return c

@@ -2,12 +2,14 @@
 
 Change: one pass over DRAM: each program holds ROWS whole rows in registers (fp32), sums
 the squares and writes y once. Several rows per program for short rows; ROWS and num_warps
-autotuned on the row length, pruned to 4-64 elements per thread.
+picked per shape by kernels.common.tuning, pruned to 4-64 elements per thread.
 Predicts: DRAM-bound at ~90% of copy bandwidth (read x + write y) at 8192x4096 for fp32
 and bf16, >= F.rms_norm eager and torch.compile.
 """
 import triton
 import triton.language as tl
+
+from kernels.common import tuning
 
 MAX_COLS = 32768  # 64 fp32 per thread at 16 warps; longer rows would spill
 CONFIGS = [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8) for w in (2, 4, 8, 16)]
@@ -45,7 +47,7 @@ def rmsnorm(x, weight, eps, out):
     grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)  # noqa: E731
     args = (x, weight, out, n_rows, n_cols, x.stride(0), out.stride(0), eps)
     if out.is_cuda:
-        rmsnorm_kernel[grid](*args, BLOCK_N=block)
+        tuning.launch_tuned(rmsnorm_kernel, grid, args, (n_rows, n_cols, x.dtype), x.device, BLOCK_N=block)
     else:
         rmsnorm_kernel.fn[grid](*args, BLOCK_N=block, **CPU_CONFIG)
     return out

@@ -11,6 +11,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernels.common import tuning
+
 ELEMS = 32  # row elements each thread holds in registers in v4/v5 (v5_tuned.cu's ELEMS)
 DTYPES = ("fp32", "bf16")
 
@@ -98,8 +100,6 @@ V5_NAMES = tuple(
 # keeps the fastest. Shorter rows keep v5's warp per row: timing candidates there, on kernels
 # of ~15 us, picked layouts 1.2-2.4x slower than it on the H100.
 V6_ROW_CONFIGS = ROW_CONFIGS + ((512, 1), (1024, 1), (512, 2), (512, 4))
-V6_ROUNDS = 7  # timed launches per candidate, interleaved with the other candidates
-V6_TIE = 0.02  # closer than this to the fastest counts as a tie
 
 
 def plan_v6(rows, cols, dtype, aligned):
@@ -158,42 +158,6 @@ def _kernels(source: Path, names: Sequence[str]) -> dict:
     return _MODULES[key]
 
 
-def _fastest(run, steps: list[Launch], device) -> Launch:
-    """The candidate with the least median time over V6_ROUNDS rounds, each launch timed alone
-    after an L2 flush, as the timing pass does. Timed back to back, a tensor that fits in L2
-    is read from it, and the winner there can lose from DRAM (on the H100, 4096x1024 fp32
-    settled on a layout that ran at 1.5 TB/s cold, against 2.1 for the default). Nothing
-    synchronizes until every round is queued, behind a head start of flushes, so the host's
-    launch cost never lands inside a timed launch; the order rotates each round. Within
-    V6_TIE of the best, the earlier candidate wins: the plan lists its default first."""
-    import statistics
-
-    import torch
-
-    flush = torch.empty(2 * torch.cuda.get_device_properties(device).L2_cache_size // 4, dtype=torch.int32,
-                        device=device)
-    for step in steps:
-        run(step)
-    for _ in range(4):  # the head start
-        flush.zero_()
-    timed = []
-    for r in range(V6_ROUNDS):
-        for i in ((r + j) % len(steps) for j in range(len(steps))):
-            flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run(steps[i])
-            end.record()
-            timed.append((i, start, end))
-    torch.cuda.synchronize(device)
-    times = [[] for _ in steps]
-    for i, start, end in timed:
-        times[i].append(start.elapsed_time(end))
-    medians = [statistics.median(t) for t in times]
-    best = min(medians)
-    return next(s for s, t in zip(steps, medians, strict=True) if t <= best * (1 + V6_TIE))
-
-
 def is_aligned(x, out) -> bool:
     """Whether every row of x and out starts on a 16-byte boundary and holds whole vectors."""
     vw = 16 // x.element_size()
@@ -245,7 +209,7 @@ def loader(source: Path, revision: str) -> Callable[[], Callable]:
                 cuda_launch(kernels[step.kernel], (step.grid, 1, 1), (step.block, 1, 1), args)
 
             if isinstance(step, list):  # candidates: time each once per shape, keep the fastest
-                step = chosen[key] = _fastest(run, step, x.device)
+                step = chosen[key] = tuning.fastest(run, step, x.device)
             run(step)
             return out
 

@@ -7,7 +7,11 @@
   software form of the CUDA ladder's thread-block clusters. SPLIT = 1 is the classic
   one-program-per-row kernel, the only one kept for rows of <= 32768 (on the H100 every
   split configuration was slower there: waiting costs more than one program per row loses).
-  The autotuner picks BLOCK (so SPLIT) and num_warps per row length and dtype.
+  For rows of 16385-32768 columns, `_pipe_kernel` competes too: persistent programs that
+  software-pipeline whole rows through shared memory (on the H100, bf16 4096x32000 went from
+  2.69 to 2.80 TB/s).
+- Every path picks its config per shape by kernels.common.tuning (candidates timed
+  interleaved, cold L2); Triton's autotuner objects only hold the configs and pruning.
 - Rows too long for SPLIT_CAP chunks: `_online_kernel`, an online (max, sum) loop, then a
   second loop that writes (read twice, written once).
 
@@ -22,13 +26,17 @@ launches must not run concurrently on different streams.
 
 Under TRITON_INTERPRET on CPU tensors, programs run one after another and cannot wait for
 each other, so `_split_kernel` runs in two launches instead (PHASE 0 writes the pairs, PHASE 1
-reads them); the GPU runs both in one launch (PHASE 2). No autotuner there: fixed configs.
+reads them); the GPU runs both in one launch (PHASE 2). No tuning there: fixed configs.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
 import triton.language as tl
+
+from kernels.common import tuning
 
 SHORT = 1024  # rows up to this many columns: several rows per program
 MAX_FUSED = 32768  # rows up to this many columns: one program per row
@@ -93,6 +101,21 @@ def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl
 
 
 @triton.jit
+def _pipe_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    """One row per iteration of a persistent program; with STAGES > 1 Triton's pipeliner
+    copies the next rows into shared memory (cp.async) while this one is reduced."""
+    offs = tl.arange(0, BLOCK)
+    mask = offs < cols
+    for row in tl.range(tl.program_id(0), rows, tl.num_programs(0), num_stages=STAGES):
+        r = tl.cast(row, tl.int64)
+        x = tl.load(x_ptr + r * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        m = tl.max(x, axis=0)  # as in _rows_kernel: a row of -inf or a NaN gives NaN, as F.softmax does
+        e = tl.exp(x - m)
+        y = e * (1.0 / tl.sum(e, axis=0))
+        tl.store(y_ptr + r * cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _online_kernel(x_ptr, y_ptr, cols, x_stride, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
@@ -153,6 +176,24 @@ _online_tuned = triton.autotune(
     key=["cols"],
 )(_online_kernel)
 
+PIPE_MIN = 16384  # pipelined candidates only for longer rows: at 4096-16384 columns they lost on the H100
+PIPE_SMEM = 192 * 1024  # of the H100's 227 KiB per block: STAGES - 1 rows in flight in shared memory
+
+
+def pipe_configs(cols, elem_bytes):
+    """`_pipe_kernel` candidates (kind, programs per SM, launch kwargs) for rows of `cols`."""
+    block = triton.next_power_of_2(cols)
+    if not PIPE_MIN < cols <= MAX_FUSED:
+        return []
+    return [("pipe", per_sm, {"BLOCK": block, "STAGES": stages, "num_warps": 16})
+            for stages, per_sm in ((3, 2), (3, 4), (4, 2)) if (stages - 1) * block * elem_bytes <= PIPE_SMEM]
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 _WORKSPACE: dict = {}  # device -> (pairs, counters), grown on demand; counters start and end at 0
 
 
@@ -181,21 +222,33 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
     if cols <= short:
         block = triton.next_power_of_2(cols)
         if on_gpu:
-            _rows_tuned[lambda meta: (triton.cdiv(rows, meta["ROWS"]),)](x, out, rows, cols, x.stride(0), BLOCK=block)
+            tuning.launch_tuned(_rows_tuned, lambda meta: (triton.cdiv(rows, meta["ROWS"]),), (x, out, rows, cols, x.stride(0)),
+                                (rows, cols, x.dtype), x.device, BLOCK=block)
         else:
             _rows_kernel[(triton.cdiv(rows, 2),)](x, out, rows, cols, x.stride(0), BLOCK=block, ROWS=2)
         return out
     block = split_block or (None if on_gpu else interpreter_block)
     if triton.cdiv(cols, block or _SPLIT_BLOCKS[-1]) > SPLIT_CAP:
         if on_gpu:
-            _online_tuned[(rows,)](x, out, cols, x.stride(0))
+            tuning.launch_tuned(_online_tuned, lambda meta: (rows,), (x, out, cols, x.stride(0)), (rows, cols, x.dtype),
+                                x.device)
         else:
             _online_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=interpreter_block, num_warps=4)
         return out
     ws, cnt = _workspace(rows, x.device)
     if block is None:
-        grid = lambda meta: (rows * triton.cdiv(cols, meta["BLOCK"]),)  # noqa: E731
-        _split_tuned[grid](x, out, ws, cnt, rows, cols, x.stride(0), PHASE=2)
+        args = (x, out, ws, cnt, rows, cols, x.stride(0))
+        split = [("split", 0, c.all_kwargs()) for c in _split_configs(_split_tuned.configs, {"cols": cols})]
+        candidates = split + pipe_configs(cols, x.element_size())
+
+        def run(candidate):
+            kind, per_sm, kw = candidate
+            if kind == "split":
+                _split_kernel[(rows * triton.cdiv(cols, kw["BLOCK"]),)](*args, PHASE=2, **kw)
+            else:
+                _pipe_kernel[(min(rows, per_sm * _sm_count(x.device)),)](x, out, rows, cols, x.stride(0), **kw)
+
+        tuning.launch_fastest(("softmax_triton", rows, cols, x.dtype), candidates, run, x.device)
         return out
     for phase in ((2,) if on_gpu else (0, 1)):
         _split_kernel[(rows * triton.cdiv(cols, block),)](x, out, ws, cnt, rows, cols, x.stride(0), BLOCK=block,

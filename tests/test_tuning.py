@@ -1,0 +1,58 @@
+"""kernels.common.tuning: the pick is made once per key, over the pruned configs, and then
+launched with the caller's extras; ties go to the earlier candidate."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernels.common import triton_interpreter, tuning
+
+
+def test_a_tie_goes_to_the_earlier_candidate_and_a_clear_win_to_the_fastest():
+    assert tuning.choose([1.01, 1.0, 1.5]) == 0
+    assert tuning.choose([1.5, 1.0, 1.01]) == 1
+    assert tuning.choose([1.1, 1.0]) == 1
+
+
+def _prune(configs, named_args, **kwargs):
+    assert named_args["n"] == 40 and kwargs["FACTOR"] == 3.0  # the kernel's arguments by name, extras as keywords
+    return [c for c in configs if c.kwargs["BLOCK"] <= 32]
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=2) for b in (8, 16, 64)], key=["n"],
+                 prune_configs_by={"early_config_prune": _prune})
+@triton.jit
+def _scale(x_ptr, y_ptr, n, FACTOR: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * FACTOR, mask=offs < n)
+
+
+def test_launch_tuned_picks_once_per_key_among_the_pruned_configs(monkeypatch):
+    triton_interpreter.apply()
+    picks = []
+
+    def fake_fastest(run, candidates, device):  # CUDA events need a GPU: pick the last one
+        picks.append([c["BLOCK"] for c in candidates])
+        return candidates[-1]
+
+    monkeypatch.setattr(tuning, "fastest", fake_fastest)
+    monkeypatch.setattr(tuning, "PICKED", {})
+    x = torch.arange(40, dtype=torch.float32)
+    grid = lambda meta: (triton.cdiv(40, meta["BLOCK"]),)  # noqa: E731
+    for _ in range(2):
+        y = torch.full_like(x, float("nan"))
+        tuning.launch_tuned(_scale, grid, (x, y, 40), ("k",), "cpu", FACTOR=3.0)
+        assert torch.equal(y, 3 * x)
+    assert picks == [[8, 16]]  # once, and never the pruned BLOCK=64
+    assert tuning.PICKED[(_scale, "k")]["BLOCK"] == 16
+
+
+@pytest.mark.gpu
+def test_fastest_keeps_the_faster_of_two_launches():
+    x = torch.zeros(1 << 24, device="cuda")
+
+    def run(repeats):
+        for _ in range(repeats):
+            x.add_(1.0)
+
+    assert tuning.fastest(run, [8, 1], x.device) == 1
