@@ -1,4 +1,6 @@
-"""layernorm / rmsnorm: known-wrong kernels the gate must reject, each for its own mistake."""
+"""layernorm / rmsnorm: known-wrong kernels the gate must reject, each for its own mistake;
+v1's rows longer than v0 holds, on the GPU."""
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -54,3 +56,16 @@ def test_rmsnorm_that_divides_by_the_std_is_rejected():
         return out.copy_(F.layer_norm(x.float(), (x.shape[-1],), w.float(), None, eps))
 
     assert _failures(RMSNORM, centred, dtypes=["fp32"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", [LAYERNORM, RMSNORM], ids=lambda k: k.name)
+def test_looped_revision_normalizes_rows_longer_than_v0_holds(kernel):
+    """v0 stops at MAX_COLS columns (whole rows in registers); v1's loop takes any length,
+    on every case (shifted LayerNorm rows, large RMSNorm ones) and an odd tail."""
+    from kernels.common.rownorm import MAX_COLS
+
+    rev = kernel.revision("v1_looped")
+    shapes = [(3, MAX_COLS + 5), (2, 4 * MAX_COLS)]
+    failed = [r.line() for r in gate.check_revision(kernel, rev, "cuda", shapes=shapes) if not r.ok]
+    assert not failed, "\n".join(failed)

@@ -9,6 +9,7 @@ launch alone after an L2 flush, in a rotating order, and keeps the median.
 """
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable, Sequence
 
@@ -16,6 +17,14 @@ ROUNDS = 7  # timed launches per candidate, interleaved with the other candidate
 TIE = 0.02  # closer than this to the fastest counts as a tie: the earlier candidate wins
 HEAD_START = 4  # flushes queued before the first timed launch
 PICKED: dict = {}  # key -> the candidate `launch_fastest` settled on
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device) -> int:
+    """Streaming multiprocessors of `device`: persistent kernels launch a multiple of it."""
+    import torch
+
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def choose(medians: Sequence[float], tie: float = TIE) -> int:

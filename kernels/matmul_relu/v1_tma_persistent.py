@@ -14,7 +14,6 @@ Predicts: >= cuBLAS (torch) at 2048^3-8192^3: ~30 us at 2048^3 (>= 550 TFLOP/s, 
 issued instructions per tile than v0. TMA needs 16-byte-aligned bases and row strides
 (K and N multiples of 8 in bf16): other shapes fall back to v0's kernel.
 """
-import functools
 
 import triton
 import triton.language as tl
@@ -107,13 +106,6 @@ def _ensure_allocator():
         triton.set_allocator(_scratch)
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device) -> int:
-    import torch
-
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 def tma_ok(a, b, c) -> bool:
     """TMA's rules: 16-byte-aligned bases and row strides, unit inner stride."""
     return all(t.data_ptr() % 16 == 0 and t.stride(1) == 1 and (t.stride(0) * t.element_size()) % 16 == 0
@@ -129,7 +121,7 @@ def matmul_relu(a, b, c, config=None, num_sms=None):
     N = b.shape[1]
     if a.is_cuda:
         _ensure_allocator()
-        num_sms = num_sms or _sm_count(a.device)
+        num_sms = num_sms or tuning.sm_count(a.device)
     else:
         triton_interpreter.apply()
         a, b = a.float(), b.float()  # see v0_tiled: the interpreter's tl.dot cannot take bf16

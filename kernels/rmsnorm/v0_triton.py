@@ -2,7 +2,7 @@
 
 Change: one pass over DRAM: each program holds ROWS whole rows in registers (fp32), sums
 the squares and writes y once. Several rows per program for short rows; ROWS and num_warps
-picked per shape by kernels.common.tuning, pruned to 4-64 elements per thread.
+picked per shape by kernels.common.tuning among kernels.common.rownorm's configs.
 Predicts: DRAM-bound at ~90% of copy bandwidth (read x + write y) at 8192x4096 for fp32
 and bf16, >= F.rms_norm eager and torch.compile.
 """
@@ -10,21 +10,10 @@ import triton
 import triton.language as tl
 
 from kernels.common import tuning
-
-MAX_COLS = 32768  # 64 fp32 per thread at 16 warps; longer rows would spill
-CONFIGS = [triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8) for w in (2, 4, 8, 16)]
-# The autotuner benchmarks through the GPU driver, which the CPU interpreter lacks; ROWS=2
-# exercises the row mask at odd row counts.
-CPU_CONFIG = {"ROWS": 2}
+from kernels.common.rownorm import CPU_ROW_CONFIG, MAX_COLS, ROW_CONFIGS, prune_rows
 
 
-def _prune(configs, named_args, **kwargs):
-    block = kwargs["BLOCK_N"]
-    fit = [c for c in configs if 4 <= c.kwargs["ROWS"] * block // (32 * c.num_warps) <= 64]
-    return fit or [max(configs, key=lambda c: c.kwargs["ROWS"] / c.num_warps)]  # tiny rows
-
-
-@triton.autotune(configs=CONFIGS, key=["n_cols"], prune_configs_by={"early_config_prune": _prune})
+@triton.autotune(configs=ROW_CONFIGS, key=["n_cols"], prune_configs_by={"early_config_prune": prune_rows})
 @triton.jit
 def rmsnorm_kernel(x_ptr, w_ptr, out_ptr, n_rows, n_cols, stride_x, stride_out, eps,
                    BLOCK_N: tl.constexpr, ROWS: tl.constexpr):
@@ -49,5 +38,5 @@ def rmsnorm(x, weight, eps, out):
     if out.is_cuda:
         tuning.launch_tuned(rmsnorm_kernel, grid, args, (n_rows, n_cols, x.dtype), x.device, BLOCK_N=block)
     else:
-        rmsnorm_kernel.fn[grid](*args, BLOCK_N=block, **CPU_CONFIG)
+        rmsnorm_kernel.fn[grid](*args, BLOCK_N=block, **CPU_ROW_CONFIG)
     return out

@@ -30,8 +30,6 @@ reads them); the GPU runs both in one launch (PHASE 2). No tuning there: fixed c
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
@@ -189,11 +187,6 @@ def pipe_configs(cols, elem_bytes):
             for stages, per_sm in ((3, 2), (3, 4), (4, 2)) if (stages - 1) * block * elem_bytes <= PIPE_SMEM]
 
 
-@functools.lru_cache(maxsize=None)
-def _sm_count(device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
 _WORKSPACE: dict = {}  # device -> (pairs, counters), grown on demand; counters start and end at 0
 
 
@@ -246,7 +239,7 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
             if kind == "split":
                 _split_kernel[(rows * triton.cdiv(cols, kw["BLOCK"]),)](*args, PHASE=2, **kw)
             else:
-                _pipe_kernel[(min(rows, per_sm * _sm_count(x.device)),)](x, out, rows, cols, x.stride(0), **kw)
+                _pipe_kernel[(min(rows, per_sm * tuning.sm_count(x.device)),)](x, out, rows, cols, x.stride(0), **kw)
 
         tuning.launch_fastest(("softmax_triton", rows, cols, x.dtype), candidates, run, x.device)
         return out
