@@ -56,3 +56,15 @@ def test_fastest_keeps_the_faster_of_two_launches():
             x.add_(1.0)
 
     assert tuning.fastest(run, [8, 1], x.device) == 1
+
+
+def test_candidates_built_by_a_function_are_built_on_the_first_call_only():
+    built, ran = [], []
+
+    def candidates():
+        built.append(1)
+        return ["only"]
+
+    for _ in range(3):
+        tuning.launch_fastest(("test_built_once",), candidates, ran.append, device=None)
+    assert len(built) == 1 and ran == ["only"] * 3

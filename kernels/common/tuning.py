@@ -67,10 +67,14 @@ def fastest(run: Callable, candidates: Sequence, device):
     return candidates[choose([statistics.median(t) for t in times])]
 
 
-def launch_fastest(key, candidates: Sequence, run: Callable, device) -> None:
-    """run(the fastest of `candidates`), picked by `fastest` on the first call for `key`."""
+def launch_fastest(key, candidates: Sequence | Callable[[], Sequence], run: Callable, device) -> None:
+    """run(the fastest of `candidates`), picked by `fastest` on the first call for `key`.
+    `candidates` may be a function returning them: it is called on that first call only, so
+    building them (pruning configs) stays out of every later launch."""
     pick = PICKED.get(key)
     if pick is None:
+        if callable(candidates):
+            candidates = candidates()
         pick = PICKED[key] = candidates[0] if len(candidates) == 1 else fastest(run, candidates, device)
     run(pick)
 
@@ -79,11 +83,13 @@ def launch_tuned(tuner, grid, args, key, device, **extra) -> None:
     """Launch `tuner`'s (a triton.autotune object: its configs and pruning) fastest config,
     picked by `fastest` per `key`, with the JIT function under it: Triton's own tuning and
     its per-call Python are skipped."""
-    configs = tuner.configs
-    if tuner.early_config_prune:
-        configs = tuner.early_config_prune(configs, dict(zip(tuner.arg_names, args)), **extra)
+    def candidates():
+        configs = tuner.configs
+        if tuner.early_config_prune:
+            configs = tuner.early_config_prune(configs, dict(zip(tuner.arg_names, args)), **extra)
+        return [c.all_kwargs() for c in configs]
 
     def run(kw):
         tuner.fn[grid(kw)](*args, **extra, **kw)
 
-    launch_fastest((tuner, *key), [c.all_kwargs() for c in configs], run, device)
+    launch_fastest((tuner, *key), candidates, run, device)
