@@ -13,6 +13,7 @@ log: setup
 	$(PY) -m kernlog report
 
 test: setup
+	$(PY) -m ruff check kernlog kernels tests
 	$(PY) -m pytest -q
 	$(PY) -m kernlog report --check
 

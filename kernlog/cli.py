@@ -73,15 +73,16 @@ def main(ctx, root):
 def list_cmd(ctx):
     """Kernels, their revisions, and which are profiled (and stale) on which GPU."""
     from .registry import kernel_names, load_kernel
-    from .store import iter_profiles
+    from .store import bench_hashes, iter_profiles
 
     root = _root(ctx)
-    stored = {}
+    stored, lines = {}, []
     for rec in iter_profiles(root):
         stored.setdefault((rec["kernel"], rec["revision"]), []).append(rec)
     for name in kernel_names(root):
         kernel = load_kernel(root, name)
-        click.echo(f"{name}  (profile shape {format_shape(kernel.profile_shape)}, dtypes {', '.join(kernel.dtypes)})")
+        lines.append(f"{name}  (profile shape {format_shape(kernel.profile_shape)}, dtypes {', '.join(kernel.dtypes)})")
+        swept = bench_hashes(root, name)
         for rev in kernel.revisions:
             recs = stored.get((name, rev.name), [])
             sha = rev.sha256()
@@ -89,7 +90,12 @@ def list_cmd(ctx):
                                      + (" STALE" if r["source_sha256"] != sha else "")
                                      + ("" if (root / r["_path"]).with_suffix(".ncu-rep").exists()
                                         else " (ncu report missing)") for r in recs))
-            click.echo(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where or 'not profiled'}")
+            points = ", ".join(f"{gpu} {len(hashes)} points"
+                               + (f" ({old} STALE)" if (old := sum(h not in (None, sha) for h in hashes)) else "")
+                               for (gpu, r), hashes in sorted(swept.items()) if r == rev.name)
+            lines.append(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where or 'not profiled'}"
+                         + (f"; swept: {points}" if points else ""))
+    click.echo("\n".join(lines))  # all or nothing: a bad file below leaves one line
 
 
 @main.command()
@@ -249,7 +255,8 @@ def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows):
 
 
 @main.command()
-@click.option("--check", "check_only", is_flag=True, help="Exit non-zero if KERNEL_LOG.md is stale.")
+@click.option("--check", "check_only", is_flag=True,
+              help="Exit non-zero if KERNEL_LOG.md differs from what profiles/ renders.")
 @click.pass_context
 @handled
 def report(ctx, check_only):
@@ -265,9 +272,11 @@ def report(ctx, check_only):
     path = root / rpt.LOG
     if check_only:
         if not path.exists() or path.read_text() != text:
-            raise KernlogError(f"{rpt.LOG} is stale: run `kernlog report` and commit the result")
+            raise KernlogError(f"{rpt.LOG} is out of date: run `kernlog report` and commit the result")
         click.echo(f"{rpt.LOG} is up to date")
-        return
-    write_atomic(path, text.encode())
-    plots = rpt.plot_sweeps(root, sections)
-    click.echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))
+    else:
+        write_atomic(path, text.encode())
+        plots = rpt.plot_sweeps(root, sections)
+        click.echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))
+    for line in rpt.stale_figures(sections):
+        click.echo(f"warning: {line} (marked stale in the log)", err=True)

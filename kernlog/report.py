@@ -80,8 +80,17 @@ def _rate(rec: dict) -> dict:
     return out
 
 
-def ladder(records: list[dict], order: list[str]) -> dict:
-    """One (gpu, shape, dtype) group of profiles as the log shows it."""
+def stale(source_sha256, current: dict, revision: str) -> bool:
+    """A figure measured on a source of `revision` other than today's (`current`: revision ->
+    source hash). A revision no longer in the kernel, or a record without a hash, is not
+    judged."""
+    return revision in current and isinstance(source_sha256, str) and source_sha256 != current[revision]
+
+
+def ladder(records: list[dict], order: list[str], current: dict | None = None) -> dict:
+    """One (gpu, shape, dtype) group of profiles as the log shows it; `current` (revision ->
+    source hash) marks the profiles taken on an older source."""
+    current = current or {}
     rank = {name: i for i, name in enumerate(order)}
     recs = sorted(records, key=lambda r: rank.get(r["revision"], len(rank)))
     steps = [r for r in recs if r["role"] == "step"]
@@ -90,6 +99,7 @@ def ladder(records: list[dict], order: list[str]) -> dict:
     rows, prev = [], None
     for r in recs:
         row = {"rec": r, "rate": _rate(r), "bottleneck": bottleneck(r["metrics"]),
+               "stale": stale(r.get("source_sha256"), current, r["revision"]),
                "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3]}
         wall = r["metrics"]["wall_ms"]
         row["vs_ref"] = 100.0 * ref["metrics"]["wall_ms"] / wall if ref else None
@@ -105,7 +115,10 @@ def ladder(records: list[dict], order: list[str]) -> dict:
     return {"rows": rows, "ref": ref["revision"] if ref else None, "tuned": steps[-1]["revision"] if steps else None}
 
 
-def _sweep(root: Path, gpu: str, kernel: str, order: list[str]) -> dict | None:
+def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None) -> dict | None:
+    """The bench.csv of `kernel` on `gpu` as a table; a point measured on an older source of its
+    revision than `current` holds is listed in the row's "stale"."""
+    current = current or {}
     path = store.kernel_dir(root, gpu, kernel) / "bench.csv"
     if not path.exists():
         return None
@@ -118,12 +131,20 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str]) -> dict | None:
     wide = df[df["metric"] == metric_name].pivot_table(index=["dtype", "shape"], columns="revision",
                                                         values="value", aggfunc="first")
     ceiling = float(df["matmul_tflops" if metric_name == "tflops" else "copy_gbps"].iloc[0])
+    old = set()
+    if "source_sha256" in df:
+        points = df[df["metric"] == metric_name]
+        old = {(d, sh, rev) for d, sh, rev, sha in zip(points["dtype"], points["shape"], points["revision"],
+                                                       points["source_sha256"], strict=True)
+               if stale(sha, current, rev)}
     rows = []
     for (dtype, shape), vals in wide.iterrows():
         rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
-                     "values": {r: (None if pd.isna(vals.get(r)) else float(vals.get(r))) for r in revs}})
+                     "values": {r: (None if pd.isna(vals.get(r)) else float(vals.get(r))) for r in revs},
+                     "stale": {r for r in revs if (dtype, shape, r) in old}})
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
     return {"revisions": revs, "rows": rows, "metric": metric_name, "ceiling": ceiling,
+            "stale": sorted({r for row in rows for r in row["stale"]}, key=lambda n: rank.get(n, len(rank))),
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
             "gpu": str(df["gpu"].iloc[0])}
 
@@ -140,20 +161,36 @@ def collect(root: Path, kernels: list) -> list[dict]:
     all_recs = list(store.iter_profiles(root))
     for kernel in kernels:
         order = [r.name for r in kernel.revisions]
+        current = {r.name: r.sha256() for r in kernel.revisions}
         recs = [r for r in all_recs if r["kernel"] == kernel.name]
         groups: dict[tuple, list] = {}
         for r in recs:
             groups.setdefault((r["gpu"]["slug"], format_shape(tuple(r["shape"])), r["dtype"]), []).append(r)
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
-        sweeps = [s for s in (_sweep(root, g, kernel.name, order) for g in gpus) if s]
+        store.bench_hashes(root, kernel.name)  # a bench.csv kernlog cannot read: one line, no traceback
+        sweeps = [s for s in (_sweep(root, g, kernel.name, order, current) for g in gpus) if s]
         sections.append({"kernel": kernel, "order": order,
-                         "ladders": [dict(ladder(v, order), gpu=v[0]["gpu"], shape=k[1], dtype=k[2],
+                         "ladders": [dict(ladder(v, order, current), gpu=v[0]["gpu"], shape=k[1], dtype=k[2],
                                           ceilings=v[0]["ceilings"])
                                      for k, v in sorted(groups.items())],
                          "sweeps": sweeps,
                          "revisions": {r.name: r for r in kernel.revisions}})
     return sections
+
+
+def stale_figures(sections: list[dict]) -> list[str]:
+    """One line per kernel whose log shows a figure measured on an older source of its revision."""
+    lines = []
+    for s in sections:
+        profiles = sorted({f"{row['rec']['revision']} ({lad['shape']} {lad['dtype']})" for lad in s["ladders"]
+                           for row in lad["rows"] if row["stale"]})
+        swept = sorted({r for sw in s["sweeps"] for r in sw["stale"]})
+        if profiles or swept:
+            what = ([f"profiles of {', '.join(profiles)}"] if profiles else []) + \
+                ([f"sweep points of {', '.join(swept)}"] if swept else [])
+            lines.append(f"{s['kernel'].name}: {'; '.join(what)} were measured on an older source")
+    return lines
 
 
 def _env() -> jinja2.Environment:
@@ -165,7 +202,7 @@ def _env() -> jinja2.Environment:
 
 def render_blocks(sections: list[dict]) -> dict[str, str]:
     env = _env()
-    blocks = {"summary": env.get_template("summary.md.j2").render(sections=sections)}
+    blocks = {"summary": env.get_template("summary.md.j2").render(sections=sections, stale=stale_figures(sections))}
     tpl = env.get_template("kernel.md.j2")
     for s in sections:
         blocks[s["kernel"].name] = tpl.render(s=s)

@@ -115,3 +115,21 @@ def find_profile(root: Path, kernel: str, revision: str, shape: Shape | None = N
 def load_ceilings(root: Path, gpu: str) -> dict:
     path = root / "profiles" / gpu / "ceilings.json"
     return json.loads(path.read_text()) if path.exists() else {}
+
+
+def bench_hashes(root: Path, kernel: str) -> dict:
+    """(gpu slug, revision) -> the source hash (None if not recorded) of each point of the
+    kernel's bench.csv files."""
+    import pandas as pd
+
+    out: dict = {}
+    for path in sorted((root / "profiles").glob(f"*/{kernel}/bench.csv")):
+        try:
+            df = pd.read_csv(path, dtype={"shape": str})
+            df = df[df["metric"] == df["metric"].iloc[0]]
+            hashes = df["source_sha256"] if "source_sha256" in df else [None] * len(df)  # older files: not judged
+            for rev, sha in zip(df["revision"], hashes, strict=True):
+                out.setdefault((path.parent.parent.name, rev), []).append(sha)
+        except (KeyError, IndexError, ValueError, pd.errors.ParserError) as e:
+            raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
+    return out

@@ -43,6 +43,30 @@ def test_list_marks_stale_profiles(repo):
     assert "STALE" in run(repo, "list").output
 
 
+def test_list_counts_stale_sweep_points_and_report_warns(repo):
+    import pandas as pd
+
+    from kernlog.registry import load_kernel
+
+    today = load_kernel(repo, "softmax").revision("torch").sha256()
+    pd.DataFrame([{"kernel": "softmax", "revision": "torch", "shape": s, "dtype": "fp32", "metric": m, "value": 1.0,
+                   "gpu": "NVIDIA H100 80GB HBM3", "copy_gbps": 3000.0, "matmul_tflops": 700.0, "source_sha256": sha}
+                  for s, sha in (("4096x1024", today), ("1024x131072", "0" * 64)) for m in ("gbps", "median_ms")]
+                 ).to_csv(repo / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv", index=False)
+    softmax = run(repo, "list").output.split("\nsoftmax ")[1]
+    line = next(ln for ln in softmax.splitlines() if ln.strip().startswith("torch "))
+    assert line.endswith("swept: nvidia-h100-80gb-hbm3 2 points (1 STALE)"), line
+    r = run(repo, "report")
+    assert r.exit_code == 0 and "warning: softmax: sweep points of torch were measured on an older source" in r.output
+    assert run(repo, "report", "--check").exit_code == 0  # marked in the log, which is up to date
+
+
+def test_list_rejects_a_bench_file_it_cannot_read(repo):
+    (repo / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv").write_text("a,b\n1,2\n")
+    one_line_error(run(repo, "list"), 2, "not a kernlog bench file")
+    one_line_error(run(repo, "report"), 2, "not a kernlog bench file")
+
+
 def test_show_and_diff(repo):
     r = run(repo, "show", "softmax/torch")
     assert r.exit_code == 0 and "ncu duration" in r.output and "85.12" in r.output
@@ -60,7 +84,7 @@ def test_report_then_check(repo):
     r = run(repo, "report", "--check")
     assert r.exit_code == 0, r.output
     put(repo, make_record("torch", median_ms=0.5))
-    one_line_error(run(repo, "report", "--check"), 2, "stale")
+    one_line_error(run(repo, "report", "--check"), 2, "out of date")
 
 
 @pytest.mark.parametrize("args,code,fragment", [

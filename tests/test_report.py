@@ -105,3 +105,45 @@ def test_summary_of_a_shape_profiled_without_a_reference_says_so(tmp_path):
     row = next(line for line in summary.splitlines() if "1024x131072" in line)
     assert "v7_bf16_packed" in row and "no reference profiled" in row
     assert "None" not in summary
+
+
+def _bench(root, points):
+    """bench.csv rows (revision, shape, GB/s, source hash) for softmax fp32."""
+    import pandas as pd
+
+    rows = [{"kernel": "softmax", "revision": rev, "shape": shape, "dtype": "fp32", "metric": "gbps", "value": v,
+             "gpu": "NVIDIA H100 80GB HBM3", "copy_gbps": 3000.0, "matmul_tflops": 700.0, "source_sha256": sha}
+            for rev, shape, v, sha in points]
+    pd.DataFrame(rows).to_csv(root / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv", index=False)
+
+
+def test_figures_from_an_older_source_are_marked_stale(tmp_path):
+    """A profile or sweep point whose revision's source changed since is marked where the log
+    shows it, listed under the summary, and the current ones are not."""
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    kernel = load_kernel(root, "softmax")
+    path = next((root / "profiles").rglob("torch_compile.8192x4096.fp32.json"))
+    rec = json.loads(path.read_text())
+    rec["source_sha256"] = "0" * 64
+    path.write_text(json.dumps(rec))
+    today = kernel.revision("torch").sha256()
+    _bench(root, [("torch", "4096x1024", 2000.0, today), ("triton", "4096x1024", 1900.0, "0" * 64),
+                  ("triton", "1024x131072", 2800.0, kernel.revision("triton").sha256())])
+    text = report.render(root, [kernel])
+    assert "| torch_compile (stale) | reference |" in text and "| torch | reference |" in text
+    assert "- **Stale:** this profile was taken on an older source of torch_compile" in text
+    assert "| fp32 | 4096x1024 | 1900† | 2000 |" in text and "| fp32 | 1024x131072 | 2800 | – |" in text
+    assert "† Measured on an older source of triton: `kernlog bench softmax --rev triton`" in text
+    summary = text.split("<!-- kernlog:end summary -->")[0]
+    assert ("- softmax: profiles of torch_compile (8192x4096 fp32); sweep points of triton were measured on "
+            "an older source.") in summary
+
+
+def test_a_log_of_current_figures_marks_nothing_stale(tmp_path):
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    kernel = load_kernel(root, "softmax")
+    _bench(root, [("torch", "4096x1024", 2000.0, kernel.revision("torch").sha256())])
+    text = report.render(root, [kernel])
+    assert "stale" not in text.lower() and "†" not in text

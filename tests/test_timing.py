@@ -67,7 +67,7 @@ def test_a_batch_the_gpu_caught_up_with_is_dropped_and_the_head_start_doubled():
     samples = t.samples(fn, warmup=1, min_samples=20, max_samples=20, budget_s=0)
     assert len(samples) == 20  # two batches kept, two dropped
     starts = flushes[2::timing.BATCH]  # flush count at each batch's first launch (after 2 warm-up calls)
-    heads = [b - a - 1 for a, b in zip([0] + [s + timing.BATCH - 1 for s in starts], starts)]
+    heads = [b - a - 1 for a, b in zip([0] + [s + timing.BATCH - 1 for s in starts], starts, strict=False)]
     assert heads[1] == 2 * heads[0] and heads[2] == 2 * heads[1] and heads[3] == heads[2]
 
 

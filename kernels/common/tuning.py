@@ -86,7 +86,7 @@ def launch_tuned(tuner, grid, args, key, device, **extra) -> None:
     def candidates():
         configs = tuner.configs
         if tuner.early_config_prune:
-            configs = tuner.early_config_prune(configs, dict(zip(tuner.arg_names, args)), **extra)
+            configs = tuner.early_config_prune(configs, dict(zip(tuner.arg_names, args, strict=False)), **extra)
         return [c.all_kwargs() for c in configs]
 
     def run(kw):
