@@ -162,6 +162,6 @@ def test_every_pipelined_candidate_passes_the_gate_on_gpu(st):
     failed = []
     for _, per_sm, kw in st.pipe_configs(32000, 2):
         launch = _pipe_launch(st, per_sm * sms, kw)
-        failed += [f"{kw} x{per_sm}: {line}" for line in
-                   _gate(launch, ((300, 20000), (5, 32768), (2 * per_sm * sms + 3, 16500)), dtypes=("bf16",), device="cuda")]
+        shapes = ((300, 20000), (5, 32768), (2 * per_sm * sms + 3, 16500))
+        failed += [f"{kw} x{per_sm}: {line}" for line in _gate(launch, shapes, dtypes=("bf16",), device="cuda")]
     assert not failed, "\n".join(failed)

@@ -215,8 +215,8 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
     if cols <= short:
         block = triton.next_power_of_2(cols)
         if on_gpu:
-            tuning.launch_tuned(_rows_tuned, lambda meta: (triton.cdiv(rows, meta["ROWS"]),), (x, out, rows, cols, x.stride(0)),
-                                (rows, cols, x.dtype), x.device, BLOCK=block)
+            tuning.launch_tuned(_rows_tuned, lambda meta: (triton.cdiv(rows, meta["ROWS"]),),
+                                (x, out, rows, cols, x.stride(0)), (rows, cols, x.dtype), x.device, BLOCK=block)
         else:
             _rows_kernel[(triton.cdiv(rows, 2),)](x, out, rows, cols, x.stride(0), BLOCK=block, ROWS=2)
         return out
@@ -231,8 +231,10 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
     ws, cnt = _workspace(rows, x.device)
     if block is None:
         args = (x, out, ws, cnt, rows, cols, x.stride(0))
-        split = [("split", 0, c.all_kwargs()) for c in _split_configs(_split_tuned.configs, {"cols": cols})]
-        candidates = split + pipe_configs(cols, x.element_size())
+
+        def candidates():  # built on the first launch of a shape only
+            split = [("split", 0, c.all_kwargs()) for c in _split_configs(_split_tuned.configs, {"cols": cols})]
+            return split + pipe_configs(cols, x.element_size())
 
         def run(candidate):
             kind, per_sm, kw = candidate

@@ -96,37 +96,24 @@ __device__ void softmax_warp_rows(const T* __restrict__ x, T* __restrict__ y, in
     store_row<T, VW, VPT>(y + (long long)row * cols, lane, 32, nvec, v, ms.x, m, s);
 }
 
-// ---- Medium and long rows: a cluster of C blocks of THREADS threads per row, each block
-// holding a contiguous slice of THREADS * ELEMS elements.
-template <typename T, int VW, int THREADS, int C>
-__device__ void softmax_cluster_row(const T* __restrict__ x, T* __restrict__ y, int cols,
-                                    long long x_row_stride, float2* __restrict__ ws) {
-    constexpr int VPT = ELEMS / VW, WARPS = THREADS / 32;
+// Row (max, sum) from each thread's pair: merged across the block, then (C > 1) across
+// the cluster's blocks. Those meet in a global workspace (C pairs per row, L2 resident),
+// ordered by the cluster barrier's release/acquire. The first version read them from the
+// peers' shared memory (mapa + ld.shared::cluster) and faulted on the H100 ("unspecified
+// launch failure") for fp32 rows of 24000..131072 once thousands of clusters ran; only the
+// clusters' co-scheduling is needed here.
+template <int THREADS, int C>
+__device__ __forceinline__ float2 row_merge(float m, float s, unsigned int rank, float2* __restrict__ slot) {
+    constexpr int WARPS = THREADS / 32;
     __shared__ float part_m[WARPS], part_s[WARPS];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const unsigned int rank = C > 1 ? cluster_ctarank() : 0u;
-    const long long row = blockIdx.x / C;
-    const int nvec = cols / VW, first = (int)rank * THREADS * VPT + tid;
-
-    float v[ELEMS];
-    load_row<T, VW, VPT>(x + row * x_row_stride, first, THREADS, nvec, v);
-    const float2 mine = local_exp_sum<ELEMS>(v);
-
-    float m = mine.x, s = mine.y;
     kl_warp_merge(m, s);
     if (lane == 0) { part_m[warp] = m; part_s[warp] = s; }
     __syncthreads();
     m = lane < WARPS ? part_m[lane] : KL_NEG_MAX;
     s = lane < WARPS ? part_s[lane] : 0.f;
     kl_warp_merge(m, s);
-
     if (C > 1) {
-        // The blocks' (max, sum) pairs meet in a global workspace (C pairs per row, L2
-        // resident), ordered by the cluster barrier's release/acquire. The first version
-        // read them from the peers' shared memory (mapa + ld.shared::cluster) and faulted
-        // on the H100 ("unspecified launch failure") for fp32 rows of 24000..131072 once
-        // thousands of clusters ran; only the clusters' co-scheduling is needed here.
-        float2* slot = ws + row * C;
         if (tid == 0) slot[rank] = make_float2(m, s);
         cluster_arrive();
         cluster_wait();
@@ -136,16 +123,32 @@ __device__ void softmax_cluster_row(const T* __restrict__ x, T* __restrict__ y, 
         s = peer.y;
         kl_warp_merge(m, s);
     }
-    store_row<T, VW, VPT>(y + row * cols, first, THREADS, nvec, v, mine.x, m, s);
+    return make_float2(m, s);
+}
+
+// ---- Medium and long rows: a cluster of C blocks of THREADS threads per row, each block
+// holding a contiguous slice of THREADS * ELEMS elements.
+template <typename T, int VW, int THREADS, int C>
+__device__ void softmax_cluster_row(const T* __restrict__ x, T* __restrict__ y, int cols,
+                                    long long x_row_stride, float2* __restrict__ ws) {
+    constexpr int VPT = ELEMS / VW;
+    const unsigned int rank = C > 1 ? cluster_ctarank() : 0u;
+    const long long row = blockIdx.x / C;
+    const int nvec = cols / VW, first = (int)rank * THREADS * VPT + threadIdx.x;
+
+    float v[ELEMS];
+    load_row<T, VW, VPT>(x + row * x_row_stride, first, THREADS, nvec, v);
+    const float2 mine = local_exp_sum<ELEMS>(v);
+
+    const float2 ms = row_merge<THREADS, C>(mine.x, mine.y, rank, ws + row * C);
+    store_row<T, VW, VPT>(y + row * cols, first, THREADS, nvec, v, mine.x, ms.x, ms.y);
 }
 
 // ---- Rows longer than any cluster holds: v4's two passes over global memory.
 #define STREAM_THREADS 512
 template <typename T, int VW>
 __device__ void softmax_stream(const T* __restrict__ x, T* __restrict__ y, int cols, long long x_row_stride) {
-    constexpr int WARPS = STREAM_THREADS / 32;
-    __shared__ float part_m[WARPS], part_s[WARPS];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nvec = cols / VW;
+    const int tid = threadIdx.x, nvec = cols / VW;
     const T* xr = x + blockIdx.x * x_row_stride;
     T* yr = y + (long long)blockIdx.x * cols;
 
@@ -163,13 +166,9 @@ __device__ void softmax_stream(const T* __restrict__ x, T* __restrict__ y, int c
         for (int k = 0; k < VW; ++k) s += kl_exp(v[k] - mn);
         m = mn;
     }
-    kl_warp_merge(m, s);
-    if (lane == 0) { part_m[warp] = m; part_s[warp] = s; }
-    __syncthreads();
-    m = lane < WARPS ? part_m[lane] : KL_NEG_MAX;
-    s = lane < WARPS ? part_s[lane] : 0.f;
-    kl_warp_merge(m, s);
-    const float inv = 1.f / s;
+    const float2 ms = row_merge<STREAM_THREADS, 1>(m, s, 0u, nullptr);
+    m = ms.x;
+    const float inv = 1.f / ms.y;
 #pragma unroll 4
     for (int j = tid; j < nvec; j += STREAM_THREADS) {
         float v[VW];

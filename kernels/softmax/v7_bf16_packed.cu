@@ -43,31 +43,6 @@ __device__ __forceinline__ unsigned int narrow(float lo, float hi) {
     return r;
 }
 
-// Row (max, sum) of the block's per-thread pairs, then of the cluster's per-block pairs.
-template <int THREADS, int C>
-__device__ __forceinline__ float2 row_merge(float m, float s, unsigned int rank, float2* __restrict__ slot) {
-    constexpr int WARPS = THREADS / 32;
-    __shared__ float part_m[WARPS], part_s[WARPS];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    kl_warp_merge(m, s);
-    if (lane == 0) { part_m[warp] = m; part_s[warp] = s; }
-    __syncthreads();
-    m = lane < WARPS ? part_m[lane] : KL_NEG_MAX;
-    s = lane < WARPS ? part_s[lane] : 0.f;
-    kl_warp_merge(m, s);
-    if (C > 1) {  // through the global workspace, as in v5
-        if (tid == 0) slot[rank] = make_float2(m, s);
-        cluster_arrive();
-        cluster_wait();
-        float2 peer = make_float2(KL_NEG_MAX, 0.f);
-        if (lane < C) peer = __ldcg(slot + lane);
-        m = peer.x;
-        s = peer.y;
-        kl_warp_merge(m, s);
-    }
-    return make_float2(m, s);
-}
-
 template <int THREADS, int C>
 __device__ void softmax_packed_row(const unsigned short* __restrict__ x, unsigned short* __restrict__ y,
                                    int cols, long long x_row_stride, float2* __restrict__ ws) {
