@@ -13,6 +13,10 @@ from .profiler import ceilings, require_gpu
 from .spec import Kernel, Revision, Shape, format_shape
 
 KEY = ["kernel", "revision", "shape", "dtype"]
+# The sweep's column for the roofline at each point's size: a device-to-device copy moving the
+# kernel's fewest bytes (half read, half written), timed in the same run. A 1 GiB copy sets
+# the log's ceiling; at 64 MB a copy is already a few percent under it (ramp-up and tail).
+COPY = "copy"
 # bench shapes are too large for a float64 CPU reference: there each revision is compared
 # with the first reference revision's output, in fp32 on the GPU, with this tolerance.
 AGREE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 4e-3}
@@ -67,6 +71,22 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             failed.append(rev.name)
     refs = [r.name for r in revs if r.role == "reference" and r.name not in failed]
     rows = []
+
+    def point(name, sha, shape, dtype, s):
+        nbytes, flops = kernel.bytes_moved(shape, dtype), kernel.flops(shape)
+        values = {"median_ms": s["median_ms"], "p05_ms": s["p05_ms"], "p95_ms": s["p95_ms"],
+                  "gbps": nbytes / s["median_ms"] / 1e6}
+        if flops:
+            values["tflops"] = flops / s["median_ms"] / 1e9
+        for metric, value in values.items():
+            rows.append({"kernel": kernel.name, "revision": name, "shape": format_shape(shape),
+                         "dtype": dtype, "metric": metric, "value": value, "samples": s["n"],
+                         "gpu": gpu["name"], "torch": vers["torch"], "triton": vers["triton"],
+                         "commit": git["commit"], "source_sha256": sha,
+                         "copy_gbps": ceil["copy_gbps"], "matmul_tflops": ceil["matmul_bf16_tflops"]})
+        progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {name:<16} "
+                 f"{s['median_ms'] * 1e3:9.1f} us {values['gbps']:8.0f} GB/s"
+                 + (f" {values['tflops']:6.0f} TFLOP/s" if flops else ""))
     for shape in shapes:
         for dtype in dtypes:
             gen = torch.Generator(device="cuda").manual_seed(0)
@@ -89,20 +109,12 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                                  f"({agree(result, baseline):.1e}); left out")
                         continue
                 s = timing.summary(timer.samples(functools.partial(launch, inputs, out), budget_s=budget_s))
-                nbytes, flops = kernel.bytes_moved(shape, dtype), kernel.flops(shape)
-                values = {"median_ms": s["median_ms"], "p05_ms": s["p05_ms"], "p95_ms": s["p95_ms"],
-                          "gbps": nbytes / s["median_ms"] / 1e6}
-                if flops:
-                    values["tflops"] = flops / s["median_ms"] / 1e9
-                for metric, value in values.items():
-                    rows.append({"kernel": kernel.name, "revision": rev.name, "shape": format_shape(shape),
-                                 "dtype": dtype, "metric": metric, "value": value, "samples": s["n"],
-                                 "gpu": gpu["name"], "torch": vers["torch"], "triton": vers["triton"],
-                                 "commit": git["commit"], "source_sha256": rev.sha256(),
-                                 "copy_gbps": ceil["copy_gbps"], "matmul_tflops": ceil["matmul_bf16_tflops"]})
-                progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {rev.name:<16} "
-                         f"{s['median_ms'] * 1e3:9.1f} us {values['gbps']:8.0f} GB/s"
-                         + (f" {values['tflops']:6.0f} TFLOP/s" if flops else ""))
+                point(rev.name, rev.sha256(), shape, dtype, s)
+            if kernel.ceiling == "copy":
+                src, dst = copy_buffers(kernel.bytes_moved(shape, dtype))
+                copy_ms = timer.samples(lambda: dst.copy_(src), budget_s=budget_s)  # noqa: B023 (called here)
+                point(COPY, None, shape, dtype, timing.summary(copy_ms))
+                del src, dst
             del inputs
             torch.cuda.empty_cache()
             path = _write(root, gpu, kernel, rows)  # after every point: a cut-off sweep keeps what it measured
@@ -110,3 +122,12 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     if failed:
         raise GateFailure(f"{len(failed)} revision(s) failed the correctness gate: {', '.join(failed)}")
     return path
+
+
+def copy_buffers(nbytes: int):
+    """A random source of nbytes / 2 and a destination of the same size, on the GPU: copying
+    one into the other moves `nbytes`, as many as the kernel's fewest."""
+    import torch
+
+    n = max(1, nbytes // 8)  # fp32 elements in each half
+    return torch.randn(n, device="cuda"), torch.empty(n, device="cuda")

@@ -1,5 +1,6 @@
 """The sweep's CSV: long format, merged so a partial re-run replaces only what it measured."""
 import pandas as pd
+import pytest
 
 from kernlog import bench
 
@@ -34,3 +35,36 @@ def test_agreement_rejects_unwritten_elements_and_measures_distance():
     assert bench.agree(ref.clone(), ref) == 0.0
     assert bench.agree(torch.tensor([1.0, float("nan"), 0.0, 4.0]), ref) == float("inf")
     assert abs(bench.agree(torch.tensor([1.0, 2.0, 0.0, 4.4]), ref) - 0.4 / 21 ** 0.5) < 1e-6
+
+
+def test_the_sweep_shows_a_same_size_copy_last_and_never_judges_it_stale(tmp_path):
+    from kernlog import report
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    today = kernel.revision("torch").sha256()
+    points = ((bench.COPY, 2750.0, None), ("torch", 2200.0, today), ("v7_bf16_packed", 2700.0, "0" * 64))
+    rows = [dict(_row(rev, "8192x4096", v), source_sha256=sha, gpu=GPU["name"], copy_gbps=3000.0, matmul_tflops=700.0)
+            for rev, v, sha in points]
+    bench._write(root, GPU, kernel, rows)
+    text = report.render(root, [kernel])
+    assert "| dtype | shape | v7_bf16_packed | torch | copy |" in text
+    assert "| fp32 | 8192x4096 | 2700† | 2200 | 2750 |" in text
+    assert "*copy*: a device-to-device copy of as many bytes" in text
+    assert "† Measured on an older source of v7_bf16_packed: `kernlog bench softmax --rev v7_bf16_packed`" in text
+
+
+@pytest.mark.gpu
+def test_bench_times_each_revision_and_a_same_size_copy_in_one_run(tmp_path):
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "vector_add")
+    path = bench.bench(root, kernel, [kernel.revision("torch"), kernel.revision("triton")], [(1 << 20,)], ["fp32"],
+                       budget_s=0.05, progress=lambda line: None)
+    df = pd.read_csv(path, dtype={"shape": str})
+    gbps = df[df["metric"] == "gbps"].set_index("revision")["value"]
+    assert set(gbps.index) == {"torch", "triton", bench.COPY} and (gbps > 0).all()
+    copy = df[df["revision"] == bench.COPY]
+    assert copy["source_sha256"].isna().all() and set(copy["commit"]) == set(df["commit"])
