@@ -10,13 +10,12 @@ from pathlib import Path
 from . import gate, provenance, store, timing
 from .errors import GateFailure
 from .profiler import ceilings, require_gpu
-from .spec import Kernel, Revision, Shape, format_shape
+from .spec import COPY, Kernel, Revision, Shape, format_shape
 
 KEY = ["kernel", "revision", "shape", "dtype"]
-# The sweep's column for the roofline at each point's size: a device-to-device copy moving the
-# kernel's fewest bytes (half read, half written), timed in the same run. A 1 GiB copy sets
-# the log's ceiling; at 64 MB a copy is already a few percent under it (ramp-up and tail).
-COPY = "copy"
+# spec.COPY is the sweep's column for the roofline at each point's size: a device-to-device
+# copy moving the kernel's fewest bytes (half read, half written), timed in the same run. A
+# 1 GiB copy sets the log's ceiling; at 64 MB a copy is already a few percent under it.
 # bench shapes are too large for a float64 CPU reference: there each revision is compared
 # with the first reference revision's output, in fp32 on the GPU, with this tolerance.
 AGREE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 4e-3}

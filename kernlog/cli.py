@@ -90,7 +90,7 @@ def list_cmd(ctx):
                                      + (" STALE" if r["source_sha256"] != sha else "")
                                      + ("" if (root / r["_path"]).with_suffix(".ncu-rep").exists()
                                         else " (ncu report missing)") for r in recs))
-            points = ", ".join(f"{gpu} {len(hashes)} points"
+            points = ", ".join(f"{gpu} {len(hashes)} point{'s' * (len(hashes) != 1)}"
                                + (f" ({old} STALE)" if (old := sum(h not in (None, sha) for h in hashes)) else "")
                                for (gpu, r), hashes in sorted(swept.items()) if r == rev.name)
             lines.append(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where or 'not profiled'}"

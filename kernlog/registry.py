@@ -28,7 +28,10 @@ def load_kernel(root: Path, name: str) -> Kernel:
         raise KernlogError(f"unknown kernel {name!r}; known: {', '.join(kernel_names(root))}")
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    module = importlib.import_module(f"kernels.{name}")
+    try:
+        module = importlib.import_module(f"kernels.{name}")
+    except ValueError as e:  # a Kernel(...) or Revision(...) that spec rejects
+        raise KernlogError(f"kernels/{name}/__init__.py: {e}") from None
     kernel = getattr(module, "KERNEL", None)
     if not isinstance(kernel, Kernel):
         raise KernlogError(f"kernels/{name}/__init__.py defines no KERNEL = Kernel(...)")

@@ -13,7 +13,7 @@ import jinja2
 from . import store
 from .diff import timing_verdict
 from .metrics import CATALOG, metric
-from .spec import format_shape
+from .spec import COPY, format_shape
 
 LOG = "KERNEL_LOG.md"
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
@@ -124,19 +124,18 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
         return None
     import pandas as pd
 
-    df = pd.read_csv(path, dtype={"shape": str})
+    df = store.read_bench(root, path)
     rank = {name: i for i, name in enumerate(order)}
-    revs = sorted(df["revision"].unique(), key=lambda n: rank.get(n, len(rank)))
+    rank[COPY] = len(order) + 1  # after every revision, listed (0..) or no longer listed (len(order))
+    revs = sorted(df["revision"].unique(), key=lambda n: rank.get(n, len(order)))
     metric_name = "tflops" if (df["metric"] == "tflops").any() else "gbps"
     wide = df[df["metric"] == metric_name].pivot_table(index=["dtype", "shape"], columns="revision",
                                                         values="value", aggfunc="first")
     ceiling = float(df["matmul_tflops" if metric_name == "tflops" else "copy_gbps"].iloc[0])
-    old = set()
-    if "source_sha256" in df:
-        points = df[df["metric"] == metric_name]
-        old = {(d, sh, rev) for d, sh, rev, sha in zip(points["dtype"], points["shape"], points["revision"],
-                                                       points["source_sha256"], strict=True)
-               if stale(sha, current, rev)}
+    points = df[df["metric"] == metric_name]
+    old = {(d, sh, rev) for d, sh, rev, sha in zip(points["dtype"], points["shape"], points["revision"],
+                                                   points["source_sha256"], strict=True)
+           if stale(sha, current, rev)}
     rows = []
     for (dtype, shape), vals in wide.iterrows():
         rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
@@ -144,7 +143,7 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
                      "stale": {r for r in revs if (dtype, shape, r) in old}})
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
     return {"revisions": revs, "rows": rows, "metric": metric_name, "ceiling": ceiling,
-            "stale": sorted({r for row in rows for r in row["stale"]}, key=lambda n: rank.get(n, len(rank))),
+            "stale": sorted({r for row in rows for r in row["stale"]}, key=lambda n: rank.get(n, len(order))),
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
             "gpu": str(df["gpu"].iloc[0])}
 
@@ -168,7 +167,6 @@ def collect(root: Path, kernels: list) -> list[dict]:
             groups.setdefault((r["gpu"]["slug"], format_shape(tuple(r["shape"])), r["dtype"]), []).append(r)
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
-        store.bench_hashes(root, kernel.name)  # a bench.csv kernlog cannot read: one line, no traceback
         sweeps = [s for s in (_sweep(root, g, kernel.name, order, current) for g in gpus) if s]
         sections.append({"kernel": kernel, "order": order,
                          "ladders": [dict(ladder(v, order, current), gpu=v[0]["gpu"], shape=k[1], dtype=k[2],

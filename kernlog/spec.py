@@ -28,6 +28,7 @@ KINDS = ("cuda", "triton", "torch")
 # the tuned step (the Triton version of a CUDA C ladder).
 ROLES = ("step", "reference", "counterpart")
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+COPY = "copy"  # the sweep's same-size copy column (kernlog bench): no revision may take the name
 
 
 def torch_dtype(name: str):
@@ -114,6 +115,8 @@ class Kernel:
         names = [r.name for r in self.revisions]
         if len(set(names)) != len(names):
             raise ValueError(f"kernel {self.name}: duplicate revision names")
+        if COPY in names:
+            raise ValueError(f"kernel {self.name}: {COPY!r} is the sweep's copy column, not a revision name")
         if self.ceiling not in ("copy", "matmul"):
             raise ValueError(f"kernel {self.name}: ceiling must be 'copy' or 'matmul'")
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import KernlogError
-from .spec import NAME_RE, Shape, format_shape
+from .spec import NAME_RE, Shape, format_shape, parse_shape
 
 SCHEMA = 1
 
@@ -117,19 +117,36 @@ def load_ceilings(root: Path, gpu: str) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+BENCH_COLUMNS = ("revision", "shape", "dtype", "metric", "value", "gpu", "copy_gbps", "matmul_tflops")
+
+
+def read_bench(root: Path, path: Path):
+    """A bench.csv as a DataFrame, its columns and shapes checked; source_sha256 is None
+    where a row has no hash (files from before it was recorded: not judged stale)."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path, dtype={"shape": str, "source_sha256": str})
+        missing = [c for c in BENCH_COLUMNS if c not in df]
+        if missing or df.empty:
+            raise ValueError(f"missing {', '.join(missing)}" if missing else "no rows")
+        for shape in df["shape"].unique():
+            parse_shape(shape)
+        df["value"] = pd.to_numeric(df["value"])
+    except (ValueError, TypeError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
+    hashes = df["source_sha256"] if "source_sha256" in df else pd.Series([None] * len(df), index=df.index)
+    df["source_sha256"] = [h if isinstance(h, str) and h else None for h in hashes]
+    return df
+
+
 def bench_hashes(root: Path, kernel: str) -> dict:
     """(gpu slug, revision) -> the source hash (None if not recorded) of each point of the
     kernel's bench.csv files."""
-    import pandas as pd
-
     out: dict = {}
     for path in sorted((root / "profiles").glob(f"*/{kernel}/bench.csv")):
-        try:
-            df = pd.read_csv(path, dtype={"shape": str})
-            df = df[df["metric"] == df["metric"].iloc[0]]
-            hashes = df["source_sha256"] if "source_sha256" in df else [None] * len(df)  # older files: not judged
-            for rev, sha in zip(df["revision"], hashes, strict=True):
-                out.setdefault((path.parent.parent.name, rev), []).append(sha)
-        except (KeyError, IndexError, ValueError, pd.errors.ParserError) as e:
-            raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
+        df = read_bench(root, path)
+        df = df[df["metric"] == df["metric"].iloc[0]]
+        for rev, sha in zip(df["revision"], df["source_sha256"], strict=True):
+            out.setdefault((path.parent.parent.name, rev), []).append(sha)
     return out

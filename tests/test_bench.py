@@ -44,13 +44,15 @@ def test_the_sweep_shows_a_same_size_copy_last_and_never_judges_it_stale(tmp_pat
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
     today = kernel.revision("torch").sha256()
-    points = ((bench.COPY, 2750.0, None), ("torch", 2200.0, today), ("v7_bf16_packed", 2700.0, "0" * 64))
+    # a hash on the copy row, and a revision no longer in the kernel that sorts after "copy"
+    points = ((bench.COPY, 2750.0, "1" * 64), ("torch", 2200.0, today), ("v7_bf16_packed", 2700.0, "0" * 64),
+              ("v9_gone", 100.0, "2" * 64))
     rows = [dict(_row(rev, "8192x4096", v), source_sha256=sha, gpu=GPU["name"], copy_gbps=3000.0, matmul_tflops=700.0)
             for rev, v, sha in points]
     bench._write(root, GPU, kernel, rows)
     text = report.render(root, [kernel])
-    assert "| dtype | shape | v7_bf16_packed | torch | copy |" in text
-    assert "| fp32 | 8192x4096 | 2700† | 2200 | 2750 |" in text
+    assert "| dtype | shape | v7_bf16_packed | torch | v9_gone | copy |" in text
+    assert "| fp32 | 8192x4096 | 2700† | 2200 | 100 | 2750 |" in text
     assert "*copy*: a device-to-device copy of as many bytes" in text
     assert "† Measured on an older source of v7_bf16_packed: `kernlog bench softmax --rev v7_bf16_packed`" in text
 

@@ -61,10 +61,24 @@ def test_list_counts_stale_sweep_points_and_report_warns(repo):
     assert run(repo, "report", "--check").exit_code == 0  # marked in the log, which is up to date
 
 
-def test_list_rejects_a_bench_file_it_cannot_read(repo):
-    (repo / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv").write_text("a,b\n1,2\n")
+@pytest.mark.parametrize("text", ["a,b\n1,2\n", "revision,metric,source_sha256\ntorch,gbps,\n",
+                                  "revision,shape,dtype,metric,value,gpu,copy_gbps,matmul_tflops\n"
+                                  "torch,abc,fp32,gbps,1.0,H100,3000,700\n", ""])
+def test_a_bench_file_kernlog_cannot_read_is_one_line(repo, text):
+    (repo / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv").write_text(text)
     one_line_error(run(repo, "list"), 2, "not a kernlog bench file")
     one_line_error(run(repo, "report"), 2, "not a kernlog bench file")
+
+
+def test_sweep_points_without_a_hash_are_not_judged(repo):
+    path = repo / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv"
+    path.write_text("revision,shape,dtype,metric,value,gpu,copy_gbps,matmul_tflops,source_sha256\n"
+                    "torch,4096x1024,fp32,gbps,1.0,H100,3000,700,\n")
+    softmax = run(repo, "list").output.split("\nsoftmax ")[1]
+    line = next(ln for ln in softmax.splitlines() if ln.strip().startswith("torch "))
+    assert line.endswith("swept: nvidia-h100-80gb-hbm3 1 point"), line
+    r = run(repo, "report")
+    assert r.exit_code == 0 and "warning" not in r.output and "†" not in (repo / "KERNEL_LOG.md").read_text()
 
 
 def test_show_and_diff(repo):

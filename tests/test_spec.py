@@ -50,3 +50,11 @@ def test_parse_shape_rejects(text):
 def test_revision_names_are_plain(name):
     with pytest.raises(ValueError):
         Revision(name, "torch", (), lambda: None, "c")
+
+
+def test_no_revision_may_take_the_copy_columns_name():
+    from kernlog.spec import COPY, Kernel
+
+    rev = Revision(COPY, "torch", (), lambda: None, "a copy")
+    with pytest.raises(ValueError, match="copy column"):
+        Kernel("k", (rev,), None, None, None, None, (), (), (1,))
