@@ -73,6 +73,7 @@ def main(ctx, root):
 def list_cmd(ctx):
     """Kernels, their revisions, and which are profiled (and stale) on which GPU."""
     from .registry import kernel_names, load_kernel
+    from .report import stale
     from .store import bench_hashes, iter_profiles
 
     root = _root(ctx)
@@ -83,18 +84,20 @@ def list_cmd(ctx):
         kernel = load_kernel(root, name)
         lines.append(f"{name}  (profile shape {format_shape(kernel.profile_shape)}, dtypes {', '.join(kernel.dtypes)})")
         swept = bench_hashes(root, name)
+        current = {rev.name: rev.sha256() for rev in kernel.revisions}
         for rev in kernel.revisions:
             recs = stored.get((name, rev.name), [])
-            sha = rev.sha256()
             where = ", ".join(sorted(f"{r['gpu']['slug']} {format_shape(tuple(r['shape']))} {r['dtype']}"
-                                     + (" STALE" if r["source_sha256"] != sha else "")
+                                     + (" STALE" if stale(r.get("source_sha256"), current, rev.name) else "")
                                      + ("" if (root / r["_path"]).with_suffix(".ncu-rep").exists()
                                         else " (ncu report missing)") for r in recs))
-            points = ", ".join(f"{gpu} {len(hashes)} point{'s' * (len(hashes) != 1)}"
-                               + (f" ({old} STALE)" if (old := sum(h not in (None, sha) for h in hashes)) else "")
-                               for (gpu, r), hashes in sorted(swept.items()) if r == rev.name)
+            points = []
+            for gpu, hashes in sorted((g, h) for (g, r), h in swept.items() if r == rev.name):
+                old = sum(stale(h, current, rev.name) for h in hashes)
+                points.append(f"{gpu} {len(hashes)} point{'s' * (len(hashes) != 1)}"
+                              + (f" ({old} STALE)" if old else ""))
             lines.append(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where or 'not profiled'}"
-                         + (f"; swept: {points}" if points else ""))
+                         + (f"; swept: {', '.join(points)}" if points else ""))
     click.echo("\n".join(lines))  # all or nothing: a bad file below leaves one line
 
 

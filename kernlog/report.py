@@ -144,6 +144,7 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
     return {"revisions": revs, "rows": rows, "metric": metric_name, "ceiling": ceiling,
             "stale": sorted({r for row in rows for r in row["stale"]}, key=lambda n: rank.get(n, len(order))),
+            "has_copy": COPY in revs,
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
             "gpu": str(df["gpu"].iloc[0])}
 
