@@ -77,7 +77,7 @@ def test_cooperative_split_kernel_compiles_for_sm90_in_every_config(st):
     for cfg in st._split_tuned.configs:
         for dt in ("fp32", "bf16"):
             specs.append({"module": st.__name__, "name": "_split_kernel", "options": {"num_warps": cfg.num_warps},
-                          "signature": {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "ws_ptr": "*fp32", "cnt_ptr": "*i32",
+                          "signature": {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "slots_ptr": "*i64", "cnt_ptr": "*i32",
                                         "rows": "i32", "cols": "i32", "x_stride": "i32", "BLOCK": "constexpr",
                                         "PHASE": "constexpr"},
                           "constexprs": {"BLOCK": cfg.kwargs["BLOCK"], "PHASE": 2}})
@@ -88,15 +88,16 @@ def test_cooperative_split_kernel_compiles_for_sm90_in_every_config(st):
 @pytest.mark.gpu
 def test_every_split_config_passes_the_gate_on_gpu(st):
     """Each chunk size in one cooperative launch, rows of 1 to 32 chunks; then the counters are
-    back at zero (a launch that left them set would hang the next one)."""
+    back at zero and the slots empty (a launch that left a count set would hang the next one, a
+    slot left full would hand it a stale (max, sum))."""
     failed = []
     for block in sorted({c.kwargs["BLOCK"] for c in st._split_tuned.configs}):
         launch = lambda inputs, out, b=block: st.softmax(inputs[0], out, short=16, split_block=b)  # noqa: E731
         shapes = ((3, block), (5, 3 * block + 7), (2, st.SPLIT_CAP * block))
         failed += [f"BLOCK={block}: {line}" for line in _gate(launch, shapes, device="cuda")]
     assert not failed, "\n".join(failed)
-    for _ws, cnt in st._WORKSPACE.values():
-        assert int(cnt.abs().sum()) == 0
+    for slots, cnt in st._WORKSPACE.values():
+        assert int(cnt.abs().sum()) == 0 and int(slots.abs().sum()) == 0
 
 
 @pytest.mark.gpu
@@ -105,18 +106,19 @@ def test_rows_past_the_split_cap_pass_the_gate_on_gpu():
 
 
 
-@pytest.mark.parametrize("cols", [1025, 4096, 32000, 32768, 32769, 131072, 32 * 32768])
+@pytest.mark.parametrize("cols", [1025, 4096, 4097, 8192, 32000, 32768, 32769, 131072, 32 * 16384])
 def test_autotuner_prunes_split_configs_to_rows_that_fit(st, cols):
     """Called as the autotuner calls it (the kernel's arguments by name, constexprs as keywords):
-    rows of <= MAX_FUSED keep one chunk per row; every kept config cuts the row into at most
-    SPLIT_CAP chunks."""
+    rows of <= MAX_FUSED keep one chunk per row, rows of more than SPLIT_MIN try chunks too;
+    every kept config cuts the row into at most SPLIT_CAP chunks."""
     tuner = st._split_tuned
     args = dict(zip(tuner.arg_names, (None, None, None, None, 8, cols, cols), strict=False))
     kept = tuner.early_config_prune(tuner.configs, args, PHASE=2)
     assert kept
-    for c in kept:
-        chunks = -(-cols // c.kwargs["BLOCK"])
-        assert chunks <= st.SPLIT_CAP and (chunks == 1) == (cols <= st.MAX_FUSED)
+    chunks = [-(-cols // c.kwargs["BLOCK"]) for c in kept]
+    assert max(chunks) <= st.SPLIT_CAP
+    assert (1 in chunks) == (cols <= st.MAX_FUSED)
+    assert (max(chunks) > 1) == (cols > st.SPLIT_MIN)
 
 
 def test_autotuner_prunes_row_configs_to_4_to_64_elements_per_thread(st):

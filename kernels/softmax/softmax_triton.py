@@ -2,14 +2,13 @@
 
 - Rows of <= SHORT columns: `_rows_kernel`, ROWS whole rows per program held in registers.
 - Longer rows: `_split_kernel`, each row cut into SPLIT = cdiv(cols, BLOCK) chunks, a program
-  per chunk holding it in registers. The chunks' (max, sum) pairs meet in a global
-  workspace, and a row's programs wait for one another on a per-row arrival counter: the
-  software form of the CUDA ladder's thread-block clusters. SPLIT = 1 is the classic
-  one-program-per-row kernel, the only one kept for rows of <= 32768 (on the H100 every
-  split configuration was slower there: waiting costs more than one program per row loses).
-  For rows of 16385-32768 columns, `_pipe_kernel` competes too: persistent programs that
-  software-pipeline whole rows through shared memory (on the H100, bf16 4096x32000 went from
-  2.69 to 2.80 TB/s).
+  per chunk holding it in registers. Each chunk publishes its (max, sum) as one 64-bit word
+  in the row's slots of a global workspace, and polls the row's slots until all are there:
+  the software form of the CUDA ladder's thread-block clusters. SPLIT = 1 is the classic
+  one-program-per-row kernel. Rows of more than SPLIT_MIN columns also try chunks of
+  4096-16384 (longer than MAX_FUSED, only those). For rows of 16385-32768 columns,
+  `_pipe_kernel` competes too: persistent programs that software-pipeline whole rows through
+  shared memory (on the H100, bf16 4096x32000 went from 2.69 to 2.80 TB/s).
 - Every path picks its config per shape by kernels.common.tuning (candidates timed
   interleaved, cold L2); Triton's autotuner objects only hold the configs and pruning.
 - Rows too long for SPLIT_CAP chunks: `_online_kernel`, an online (max, sum) loop, then a
@@ -20,12 +19,19 @@ Programs take their (row, chunk) from a ticket counter in the order they start, 
 program a waiting one needs started no later than the newest resident one, and at most
 SPLIT_CAP of them are needed: far fewer than the H100 holds. A row of one chunk waits for
 nothing and takes no ticket (on the H100 the ticket, an atomic on one address per program,
-cost one-program-per-row shapes up to a third of their bandwidth). The counters reset themselves
-(the last ticket, the last program of a row to leave), so each launch starts at zero; two
-launches must not run concurrently on different streams.
+cost one-program-per-row shapes up to a third of their bandwidth).
+
+The meeting has no memory fence. A slot is one word written by one atomic, so a poll sees it
+empty (0) or whole; a program counts itself out of its row (a relaxed atomic) only after its
+polls returned every slot, and the row's last one empties the slots and its count; the ticket
+counter's last taker resets it. So each launch leaves the workspace as it found it, and the
+next launch, ordered after it on the stream, finds it so. Two launches must not run
+concurrently on different streams. The first version met through a per-row arrival counter
+with release and acquire atomics and stored (max, sum) as two floats: on the H100 the fences
+held bf16 1024x131072 at 2.28 TB/s; without them it ran 2.80 (chunks of 4096, 4 warps).
 
 Under TRITON_INTERPRET on CPU tensors, programs run one after another and cannot wait for
-each other, so `_split_kernel` runs in two launches instead (PHASE 0 writes the pairs, PHASE 1
+each other, so `_split_kernel` runs in two launches instead (PHASE 0 publishes the pairs, PHASE 1
 reads them); the GPU runs both in one launch (PHASE 2). No tuning there: fixed configs.
 """
 from __future__ import annotations
@@ -41,6 +47,7 @@ MAX_FUSED = 32768  # rows up to this many columns: one program per row
 SPLIT_CAP = 32  # most chunks of one row that wait for each other
 MAX_SPLIT = tl.constexpr(SPLIT_CAP)
 NEG_MAX = tl.constexpr(-3.4028234663852886e38)  # finite max identity: never exp(-inf - -inf) = NaN
+LOW32 = tl.constexpr(0xFFFFFFFF)
 
 
 @triton.jit
@@ -56,46 +63,61 @@ def _rows_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, ROWS: 
 
 
 @triton.jit
-def _split_kernel(x_ptr, y_ptr, ws_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, PHASE: tl.constexpr):
+def _pair(m, s):
+    """(max, sum) as one 64-bit word, the max's bits high. Never 0, the empty slot: a max of
+    +0.0 (bits 0) means an element exp(0) = 1 in the sum, so the sum's bits are not 0."""
+    return (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64) & LOW32)
+
+
+@triton.jit
+def _split_kernel(x_ptr, y_ptr, slots_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, PHASE: tl.constexpr):
     split = tl.cdiv(cols, BLOCK)
     t = tl.program_id(0)
     if PHASE == 2 and split > 1:  # ticket = start order; the last one handed out resets the counter
-        t = tl.atomic_add(cnt_ptr, 1)
+        t = tl.atomic_add(cnt_ptr, 1, sem="relaxed")
         if t == rows * split - 1:
-            tl.atomic_xchg(cnt_ptr, 0)
+            tl.atomic_xchg(cnt_ptr, 0, sem="relaxed")
     row = t // split
-    offs = (t % split) * BLOCK + tl.arange(0, BLOCK)
+    k = t % split
+    offs = k * BLOCK + tl.arange(0, BLOCK)
     mask = offs < cols
     x = tl.load(x_ptr + row.to(tl.int64) * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
     m = tl.maximum(tl.max(x, axis=0), NEG_MAX)
     e = tl.exp(x - m)
     s = tl.sum(e, axis=0)
+    left = -1
     if split > 1:
-        pairs = ws_ptr + row * (2 * MAX_SPLIT)
-        arrived = cnt_ptr + 1 + row
+        slots = slots_ptr + row * MAX_SPLIT
+        kk = tl.arange(0, MAX_SPLIT)
+        live = kk < split
         if PHASE != 1:
-            tl.store(pairs + 2 * (t % split), m)
-            tl.store(pairs + 2 * (t % split) + 1, s)
-        if PHASE == 2:
-            tl.atomic_add(arrived, 1, sem="release")
-            while tl.atomic_add(arrived, 0, sem="acquire") < split:
-                pass
+            tl.atomic_xchg(slots + k, _pair(m, s), sem="relaxed")
+        if PHASE == 2:  # poll the row's slots until none is empty
+            v = tl.zeros([MAX_SPLIT], tl.int64)
+            missing = 1
+            while missing > 0:
+                v = tl.atomic_add(slots + kk, tl.zeros([MAX_SPLIT], tl.int64), mask=live, sem="relaxed")
+                missing = tl.max(tl.where(live & (v == 0), 1, 0), axis=0)
+        else:
+            v = tl.load(slots + kk, mask=live, other=0)
         if PHASE != 0:
-            k = tl.arange(0, MAX_SPLIT)
-            pm = tl.load(pairs + 2 * k, mask=k < split, other=NEG_MAX, volatile=True)
-            ps = tl.load(pairs + 2 * k + 1, mask=k < split, other=0.0, volatile=True)
+            # Every slot read (the values are in hand): count this program out. The row's last
+            # one empties the slots at the end, so the next launch finds them empty.
+            left = tl.atomic_add(cnt_ptr + 1 + row, 1, sem="relaxed")
+            pm = tl.where(live, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), NEG_MAX)
+            ps = tl.where(live, (v & LOW32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
             m_row = tl.max(pm, axis=0)
             s_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
             e = e * tl.exp(m - m_row)
             s = s_row
-            if PHASE == 2:  # leave; the row's last program resets its counter
-                if tl.atomic_add(arrived, 1, sem="acq_rel") == 2 * split - 1:
-                    tl.atomic_xchg(arrived, 0)
     if PHASE != 0:
         # A row of -inf: s = 0 and e = 0, so 0 * inf = NaN as F.softmax gives; a NaN input
         # makes s NaN for the whole row.
         y = e * (1.0 / s)
         tl.store(y_ptr + row.to(tl.int64) * cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+        if left == split - 1:
+            tl.store(slots_ptr + row * MAX_SPLIT + tl.arange(0, MAX_SPLIT), tl.zeros([MAX_SPLIT], tl.int64))
+            tl.store(cnt_ptr + 1 + row, 0)
 
 
 @triton.jit
@@ -149,17 +171,19 @@ _rows_tuned = triton.autotune(
 )(_rows_kernel)
 _SPLIT_BLOCKS = (2048, 4096, 8192, 16384, 32768)
 _SPLIT_WARPS = (4, 8, 16, 32)
+SPLIT_MIN = 4096  # longer rows also try chunks that meet (at 4096 one program per row won)
+CHUNKS = (4096, 8192, 16384)
 
 
 def _split_configs(configs, args, **kwargs):
-    """Rows of <= MAX_FUSED columns: one chunk (one program per row). Longer ones: chunks of
-    8192 or 16384 at 4-16 warps, at most SPLIT_CAP of them."""
+    """Rows of <= MAX_FUSED columns: one chunk (one program per row). Rows of more than
+    SPLIT_MIN columns: chunks of CHUNKS columns at 16-64 elements a thread, 2 to SPLIT_CAP of
+    them a row (beside the one chunk up to MAX_FUSED)."""
     cols = args["cols"]
+    kept = [c for c in configs if c.kwargs["BLOCK"] in CHUNKS and _per_thread(c.kwargs["BLOCK"], c.num_warps) >= 16
+            and 2 <= triton.cdiv(cols, c.kwargs["BLOCK"]) <= SPLIT_CAP] if cols > SPLIT_MIN else []
     if cols <= MAX_FUSED:
-        kept = [c for c in configs if c.kwargs["BLOCK"] == triton.next_power_of_2(cols)]
-    else:
-        kept = [c for c in configs if c.kwargs["BLOCK"] in (8192, 16384) and c.num_warps <= 16
-                and triton.cdiv(cols, c.kwargs["BLOCK"]) <= SPLIT_CAP]
+        kept = [c for c in configs if c.kwargs["BLOCK"] == triton.next_power_of_2(cols)] + kept
     return kept or configs[-1:]
 
 
@@ -187,16 +211,18 @@ def pipe_configs(cols, elem_bytes):
             for stages, per_sm in ((3, 2), (3, 4), (4, 2)) if (stages - 1) * block * elem_bytes <= PIPE_SMEM]
 
 
-_WORKSPACE: dict = {}  # device -> (pairs, counters), grown on demand; counters start and end at 0
+# device -> (slots, counters), grown on demand. Every launch leaves them as it found them: slots
+# empty (0), the ticket and each row's leave count 0.
+_WORKSPACE: dict = {}
 
 
 def _workspace(rows, device):
-    ws, cnt = _WORKSPACE.get(device, (None, None))
+    slots, cnt = _WORKSPACE.get(device, (None, None))
     if cnt is None or cnt.numel() < rows + 1:
-        ws = torch.empty(rows * 2 * SPLIT_CAP, dtype=torch.float32, device=device)
+        slots = torch.zeros(rows * SPLIT_CAP, dtype=torch.int64, device=device)
         cnt = torch.zeros(rows + 1, dtype=torch.int32, device=device)
-        _WORKSPACE[device] = (ws, cnt)
-    return ws, cnt
+        _WORKSPACE[device] = (slots, cnt)
+    return slots, cnt
 
 
 def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpreter_block: int = 1024):
@@ -228,9 +254,9 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         else:
             _online_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=interpreter_block, num_warps=4)
         return out
-    ws, cnt = _workspace(rows, x.device)
+    slots, cnt = _workspace(rows, x.device)
     if block is None:
-        args = (x, out, ws, cnt, rows, cols, x.stride(0))
+        args = (x, out, slots, cnt, rows, cols, x.stride(0))
 
         def candidates():  # built on the first launch of a shape only
             split = [("split", 0, c.all_kwargs()) for c in _split_configs(_split_tuned.configs, {"cols": cols})]
@@ -246,7 +272,7 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         tuning.launch_fastest(("softmax_triton", rows, cols, x.dtype), candidates, run, x.device)
         return out
     for phase in ((2,) if on_gpu else (0, 1)):
-        _split_kernel[(rows * triton.cdiv(cols, block),)](x, out, ws, cnt, rows, cols, x.stride(0), BLOCK=block,
+        _split_kernel[(rows * triton.cdiv(cols, block),)](x, out, slots, cnt, rows, cols, x.stride(0), BLOCK=block,
                                                           PHASE=phase, num_warps=4)
     return out
 
