@@ -77,8 +77,9 @@ def test_cooperative_split_kernel_compiles_for_sm90_in_every_config(st):
     for cfg in st._split_tuned.configs:
         for dt in ("fp32", "bf16"):
             specs.append({"module": st.__name__, "name": "_split_kernel", "options": {"num_warps": cfg.num_warps},
-                          "signature": {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "slots_ptr": "*i64", "cnt_ptr": "*i32",
-                                        "rows": "i32", "cols": "i32", "x_stride": "i32", "BLOCK": "constexpr",
+                          "signature": {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "slots_ptr": "*i64", "cnt_ptr": "*i64",
+                                        "rows": "i32", "cols": "i32", "x_stride": "i32", "bank_words": "i32",
+                                        "BLOCK": "constexpr",
                                         "PHASE": "constexpr"},
                           "constexprs": {"BLOCK": cfg.kwargs["BLOCK"], "PHASE": 2}})
     code, out = _compile_all(specs)
@@ -87,9 +88,9 @@ def test_cooperative_split_kernel_compiles_for_sm90_in_every_config(st):
 
 @pytest.mark.gpu
 def test_every_split_config_passes_the_gate_on_gpu(st):
-    """Each chunk size in one cooperative launch, rows of 1 to 32 chunks; then the counters are
-    back at zero and the slots empty (a launch that left a count set would hang the next one, a
-    slot left full would hand it a stale (max, sum))."""
+    """Each chunk size in one cooperative launch, rows of 1 to 32 chunks; then the ticket count
+    is back at zero and the bank the next launch uses is empty (a ticket count left set would
+    hang the next launch, a slot left full would hand it a stale (max, sum))."""
     failed = []
     for block in sorted({c.kwargs["BLOCK"] for c in st._split_tuned.configs}):
         launch = lambda inputs, out, b=block: st.softmax(inputs[0], out, short=16, split_block=b)  # noqa: E731
@@ -97,7 +98,9 @@ def test_every_split_config_passes_the_gate_on_gpu(st):
         failed += [f"BLOCK={block}: {line}" for line in _gate(launch, shapes, device="cuda")]
     assert not failed, "\n".join(failed)
     for slots, cnt in st._WORKSPACE.values():
-        assert int(cnt.abs().sum()) == 0 and int(slots.abs().sum()) == 0
+        count = int(cnt[0])
+        assert count & 0xFFFFFFFF == 0
+        assert int(slots.view(2, -1)[(count >> 32) & 1].abs().sum()) == 0
 
 
 @pytest.mark.gpu

@@ -22,13 +22,15 @@ nothing and takes no ticket (on the H100 the ticket, an atomic on one address pe
 cost one-program-per-row shapes up to a third of their bandwidth).
 
 The meeting has no memory fence. A slot is one word written by one atomic, so a poll sees it
-empty (0) or whole; a program counts itself out of its row (a relaxed atomic) only after its
-polls returned every slot, and the row's last one empties the slots and its count; the ticket
-counter's last taker resets it. So each launch leaves the workspace as it found it, and the
-next launch, ordered after it on the stream, finds it so. Two launches must not run
-concurrently on different streams. The first version met through a per-row arrival counter
-with release and acquire atomics and stored (max, sum) as two floats: on the H100 the fences
-held bf16 1024x131072 at 2.28 TB/s; without them it ran 2.80 (chunks of 4096, 4 warps).
+empty (0) or whole. The slots come in two banks, one per launch parity, which the ticket
+counter keeps in its high half (the last ticket taker flips it and zeroes the low half): each
+launch publishes in its bank and empties the other, which the next launch, ordered after it
+on the stream, uses. Nothing is kept on the host, so a launch replayed from a CUDA graph
+alternates banks too. Two launches must not run concurrently on different streams.
+The first version met through a per-row arrival counter with release and acquire atomics,
+(max, sum) stored as two floats: on the H100 those fences held bf16 1024x131072 at 2.28
+TB/s. A version without fences whose row's last reader emptied the slots (one more atomic,
+its result awaited by every program) ran 2.62; this one ran 2.80 (chunks of 4096, 4 warps).
 
 Under TRITON_INTERPRET on CPU tensors, programs run one after another and cannot wait for
 each other, so `_split_kernel` runs in two launches instead (PHASE 0 publishes the pairs, PHASE 1
@@ -70,13 +72,18 @@ def _pair(m, s):
 
 
 @triton.jit
-def _split_kernel(x_ptr, y_ptr, slots_ptr, cnt_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, PHASE: tl.constexpr):
+def _split_kernel(x_ptr, y_ptr, slots_ptr, cnt_ptr, rows, cols, x_stride, bank_words, BLOCK: tl.constexpr,
+                  PHASE: tl.constexpr):
     split = tl.cdiv(cols, BLOCK)
+    total = rows * split
     t = tl.program_id(0)
-    if PHASE == 2 and split > 1:  # ticket = start order; the last one handed out resets the counter
-        t = tl.atomic_add(cnt_ptr, 1, sem="relaxed")
-        if t == rows * split - 1:
-            tl.atomic_xchg(cnt_ptr, 0, sem="relaxed")
+    parity = 0
+    if PHASE == 2 and split > 1:  # ticket = start order; the launch's parity in the counter's high half
+        ticket = tl.atomic_add(cnt_ptr, 1, sem="relaxed")
+        t = (ticket & LOW32).to(tl.int32)
+        parity = ((ticket >> 32) & 1).to(tl.int32)
+        if t == total - 1:  # the last ticket: low half back to 0, parity flipped
+            tl.atomic_add(cnt_ptr, tl.full([], 1 << 32, tl.int64) - total.to(tl.int64), sem="relaxed")
     row = t // split
     k = t % split
     offs = k * BLOCK + tl.arange(0, BLOCK)
@@ -85,14 +92,20 @@ def _split_kernel(x_ptr, y_ptr, slots_ptr, cnt_ptr, rows, cols, x_stride, BLOCK:
     m = tl.maximum(tl.max(x, axis=0), NEG_MAX)
     e = tl.exp(x - m)
     s = tl.sum(e, axis=0)
-    left = -1
     if split > 1:
-        slots = slots_ptr + row * MAX_SPLIT
+        slots = slots_ptr + parity * bank_words + row * MAX_SPLIT
         kk = tl.arange(0, MAX_SPLIT)
         live = kk < split
         if PHASE != 1:
             tl.atomic_xchg(slots + k, _pair(m, s), sem="relaxed")
-        if PHASE == 2:  # poll the row's slots until none is empty
+        if PHASE == 2:
+            # Empty this program's share of the other bank, which the next launch uses, then
+            # poll the row's slots until none is empty.
+            other = slots_ptr + (1 - parity) * bank_words
+            share = tl.cdiv(bank_words, total)
+            end = tl.minimum((t + 1) * share, bank_words)
+            for c in range(t * share, end, MAX_SPLIT):
+                tl.store(other + c + kk, tl.zeros([MAX_SPLIT], tl.int64), mask=c + kk < end)
             v = tl.zeros([MAX_SPLIT], tl.int64)
             missing = 1
             while missing > 0:
@@ -100,24 +113,16 @@ def _split_kernel(x_ptr, y_ptr, slots_ptr, cnt_ptr, rows, cols, x_stride, BLOCK:
                 missing = tl.max(tl.where(live & (v == 0), 1, 0), axis=0)
         else:
             v = tl.load(slots + kk, mask=live, other=0)
-        if PHASE != 0:
-            # Every slot read (the values are in hand): count this program out. The row's last
-            # one empties the slots at the end, so the next launch finds them empty.
-            left = tl.atomic_add(cnt_ptr + 1 + row, 1, sem="relaxed")
-            pm = tl.where(live, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), NEG_MAX)
-            ps = tl.where(live, (v & LOW32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
-            m_row = tl.max(pm, axis=0)
-            s_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
-            e = e * tl.exp(m - m_row)
-            s = s_row
+        pm = tl.where(live, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), NEG_MAX)
+        ps = tl.where(live, (v & LOW32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+        m_row = tl.max(pm, axis=0)
+        e = e * tl.exp(m - m_row)
+        s = tl.sum(ps * tl.exp(pm - m_row), axis=0)
     if PHASE != 0:
         # A row of -inf: s = 0 and e = 0, so 0 * inf = NaN as F.softmax gives; a NaN input
         # makes s NaN for the whole row.
         y = e * (1.0 / s)
         tl.store(y_ptr + row.to(tl.int64) * cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-        if left == split - 1:
-            tl.store(slots_ptr + row * MAX_SPLIT + tl.arange(0, MAX_SPLIT), tl.zeros([MAX_SPLIT], tl.int64))
-            tl.store(cnt_ptr + 1 + row, 0)
 
 
 @triton.jit
@@ -211,16 +216,20 @@ def pipe_configs(cols, elem_bytes):
             for stages, per_sm in ((3, 2), (3, 4), (4, 2)) if (stages - 1) * block * elem_bytes <= PIPE_SMEM]
 
 
-# device -> (slots, counters), grown on demand. Every launch leaves them as it found them: slots
-# empty (0), the ticket and each row's leave count 0.
+# device -> (slots, counter): two banks of SPLIT_CAP slots a row, emptied by the launch before
+# the one that uses them; the ticket counter (int64) is back to 0 in its low half after each
+# launch. Grown on demand; a launch empties the whole other bank, 256 bytes a row, so a
+# workspace four times larger than the launch's rows (and over SHRINK_ROWS) is made anew.
 _WORKSPACE: dict = {}
+SHRINK_ROWS = 4096
 
 
 def _workspace(rows, device):
     slots, cnt = _WORKSPACE.get(device, (None, None))
-    if cnt is None or cnt.numel() < rows + 1:
-        slots = torch.zeros(rows * SPLIT_CAP, dtype=torch.int64, device=device)
-        cnt = torch.zeros(rows + 1, dtype=torch.int32, device=device)
+    have = 0 if slots is None else slots.numel() // (2 * SPLIT_CAP)
+    if have < rows or (have > 4 * rows and have > SHRINK_ROWS):
+        slots = torch.zeros(2 * rows * SPLIT_CAP, dtype=torch.int64, device=device)
+        cnt = torch.zeros(1, dtype=torch.int64, device=device)
         _WORKSPACE[device] = (slots, cnt)
     return slots, cnt
 
@@ -256,7 +265,7 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         return out
     slots, cnt = _workspace(rows, x.device)
     if block is None:
-        args = (x, out, slots, cnt, rows, cols, x.stride(0))
+        args = (x, out, slots, cnt, rows, cols, x.stride(0), slots.numel() // 2)
 
         def candidates():  # built on the first launch of a shape only
             split = [("split", 0, c.all_kwargs()) for c in _split_configs(_split_tuned.configs, {"cols": cols})]
@@ -272,8 +281,8 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         tuning.launch_fastest(("softmax_triton", rows, cols, x.dtype), candidates, run, x.device)
         return out
     for phase in ((2,) if on_gpu else (0, 1)):
-        _split_kernel[(rows * triton.cdiv(cols, block),)](x, out, slots, cnt, rows, cols, x.stride(0), BLOCK=block,
-                                                          PHASE=phase, num_warps=4)
+        _split_kernel[(rows * triton.cdiv(cols, block),)](x, out, slots, cnt, rows, cols, x.stride(0),
+                                                          slots.numel() // 2, BLOCK=block, PHASE=phase, num_warps=4)
     return out
 
 
