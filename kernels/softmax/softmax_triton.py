@@ -167,7 +167,8 @@ def _per_thread(block_elems, warps):
 
 # The H100's measured best lie inside these spaces (every config timed alone, cold L2): rows
 # of 256-1024 at 2-16 rows and 1-4 warps per program (1.9-2.2 TB/s fp32; 1 row or 8 warps
-# were up to 30% slower), split rows at 8192-16384 columns a chunk and 4-16 warps.
+# were up to 30% slower). Split rows, met without fences: chunks of 4096 at 4 warps or 8192 at
+# 8 on the sweep's rows of 32000-131072; 16 warps at those chunks ran 1.8-1.9 TB/s in bf16.
 _rows_tuned = triton.autotune(
     configs=[triton.Config({"ROWS": r}, num_warps=w) for r in (2, 4, 8, 16) for w in (1, 2, 4)],
     key=["cols"],
@@ -176,7 +177,7 @@ _rows_tuned = triton.autotune(
 )(_rows_kernel)
 _SPLIT_BLOCKS = (2048, 4096, 8192, 16384, 32768)
 _SPLIT_WARPS = (4, 8, 16, 32)
-SPLIT_MIN = 4096  # longer rows also try chunks that meet (at 4096 one program per row won)
+SPLIT_MIN = 4096  # longer rows also try chunks; the smallest chunk (4096) is a whole row up to here
 CHUNKS = (4096, 8192, 16384)
 
 
