@@ -1,10 +1,12 @@
 """`kernlog bench`: the timing sweep over a kernel's bench shapes, every revision side by
-side in one run, written long-format to profiles/<gpu>/<kernel>/bench.csv."""
+side in one run, merged long-format into profiles/<gpu>/<kernel>/bench.csv (each row stamped
+with its run, so the log can say when a table comes from several)."""
 from __future__ import annotations
 
 import functools
 import io
 from collections.abc import Callable
+from datetime import datetime, timezone
 from pathlib import Path
 
 from . import gate, provenance, store, timing
@@ -61,6 +63,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     ceil = ceilings(root, gpu["slug"], timer, force=False)
     vers = provenance.versions()
     git = provenance.git_state(root)
+    run = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # tells this run's points from a merged file's
     launchers, failed = {}, []
     for rev in revs:
         launchers[rev.name] = rev.load()
@@ -81,7 +84,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             rows.append({"kernel": kernel.name, "revision": name, "shape": format_shape(shape),
                          "dtype": dtype, "metric": metric, "value": value, "samples": s["n"],
                          "gpu": gpu["name"], "torch": vers["torch"], "triton": vers["triton"],
-                         "commit": git["commit"], "source_sha256": sha,
+                         "commit": git["commit"], "run": run, "source_sha256": sha,
                          "copy_gbps": ceil["copy_gbps"], "matmul_tflops": ceil["matmul_bf16_tflops"]})
         progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {name:<16} "
                  f"{s['median_ms'] * 1e3:9.1f} us {values['gbps']:8.0f} GB/s"

@@ -117,7 +117,9 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None) -
 
 def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None) -> dict | None:
     """The bench.csv of `kernel` on `gpu` as a table; a point measured on an older source of its
-    revision than `current` holds is listed in the row's "stale"."""
+    revision than `current` holds is listed in the row's "stale". "runs" lists the runs the
+    points come from (`kernlog bench --rev` merges a run into the file), each with its commit
+    and revisions."""
     current = current or {}
     path = store.kernel_dir(root, gpu, kernel) / "bench.csv"
     if not path.exists():
@@ -136,6 +138,14 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
     old = {(d, sh, rev) for d, sh, rev, sha in zip(points["dtype"], points["shape"], points["revision"],
                                                    points["source_sha256"], strict=True)
            if stale(sha, current, rev)}
+    # A run is bench's run stamp or, for rows without one, their commit (two runs at one commit
+    # then look like one).
+    by_run: dict = {}
+    for run, commit, rev in zip(points["run"], points["commit"], points["revision"], strict=True):
+        by_run.setdefault(run or commit, (commit, set()))[1].add(rev)
+    by_rank = lambda n: rank.get(n, len(order))  # noqa: E731
+    runs = sorted(({"commit": (commit or "not recorded")[:10], "revisions": sorted(revs, key=by_rank)}
+                   for commit, revs in by_run.values()), key=lambda r: by_rank(r["revisions"][0]))
     rows = []
     for (dtype, shape), vals in wide.iterrows():
         rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
@@ -144,7 +154,7 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
     return {"revisions": revs, "rows": rows, "metric": metric_name, "ceiling": ceiling,
             "stale": sorted({r for row in rows for r in row["stale"]}, key=lambda n: rank.get(n, len(order))),
-            "has_copy": COPY in revs,
+            "has_copy": COPY in revs, "runs": runs,
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
             "gpu": str(df["gpu"].iloc[0])}
 

@@ -121,8 +121,9 @@ BENCH_COLUMNS = ("revision", "shape", "dtype", "metric", "value", "gpu", "copy_g
 
 
 def read_bench(root: Path, path: Path):
-    """A bench.csv as a DataFrame, its columns and shapes checked; source_sha256 is None
-    where a row has no hash (files from before it was recorded: not judged stale)."""
+    """A bench.csv as a DataFrame, its columns and shapes checked. source_sha256, commit and
+    run are None where a row has none (files from before they were recorded; a row without a
+    hash is not judged stale)."""
     import pandas as pd
 
     try:
@@ -135,8 +136,9 @@ def read_bench(root: Path, path: Path):
         df["value"] = pd.to_numeric(df["value"])
     except (ValueError, TypeError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
-    hashes = df["source_sha256"] if "source_sha256" in df else pd.Series([None] * len(df), index=df.index)
-    df["source_sha256"] = [h if isinstance(h, str) and h else None for h in hashes]
+    for col in ("source_sha256", "commit", "run"):  # None where a row lacks one (older files)
+        vals = df[col] if col in df else pd.Series([None] * len(df), index=df.index)
+        df[col] = [v if isinstance(v, str) and v else None for v in vals]
     return df
 
 

@@ -147,3 +147,31 @@ def test_a_log_of_current_figures_marks_nothing_stale(tmp_path):
     _bench(root, [("torch", "4096x1024", 2000.0, kernel.revision("torch").sha256())])
     text = report.render(root, [kernel])
     assert "stale" not in text.lower() and "†" not in text
+
+
+def test_a_sweep_merged_from_two_runs_says_which_revisions_each_timed(tmp_path):
+    """`kernlog bench --rev` merges a run into bench.csv: the log must not call the table one
+    run. Runs are told apart by bench's run stamp, or by commit in files written before it."""
+    import pandas as pd
+
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    kernel = load_kernel(root, "softmax")
+    path = root / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv"
+
+    def write(points):
+        pd.DataFrame([{"kernel": "softmax", "revision": rev, "shape": "4096x1024", "dtype": "fp32", "metric": "gbps",
+                       "value": 2000.0, "gpu": "NVIDIA H100 80GB HBM3", "copy_gbps": 3000.0, "matmul_tflops": 700.0,
+                       "source_sha256": kernel.revision(rev).sha256() if rev != "copy" else None, "commit": commit,
+                       "run": run} for rev, commit, run in points]).to_csv(path, index=False)
+
+    a, b = "a" * 40, "b" * 40
+    write([("torch", a, "2026-11-22T10:00:00Z"), ("triton", a, "2026-11-22T10:00:00Z")])
+    assert "every revision timed side by side in one run)" in report.render(root, [kernel])
+    write([("torch", a, "2026-11-22T10:00:00Z"), ("triton", a, "2026-11-22T11:00:00Z"),
+           ("copy", a, "2026-11-22T11:00:00Z")])
+    text = report.render(root, [kernel])
+    assert "(GB/s, from 2 runs)" in text and "one run" not in text.split("sweep on")[1].split("\n")[0]
+    assert f"Runs, each timing its revisions side by side: triton, copy at {a[:10]}; torch at {a[:10]}." in text
+    write([("torch", a, None), ("triton", b, None)])  # no run stamp: the commit tells them apart
+    assert f"triton at {b[:10]}; torch at {a[:10]}." in report.render(root, [kernel])
