@@ -129,12 +129,15 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
     df = store.read_bench(root, path)
     rank = {name: i for i, name in enumerate(order)}
     rank[COPY] = len(order) + 1  # after every revision, listed (0..) or no longer listed (len(order))
-    revs = sorted(df["revision"].unique(), key=lambda n: rank.get(n, len(order)))
+
+    def by_rank(name):
+        return rank.get(name, len(order))
+
+    revs = sorted(df["revision"].unique(), key=by_rank)
     metric_name = "tflops" if (df["metric"] == "tflops").any() else "gbps"
-    wide = df[df["metric"] == metric_name].pivot_table(index=["dtype", "shape"], columns="revision",
-                                                        values="value", aggfunc="first")
-    ceiling = float(df["matmul_tflops" if metric_name == "tflops" else "copy_gbps"].iloc[0])
     points = df[df["metric"] == metric_name]
+    wide = points.pivot_table(index=["dtype", "shape"], columns="revision", values="value", aggfunc="first")
+    ceiling = float(df["matmul_tflops" if metric_name == "tflops" else "copy_gbps"].iloc[0])
     old = {(d, sh, rev) for d, sh, rev, sha in zip(points["dtype"], points["shape"], points["revision"],
                                                    points["source_sha256"], strict=True)
            if stale(sha, current, rev)}
@@ -143,9 +146,8 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
     by_run: dict = {}
     for run, commit, rev in zip(points["run"], points["commit"], points["revision"], strict=True):
         by_run.setdefault(run or commit, (commit, set()))[1].add(rev)
-    by_rank = lambda n: rank.get(n, len(order))  # noqa: E731
-    runs = sorted(({"commit": (commit or "not recorded")[:10], "revisions": sorted(revs, key=by_rank)}
-                   for commit, revs in by_run.values()), key=lambda r: by_rank(r["revisions"][0]))
+    runs = sorted(({"commit": (commit or "not recorded")[:10], "revisions": sorted(timed, key=by_rank)}
+                   for commit, timed in by_run.values()), key=lambda r: by_rank(r["revisions"][0]))
     rows = []
     for (dtype, shape), vals in wide.iterrows():
         rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
@@ -153,7 +155,7 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
                      "stale": {r for r in revs if (dtype, shape, r) in old}})
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
     return {"revisions": revs, "rows": rows, "metric": metric_name, "ceiling": ceiling,
-            "stale": sorted({r for row in rows for r in row["stale"]}, key=lambda n: rank.get(n, len(order))),
+            "stale": sorted({r for row in rows for r in row["stale"]}, key=by_rank),
             "has_copy": COPY in revs, "runs": runs,
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
             "gpu": str(df["gpu"].iloc[0])}
