@@ -1,6 +1,7 @@
 """The Triton softmax's three paths: several short rows per program, a row split into chunks
-that meet through a workspace (two launches under the CPU interpreter, one cooperative launch
-on the GPU), and the online two-pass loop for rows past SPLIT_CAP chunks. Each passes the gate
+that meet through a workspace (under the CPU interpreter, where programs run one after
+another, all but a row's last chunk take the fallback), and the online two-pass loop for rows
+past SPLIT_CAP chunks. Each passes the gate
 where it is taken; a path that is refused would fail it."""
 import pytest
 
@@ -67,8 +68,9 @@ def test_a_refused_path_would_fail_the_gate(st, monkeypatch):
     assert failed and "wrong path taken" in failed[0]
 
 
-def test_cooperative_split_kernel_compiles_for_sm90_in_every_config(st):
-    """The interpreter never runs PHASE 2 (the atomics and the wait): compile each tuned config."""
+def test_split_kernel_compiles_for_sm90_in_every_config(st):
+    """The interpreter runs the meeting's logic, not its code for the GPU (volatile polls, the
+    relaxed atomic): compile each tuned config."""
     import torch
 
     if torch.cuda.is_available():
@@ -77,30 +79,55 @@ def test_cooperative_split_kernel_compiles_for_sm90_in_every_config(st):
     for cfg in st._split_tuned.configs:
         for dt in ("fp32", "bf16"):
             specs.append({"module": st.__name__, "name": "_split_kernel", "options": {"num_warps": cfg.num_warps},
-                          "signature": {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "slots_ptr": "*i64", "cnt_ptr": "*i64",
-                                        "rows": "i32", "cols": "i32", "x_stride": "i32", "bank_words": "i32",
-                                        "BLOCK": "constexpr",
-                                        "PHASE": "constexpr"},
-                          "constexprs": {"BLOCK": cfg.kwargs["BLOCK"], "PHASE": 2}})
+                          "signature": {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "slots_ptr": "*i64", "cols": "i32",
+                                        "x_stride": "i32", "BLOCK": "constexpr", "POLLS": "constexpr",
+                                        "SUB": "constexpr"},
+                          "constexprs": {"BLOCK": cfg.kwargs["BLOCK"], "POLLS": st.GPU_POLLS,
+                                         "SUB": cfg.kwargs["SUB"]}})
     code, out = _compile_all(specs)
     assert code == 0, out
 
 
+def _epochs(st, rows):
+    """The epoch bit of each of the first `rows` rows' SPLIT_CAP slots, per row."""
+    (slots,) = [s for s in st._WORKSPACE.values() if s.device.type == "cpu"]
+    return [sorted({(w >> 31) & 1 for w in row}) for row in slots.view(-1, st.SPLIT_CAP)[:rows].tolist()]
+
+
+def test_each_launch_leaves_all_of_a_rows_slots_in_its_new_epoch(st):
+    """The protocol the meeting rests on: every launch that splits a row flips its epoch and
+    leaves all SPLIT_CAP slots in it, whatever split came before (a slot left in the old epoch
+    would make a later launch with more chunks take its own slot's stale epoch)."""
+    import torch
+
+    st._WORKSPACE.clear()
+    x = torch.randn(3, 200)
+    seen = []
+    for block in (64, 8, 64, 128, 128):  # 4, 25, 4, 2 and 2 chunks, the last one ragged
+        out = torch.full_like(x, float("nan"))
+        st.softmax(x, out, short=16, split_block=block)
+        assert torch.allclose(out, torch.softmax(x.double(), 1).float(), atol=1e-6)
+        epochs = _epochs(st, 3)
+        assert all(len(e) == 1 for e in epochs), epochs
+        seen.append(epochs[0][0])
+    assert seen == [1, 0, 1, 0, 1]
+
+
 @pytest.mark.gpu
 def test_every_split_config_passes_the_gate_on_gpu(st):
-    """Each chunk size in one cooperative launch, rows of 1 to 32 chunks; then the ticket count
-    is back at zero and the bank the next launch uses is empty (a ticket count left set would
-    hang the next launch, a slot left full would hand it a stale (max, sum))."""
+    """Each chunk size, rows of 1 to 32 chunks, met through the slots; then again with the
+    polls cut to none, so every program takes the fallback (its row's statistics from x)."""
     failed = []
-    for block in sorted({c.kwargs["BLOCK"] for c in st._split_tuned.configs}):
-        launch = lambda inputs, out, b=block: st.softmax(inputs[0], out, short=16, split_block=b)  # noqa: E731
-        shapes = ((3, block), (5, 3 * block + 7), (2, st.SPLIT_CAP * block))
-        failed += [f"BLOCK={block}: {line}" for line in _gate(launch, shapes, device="cuda")]
+    for polls in (None, 0):
+        for block in sorted({c.kwargs["BLOCK"] for c in st._split_tuned.configs}):
+            launch = lambda inputs, out, b=block, p=polls: st.softmax(inputs[0], out, short=16,  # noqa: E731
+                                                                      split_block=b, polls=p)
+            shapes = ((3, block), (5, 3 * block + 7), (2, st.SPLIT_CAP * block))
+            failed += [f"BLOCK={block} polls={polls}: {line}" for line in _gate(launch, shapes, device="cuda")]
     assert not failed, "\n".join(failed)
-    for slots, cnt in st._WORKSPACE.values():
-        count = int(cnt[0])
-        assert count & 0xFFFFFFFF == 0
-        assert int(slots.view(2, -1)[(count >> 32) & 1].abs().sum()) == 0
+    for slots in st._WORKSPACE.values():  # every row left in one epoch
+        bits = (slots.view(-1, st.SPLIT_CAP) >> 31) & 1
+        assert bool((bits == bits[:, :1]).all())
 
 
 @pytest.mark.gpu
@@ -115,8 +142,8 @@ def test_autotuner_prunes_split_configs_to_rows_that_fit(st, cols):
     rows of <= MAX_FUSED keep one chunk per row, rows of more than SPLIT_MIN try chunks too;
     every kept config cuts the row into at most SPLIT_CAP chunks."""
     tuner = st._split_tuned
-    args = dict(zip(tuner.arg_names, (None, None, None, None, 8, cols, cols), strict=False))
-    kept = tuner.early_config_prune(tuner.configs, args, PHASE=2)
+    args = dict(zip(tuner.arg_names, (None, None, None, cols, cols), strict=False))
+    kept = tuner.early_config_prune(tuner.configs, args, POLLS=1)
     assert kept
     chunks = [-(-cols // c.kwargs["BLOCK"]) for c in kept]
     assert max(chunks) <= st.SPLIT_CAP

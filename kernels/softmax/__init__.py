@@ -92,10 +92,10 @@ def _load_triton():
 TRITON = Revision(
     "triton", "triton", (HERE / "softmax_triton.py",), _load_triton,
     "Triton, autotuned: several short rows per program, one program per row up to 32768; rows over 4096 may be "
-    "split into chunks held in registers, whose (max, sum) words meet in a global workspace without a fence "
-    "(relaxed atomics, two banks by launch parity)",
-    "every row up to 1M columns read once: >= 2.7 TB/s on 64 MB+ shapes and >= F.softmax everywhere, "
-    "1024x131072 included (the one-program-per-row version read it twice: 1.9 TB/s)",
+    "split into chunks held in registers, whose (max, sum) words meet in a global workspace with no fence and "
+    "no counter (each word carries its launch's epoch bit; a program that waits too long reads its row itself)",
+    "every row up to 1M columns read once: >= 2.7 TB/s on 64 MB+ shapes and >= F.softmax everywhere; "
+    "bf16 2048x32768 from 2.70 to ~2.83 TB/s, with no atomic ahead of the chunk's loads",
     role="counterpart",
 )
 

@@ -14,27 +14,31 @@
 - Rows too long for SPLIT_CAP chunks: `_online_kernel`, an online (max, sum) loop, then a
   second loop that writes (read twice, written once).
 
-Waiting on other programs is safe only if a row's programs are all resident at once.
-Programs take their (row, chunk) from a ticket counter in the order they start, so every
-program a waiting one needs started no later than the newest resident one, and at most
-SPLIT_CAP of them are needed: far fewer than the H100 holds. A row of one chunk waits for
-nothing and takes no ticket (on the H100 the ticket, an atomic on one address per program,
-cost one-program-per-row shapes up to a third of their bandwidth).
+The meeting has no fence and no counter. A slot word holds the chunk's max (high half), its
+sum, and in the sum's sign bit (a sum is never negative) the epoch of the launch that wrote
+it. Every launch leaves all SPLIT_CAP slots of each row it splits in one epoch (program 0 of
+a row marks the slots past the row's chunks), so a program reads the epoch its own slot
+holds and takes the other one, and all programs of a row agree; a poll tells this launch's
+words from the last one's, and nothing has to be emptied. The state is on the device, so a
+launch replayed from a CUDA graph flips epochs too. Two launches must not run concurrently
+on different streams.
 
-The meeting has no memory fence. A slot is one word written by one atomic, so a poll sees it
-empty (0) or whole. The slots come in two banks, one per launch parity, which the ticket
-counter keeps in its high half (the last ticket taker flips it and zeroes the low half): each
-launch publishes in its bank and empties the other, which the next launch, ordered after it
-on the stream, uses. Nothing is kept on the host, so a launch replayed from a CUDA graph
-alternates banks too. Two launches must not run concurrently on different streams.
-The first version met through a per-row arrival counter with release and acquire atomics,
-(max, sum) stored as two floats: on the H100 those fences held bf16 1024x131072 at 2.28
-TB/s. A version without fences whose row's last reader emptied the slots (one more atomic,
-its result awaited by every program) ran 2.62; this one ran 2.80 (chunks of 4096, 4 warps).
+A program's (row, chunk) is its program id, so a row's chunks have consecutive ids. The GPU
+starts programs in id order, so a row's chunks run together and the wait is short; CUDA does
+not promise that order, so a program that has polled POLLS times without finding every chunk
+computes the row's (max, sum) itself from x (a second read of the row) and goes on: the
+kernel finishes whatever order its programs run in.
+
+On the H100 at bf16 1024x131072, the first version met through a per-row arrival counter
+with release and acquire fences (2.28 TB/s). The next had two banks of slots, each emptied
+by the launch after, and a ticket: one atomic on one address per program, whose result gave
+the bank and the program's chunk (2.80). Its result gated every program's loads: at bf16
+2048x32768 that version ran 2.70 against this one's 2.83 (chunks of 4096, 4 warps, timed in
+one run).
 
 Under TRITON_INTERPRET on CPU tensors, programs run one after another and cannot wait for
-each other, so `_split_kernel` runs in two launches instead (PHASE 0 publishes the pairs, PHASE 1
-reads them); the GPU runs both in one launch (PHASE 2). No tuning there: fixed configs.
+each other: polled once (POLLS = 1), every chunk but a row's last takes the fallback, and the
+last meets the others' words, so one launch runs both paths. No tuning there: fixed configs.
 """
 from __future__ import annotations
 
@@ -49,7 +53,9 @@ MAX_FUSED = 32768  # rows up to this many columns: one program per row
 SPLIT_CAP = 32  # most chunks of one row that wait for each other
 MAX_SPLIT = tl.constexpr(SPLIT_CAP)
 NEG_MAX = tl.constexpr(-3.4028234663852886e38)  # finite max identity: never exp(-inf - -inf) = NaN
-LOW32 = tl.constexpr(0xFFFFFFFF)
+SUM_BITS = tl.constexpr(0x7FFFFFFF)  # a slot's low half: the sum's bits but the sign
+EPOCH = tl.constexpr(1 << 31)  # ... whose place holds the launch's epoch
+GPU_POLLS = 4096  # polls of the row's slots before a program computes the row's (max, sum) itself
 
 
 @triton.jit
@@ -65,64 +71,58 @@ def _rows_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, ROWS: 
 
 
 @triton.jit
-def _pair(m, s):
-    """(max, sum) as one 64-bit word, the max's bits high. Never 0, the empty slot: a max of
-    +0.0 (bits 0) means an element exp(0) = 1 in the sum, so the sum's bits are not 0."""
-    return (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64) & LOW32)
-
-
-@triton.jit
-def _split_kernel(x_ptr, y_ptr, slots_ptr, cnt_ptr, rows, cols, x_stride, bank_words, BLOCK: tl.constexpr,
-                  PHASE: tl.constexpr):
+def _split_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, BLOCK: tl.constexpr, POLLS: tl.constexpr,
+                  SUB: tl.constexpr):
     split = tl.cdiv(cols, BLOCK)
-    total = rows * split
     t = tl.program_id(0)
-    parity = 0
-    if PHASE == 2 and split > 1:  # ticket = start order; the launch's parity in the counter's high half
-        ticket = tl.atomic_add(cnt_ptr, 1, sem="relaxed")
-        t = (ticket & LOW32).to(tl.int32)
-        parity = ((ticket >> 32) & 1).to(tl.int32)
-        if t == total - 1:  # the last ticket: low half back to 0, parity flipped
-            tl.atomic_add(cnt_ptr, tl.full([], 1 << 32, tl.int64) - total.to(tl.int64), sem="relaxed")
     row = t // split
     k = t % split
     offs = k * BLOCK + tl.arange(0, BLOCK)
     mask = offs < cols
-    x = tl.load(x_ptr + row.to(tl.int64) * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    x_row = x_ptr + row.to(tl.int64) * x_stride
+    x = tl.load(x_row + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    slots = slots_ptr + row.to(tl.int64) * MAX_SPLIT
+    epoch = tl.zeros([], tl.int64)
+    if split > 1:  # this launch's epoch: the other one than the last launch left in every slot of the row
+        epoch = (tl.load(slots + k, volatile=True) & EPOCH) ^ EPOCH
     m = tl.maximum(tl.max(x, axis=0), NEG_MAX)
     e = tl.exp(x - m)
     s = tl.sum(e, axis=0)
     if split > 1:
-        slots = slots_ptr + parity * bank_words + row * MAX_SPLIT
         kk = tl.arange(0, MAX_SPLIT)
         live = kk < split
-        if PHASE != 1:
-            tl.atomic_xchg(slots + k, _pair(m, s), sem="relaxed")
-        if PHASE == 2:
-            # Empty this program's share of the other bank, which the next launch uses, then
-            # poll the row's slots until none is empty.
-            other = slots_ptr + (1 - parity) * bank_words
-            share = tl.cdiv(bank_words, total)
-            end = tl.minimum((t + 1) * share, bank_words)
-            for c in range(t * share, end, MAX_SPLIT):
-                tl.store(other + c + kk, tl.zeros([MAX_SPLIT], tl.int64), mask=c + kk < end)
-            v = tl.zeros([MAX_SPLIT], tl.int64)
-            missing = 1
-            while missing > 0:
-                v = tl.atomic_add(slots + kk, tl.zeros([MAX_SPLIT], tl.int64), mask=live, sem="relaxed")
-                missing = tl.max(tl.where(live & (v == 0), 1, 0), axis=0)
-        else:
-            v = tl.load(slots + kk, mask=live, other=0)
+        word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64)
+                                                                     & SUM_BITS)
+        tl.atomic_xchg(slots + k, word | epoch, sem="relaxed")
+        v = tl.zeros([MAX_SPLIT], tl.int64)
+        missing = 1
+        polls = 0
+        while (missing > 0) & (polls < POLLS):
+            v = tl.load(slots + kk, mask=live, other=0, volatile=True)
+            missing = tl.max(tl.where(live & ((v & EPOCH) != epoch), 1, 0), axis=0)
+            polls += 1
         pm = tl.where(live, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), NEG_MAX)
-        ps = tl.where(live, (v & LOW32).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+        ps = tl.where(live, (v & SUM_BITS).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
         m_row = tl.max(pm, axis=0)
-        e = e * tl.exp(m - m_row)
         s = tl.sum(ps * tl.exp(pm - m_row), axis=0)
-    if PHASE != 0:
-        # A row of -inf: s = 0 and e = 0, so 0 * inf = NaN as F.softmax gives; a NaN input
-        # makes s NaN for the whole row.
-        y = e * (1.0 / s)
-        tl.store(y_ptr + row.to(tl.int64) * cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+        if missing > 0:  # not every chunk is there: the row's (max, sum) from x, SUB columns at a time
+            sub = tl.arange(0, SUB)
+            mm = tl.full([SUB], NEG_MAX, tl.float32)
+            ss = tl.zeros([SUB], tl.float32)
+            for off in range(0, cols, SUB):
+                xs = tl.load(x_row + off + sub, mask=off + sub < cols, other=float("-inf")).to(tl.float32)
+                m_new = tl.maximum(mm, xs)
+                ss = ss * tl.exp(mm - m_new) + tl.exp(xs - m_new)
+                mm = m_new
+            m_row = tl.max(mm, axis=0)
+            s = tl.sum(ss * tl.exp(mm - m_row), axis=0)
+        e = e * tl.exp(m - m_row)
+        if k == 0:  # the slots past this row's chunks take the epoch too, for a later launch with more
+            tl.store(slots + kk, tl.zeros([MAX_SPLIT], tl.int64) + epoch, mask=kk >= split)
+    # A row of -inf: s = 0 and e = 0, so 0 * inf = NaN as F.softmax gives; a NaN input makes s
+    # NaN for the whole row (its sign bit cleared in the slot, it stays NaN).
+    y = e * (1.0 / s)
+    tl.store(y_ptr + row.to(tl.int64) * cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -194,7 +194,7 @@ def _split_configs(configs, args, **kwargs):
 
 
 _split_tuned = triton.autotune(
-    configs=[triton.Config({"BLOCK": b}, num_warps=w) for b in _SPLIT_BLOCKS for w in _SPLIT_WARPS
+    configs=[triton.Config({"BLOCK": b, "SUB": 32 * w}, num_warps=w) for b in _SPLIT_BLOCKS for w in _SPLIT_WARPS
              if 8 <= _per_thread(b, w) <= 64],
     key=["cols"],
     prune_configs_by={"early_config_prune": _split_configs},
@@ -217,27 +217,23 @@ def pipe_configs(cols, elem_bytes):
             for stages, per_sm in ((3, 2), (3, 4), (4, 2)) if (stages - 1) * block * elem_bytes <= PIPE_SMEM]
 
 
-# device -> (slots, counter): two banks of SPLIT_CAP slots a row, emptied by the launch before
-# the one that uses them; the ticket counter (int64) is back to 0 in its low half after each
-# launch. Grown on demand; a launch empties the whole other bank, 256 bytes a row, so a
-# workspace four times larger than the launch's rows (and over SHRINK_ROWS) is made anew.
+# device -> slots: SPLIT_CAP words a row, all of a row in the epoch of the last launch that
+# split it (zeros: epoch 0). Grown on demand; nothing to empty, so never shrunk.
 _WORKSPACE: dict = {}
-SHRINK_ROWS = 4096
 
 
 def _workspace(rows, device):
-    slots, cnt = _WORKSPACE.get(device, (None, None))
-    have = 0 if slots is None else slots.numel() // (2 * SPLIT_CAP)
-    if have < rows or (have > 4 * rows and have > SHRINK_ROWS):
-        slots = torch.zeros(2 * rows * SPLIT_CAP, dtype=torch.int64, device=device)
-        cnt = torch.zeros(1, dtype=torch.int64, device=device)
-        _WORKSPACE[device] = (slots, cnt)
-    return slots, cnt
+    slots = _WORKSPACE.get(device)
+    if slots is None or slots.numel() < rows * SPLIT_CAP:
+        slots = _WORKSPACE[device] = torch.zeros(rows * SPLIT_CAP, dtype=torch.int64, device=device)
+    return slots
 
 
-def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpreter_block: int = 1024):
+def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpreter_block: int = 1024,
+            polls: int | None = None):
     """Softmax of the rows of 2-D `x` (fp32 or bf16, unit column stride) into contiguous `out`.
-    `split_block` fixes the chunk of the split path (the interpreter's default: 1024)."""
+    `split_block` fixes the chunk of the split path (the interpreter's default: 1024); `polls`
+    its polls before the fallback (GPU_POLLS; 1 under the interpreter, 0 to force the fallback)."""
     rows, cols = x.shape
     if rows == 0 or cols == 0:
         return out
@@ -264,10 +260,9 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         else:
             _online_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=interpreter_block, num_warps=4)
         return out
-    slots, cnt = _workspace(rows, x.device)
+    args = (x, out, _workspace(rows, x.device), cols, x.stride(0))
+    polls = (GPU_POLLS if on_gpu else 1) if polls is None else polls
     if block is None:
-        args = (x, out, slots, cnt, rows, cols, x.stride(0), slots.numel() // 2)
-
         def candidates():  # built on the first launch of a shape only
             split = [("split", 0, c.all_kwargs()) for c in _split_configs(_split_tuned.configs, {"cols": cols})]
             return split + pipe_configs(cols, x.element_size())
@@ -275,15 +270,13 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         def run(candidate):
             kind, per_sm, kw = candidate
             if kind == "split":
-                _split_kernel[(rows * triton.cdiv(cols, kw["BLOCK"]),)](*args, PHASE=2, **kw)
+                _split_kernel[(rows * triton.cdiv(cols, kw["BLOCK"]),)](*args, POLLS=polls, **kw)
             else:
                 _pipe_kernel[(min(rows, per_sm * tuning.sm_count(x.device)),)](x, out, rows, cols, x.stride(0), **kw)
 
         tuning.launch_fastest(("softmax_triton", rows, cols, x.dtype), candidates, run, x.device)
         return out
-    for phase in ((2,) if on_gpu else (0, 1)):
-        _split_kernel[(rows * triton.cdiv(cols, block),)](x, out, slots, cnt, rows, cols, x.stride(0),
-                                                          slots.numel() // 2, BLOCK=block, PHASE=phase, num_warps=4)
+    _split_kernel[(rows * triton.cdiv(cols, block),)](*args, BLOCK=block, POLLS=polls, SUB=128, num_warps=4)
     return out
 
 
