@@ -80,10 +80,8 @@ def test_split_kernel_compiles_for_sm90_in_every_config(st):
         for dt in ("fp32", "bf16"):
             specs.append({"module": st.__name__, "name": "_split_kernel", "options": {"num_warps": cfg.num_warps},
                           "signature": {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "slots_ptr": "*i64", "cols": "i32",
-                                        "x_stride": "i32", "BLOCK": "constexpr", "POLLS": "constexpr",
-                                        "SUB": "constexpr"},
-                          "constexprs": {"BLOCK": cfg.kwargs["BLOCK"], "POLLS": st.GPU_POLLS,
-                                         "SUB": cfg.kwargs["SUB"]}})
+                                        "x_stride": "i32", "polls": "i32", "BLOCK": "constexpr", "SUB": "constexpr"},
+                          "constexprs": {"BLOCK": cfg.kwargs["BLOCK"], "SUB": cfg.kwargs["SUB"]}})
     code, out = _compile_all(specs)
     assert code == 0, out
 
@@ -142,8 +140,8 @@ def test_autotuner_prunes_split_configs_to_rows_that_fit(st, cols):
     rows of <= MAX_FUSED keep one chunk per row, rows of more than SPLIT_MIN try chunks too;
     every kept config cuts the row into at most SPLIT_CAP chunks."""
     tuner = st._split_tuned
-    args = dict(zip(tuner.arg_names, (None, None, None, cols, cols), strict=False))
-    kept = tuner.early_config_prune(tuner.configs, args, POLLS=1)
+    args = dict(zip(tuner.arg_names, (None, None, None, cols, cols, 1), strict=False))
+    kept = tuner.early_config_prune(tuner.configs, args)
     assert kept
     chunks = [-(-cols // c.kwargs["BLOCK"]) for c in kept]
     assert max(chunks) <= st.SPLIT_CAP

@@ -13,7 +13,10 @@ import functools
 import statistics
 from collections.abc import Callable, Sequence
 
-ROUNDS = 7  # timed launches per candidate, interleaved with the other candidates
+# Timed launches per candidate, interleaved with the other candidates. It was 7: on the H100 at
+# softmax bf16 8192x4096 and 4096x8192 the Triton split path then kept 4 warps, which ran 0.6-1.5%
+# slower than 8 warps under the sweep's timer (the same configs, timed alone, in one run).
+ROUNDS = 15
 # Closer than this to the fastest counts as a tie: the earlier candidate wins. It was 2%,
 # which on the H100 kept the norms 1-2% under their best config (the first within 2% ran);
 # 0.5% is about the spread of a median of ROUNDS cold launches of a 50-100 us kernel.

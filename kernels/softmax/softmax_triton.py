@@ -25,7 +25,7 @@ on different streams.
 
 A program's (row, chunk) is its program id, so a row's chunks have consecutive ids. The GPU
 starts programs in id order, so a row's chunks run together and the wait is short; CUDA does
-not promise that order, so a program that has polled POLLS times without finding every chunk
+not promise that order, so a program that has polled `polls` times without finding every chunk
 computes the row's (max, sum) itself from x (a second read of the row) and goes on: the
 kernel finishes whatever order its programs run in.
 
@@ -37,7 +37,7 @@ the bank and the program's chunk (2.80). Its result gated every program's loads:
 one run).
 
 Under TRITON_INTERPRET on CPU tensors, programs run one after another and cannot wait for
-each other: polled once (POLLS = 1), every chunk but a row's last takes the fallback, and the
+each other: polled once (`polls` = 1), every chunk but a row's last takes the fallback, and the
 last meets the others' words, so one launch runs both paths. No tuning there: fixed configs.
 """
 from __future__ import annotations
@@ -71,8 +71,7 @@ def _rows_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, ROWS: 
 
 
 @triton.jit
-def _split_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, BLOCK: tl.constexpr, POLLS: tl.constexpr,
-                  SUB: tl.constexpr):
+def _split_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.constexpr, SUB: tl.constexpr):
     split = tl.cdiv(cols, BLOCK)
     t = tl.program_id(0)
     row = t // split
@@ -96,11 +95,10 @@ def _split_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, BLOCK: tl.constexpr, 
         tl.atomic_xchg(slots + k, word | epoch, sem="relaxed")
         v = tl.zeros([MAX_SPLIT], tl.int64)
         missing = 1
-        polls = 0
-        while (missing > 0) & (polls < POLLS):
+        while (missing > 0) & (polls > 0):
             v = tl.load(slots + kk, mask=live, other=0, volatile=True)
             missing = tl.max(tl.where(live & ((v & EPOCH) != epoch), 1, 0), axis=0)
-            polls += 1
+            polls -= 1
         pm = tl.where(live, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), NEG_MAX)
         ps = tl.where(live, (v & SUM_BITS).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
         m_row = tl.max(pm, axis=0)
@@ -260,8 +258,8 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         else:
             _online_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=interpreter_block, num_warps=4)
         return out
-    args = (x, out, _workspace(rows, x.device), cols, x.stride(0))
     polls = (GPU_POLLS if on_gpu else 1) if polls is None else polls
+    args = (x, out, _workspace(rows, x.device), cols, x.stride(0), polls)
     if block is None:
         def candidates():  # built on the first launch of a shape only
             split = [("split", 0, c.all_kwargs()) for c in _split_configs(_split_tuned.configs, {"cols": cols})]
@@ -270,13 +268,13 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         def run(candidate):
             kind, per_sm, kw = candidate
             if kind == "split":
-                _split_kernel[(rows * triton.cdiv(cols, kw["BLOCK"]),)](*args, POLLS=polls, **kw)
+                _split_kernel[(rows * triton.cdiv(cols, kw["BLOCK"]),)](*args, **kw)
             else:
                 _pipe_kernel[(min(rows, per_sm * tuning.sm_count(x.device)),)](x, out, rows, cols, x.stride(0), **kw)
 
         tuning.launch_fastest(("softmax_triton", rows, cols, x.dtype), candidates, run, x.device)
         return out
-    _split_kernel[(rows * triton.cdiv(cols, block),)](*args, BLOCK=block, POLLS=polls, SUB=128, num_warps=4)
+    _split_kernel[(rows * triton.cdiv(cols, block),)](*args, BLOCK=block, SUB=128, num_warps=4)
     return out
 
 
