@@ -113,10 +113,11 @@ def test_each_launch_leaves_all_of_a_rows_slots_in_its_new_epoch(st):
 
 @pytest.mark.gpu
 def test_every_split_config_passes_the_gate_on_gpu(st):
-    """Each chunk size, rows of 1 to 32 chunks, met through the slots; then again with the
-    polls cut to none, so every program takes the fallback (its row's statistics from x)."""
+    """Each chunk size, rows of 1 to 32 chunks, met through the slots; then with the polls cut
+    to none, so every program takes the fallback (its row's statistics from x); then to two,
+    so some programs of a row meet the others' words and some fall back."""
     failed = []
-    for polls in (None, 0):
+    for polls in (None, 0, 2):
         for block in sorted({c.kwargs["BLOCK"] for c in st._split_tuned.configs}):
             launch = lambda inputs, out, b=block, p=polls: st.softmax(inputs[0], out, short=16,  # noqa: E731
                                                                       split_block=b, polls=p)

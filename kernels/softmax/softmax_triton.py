@@ -84,19 +84,26 @@ def _split_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.cons
     epoch = tl.zeros([], tl.int64)
     if split > 1:  # this launch's epoch: the other one than the last launch left in every slot of the row
         epoch = (tl.load(slots + k, volatile=True) & EPOCH) ^ EPOCH
+    # The chunk's max and sum are reduced across warps, through a barrier: every thread has read
+    # the epoch before any publishes the new one in the same slot.
     m = tl.maximum(tl.max(x, axis=0), NEG_MAX)
     e = tl.exp(x - m)
     s = tl.sum(e, axis=0)
     if split > 1:
-        kk = tl.arange(0, MAX_SPLIT)
-        live = kk < split
+        # The slots as a [SUB] vector, one lane a thread (SUB = 32 * num_warps): "all there" is
+        # reduced across warps, so the program decides as one whether to fall back. Over
+        # [MAX_SPLIT], every warp would hold its own copy of the slots and decide alone, and
+        # the fallback's reductions would then meet only some of the warps at a barrier.
+        tl.static_assert(SUB >= MAX_SPLIT)
+        lane = tl.arange(0, SUB)
+        live = lane < split
         word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64)
                                                                      & SUM_BITS)
         tl.atomic_xchg(slots + k, word | epoch, sem="relaxed")
-        v = tl.zeros([MAX_SPLIT], tl.int64)
+        v = tl.zeros([SUB], tl.int64)
         missing = 1
         while (missing > 0) & (polls > 0):
-            v = tl.load(slots + kk, mask=live, other=0, volatile=True)
+            v = tl.load(slots + lane, mask=live, other=0, volatile=True)
             missing = tl.max(tl.where(live & ((v & EPOCH) != epoch), 1, 0), axis=0)
             polls -= 1
         pm = tl.where(live, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), NEG_MAX)
@@ -104,11 +111,10 @@ def _split_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.cons
         m_row = tl.max(pm, axis=0)
         s = tl.sum(ps * tl.exp(pm - m_row), axis=0)
         if missing > 0:  # not every chunk is there: the row's (max, sum) from x, SUB columns at a time
-            sub = tl.arange(0, SUB)
             mm = tl.full([SUB], NEG_MAX, tl.float32)
             ss = tl.zeros([SUB], tl.float32)
             for off in range(0, cols, SUB):
-                xs = tl.load(x_row + off + sub, mask=off + sub < cols, other=float("-inf")).to(tl.float32)
+                xs = tl.load(x_row + off + lane, mask=off + lane < cols, other=float("-inf")).to(tl.float32)
                 m_new = tl.maximum(mm, xs)
                 ss = ss * tl.exp(mm - m_new) + tl.exp(xs - m_new)
                 mm = m_new
@@ -116,7 +122,7 @@ def _split_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.cons
             s = tl.sum(ss * tl.exp(mm - m_row), axis=0)
         e = e * tl.exp(m - m_row)
         if k == 0:  # the slots past this row's chunks take the epoch too, for a later launch with more
-            tl.store(slots + kk, tl.zeros([MAX_SPLIT], tl.int64) + epoch, mask=kk >= split)
+            tl.store(slots + lane, tl.zeros([SUB], tl.int64) + epoch, mask=(lane >= split) & (lane < MAX_SPLIT))
     # A row of -inf: s = 0 and e = 0, so 0 * inf = NaN as F.softmax gives; a NaN input makes s
     # NaN for the whole row (its sign bit cleared in the slot, it stays NaN).
     y = e * (1.0 / s)
