@@ -129,6 +129,35 @@ def test_every_split_config_passes_the_gate_on_gpu(st):
         assert bool((bits == bits[:, :1]).all())
 
 
+def _config_launch(st, cfg, polls):
+    """A launch of `_split_kernel` in one tuned config (its chunk, warps and SUB), as the
+    picker runs it."""
+    import triton
+
+    def launch(inputs, out):
+        x = inputs[0]
+        rows, cols = x.shape
+        st._split_kernel[(rows * triton.cdiv(cols, cfg.kwargs["BLOCK"]),)](
+            x, out, st._workspace(rows, x.device), cols, x.stride(0), polls, num_warps=cfg.num_warps, **cfg.kwargs)
+        return out
+
+    return launch
+
+
+@pytest.mark.gpu
+def test_every_tuned_split_config_passes_the_gate_on_gpu(st):
+    """The test above runs 4 warps only; the picker also runs 8 to 32, where the poll vector
+    and the fallback's reductions span more warps: each tuned config, met and mixed (two polls)."""
+    failed = []
+    for cfg in st._split_tuned.configs:
+        block = cfg.kwargs["BLOCK"]
+        for polls in (st.GPU_POLLS, 2):
+            shapes = ((3, 2 * block), (5, 3 * block + 7))
+            failed += [f"{cfg}: polls={polls}: {line}"
+                       for line in _gate(_config_launch(st, cfg, polls), shapes, device="cuda")]
+    assert not failed, "\n".join(failed)
+
+
 @pytest.mark.gpu
 def test_rows_past_the_split_cap_pass_the_gate_on_gpu():
     assert not _gate(None, ((2, 32 * 32768 + 1),), device="cuda")
