@@ -130,15 +130,10 @@ def test_every_split_config_passes_the_gate_on_gpu(st):
 
 
 def _config_launch(st, cfg, polls):
-    """A launch of `_split_kernel` in one tuned config (its chunk, warps and SUB), as the
-    picker runs it."""
-    import triton
-
+    """A launch of `_split_kernel` in one tuned config (its chunk, warps and SUB), through the
+    launcher the picker runs."""
     def launch(inputs, out):
-        x = inputs[0]
-        rows, cols = x.shape
-        st._split_kernel[(rows * triton.cdiv(cols, cfg.kwargs["BLOCK"]),)](
-            x, out, st._workspace(rows, x.device), cols, x.stride(0), polls, num_warps=cfg.num_warps, **cfg.kwargs)
+        st.launch_split(inputs[0], out, polls, **cfg.all_kwargs())
         return out
 
     return launch

@@ -59,6 +59,22 @@ GPU_POLLS = 4096  # polls of the row's slots before a program computes the row's
 
 
 @triton.jit
+def _row_stats(x_row, cols, TILE: tl.constexpr):
+    """The max of the row at `x_row` and the sum of exp(x - max), read TILE columns at a time
+    (an online loop: every lane keeps its own max and rescales its sum when the max grows)."""
+    lane = tl.arange(0, TILE)
+    m = tl.full([TILE], NEG_MAX, tl.float32)
+    s = tl.zeros([TILE], tl.float32)
+    for start in range(0, cols, TILE):
+        x = tl.load(x_row + start + lane, mask=start + lane < cols, other=float("-inf")).to(tl.float32)
+        m_new = tl.maximum(m, x)
+        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+        m = m_new
+    m_row = tl.max(m, axis=0)
+    return m_row, tl.sum(s * tl.exp(m - m_row), axis=0)
+
+
+@triton.jit
 def _rows_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, ROWS: tl.constexpr):
     r = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)[:, None]
     offs = tl.arange(0, BLOCK)[None, :]
@@ -111,15 +127,7 @@ def _split_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.cons
         m_row = tl.max(pm, axis=0)
         s = tl.sum(ps * tl.exp(pm - m_row), axis=0)
         if missing > 0:  # not every chunk is there: the row's (max, sum) from x, SUB columns at a time
-            mm = tl.full([SUB], NEG_MAX, tl.float32)
-            ss = tl.zeros([SUB], tl.float32)
-            for off in range(0, cols, SUB):
-                xs = tl.load(x_row + off + lane, mask=off + lane < cols, other=float("-inf")).to(tl.float32)
-                m_new = tl.maximum(mm, xs)
-                ss = ss * tl.exp(mm - m_new) + tl.exp(xs - m_new)
-                mm = m_new
-            m_row = tl.max(mm, axis=0)
-            s = tl.sum(ss * tl.exp(mm - m_row), axis=0)
+            m_row, s = _row_stats(x_row, cols, SUB)
         e = e * tl.exp(m - m_row)
         if k == 0:  # the slots past this row's chunks take the epoch too, for a later launch with more
             tl.store(slots + lane, tl.zeros([SUB], tl.int64) + epoch, mask=(lane >= split) & (lane < MAX_SPLIT))
@@ -149,15 +157,8 @@ def _online_kernel(x_ptr, y_ptr, cols, x_stride, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     x_row = x_ptr + row * x_stride
-    m = tl.full([BLOCK], NEG_MAX, tl.float32)
-    s = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, cols, BLOCK):
-        x = tl.load(x_row + start + offs, mask=start + offs < cols, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, x)
-        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
-        m = m_new
-    m_row = tl.max(m, axis=0)
-    inv = 1.0 / tl.sum(s * tl.exp(m - m_row), axis=0)  # a row of -inf: 1/0, then 0 * inf = NaN
+    m_row, s = _row_stats(x_row, cols, BLOCK)
+    inv = 1.0 / s  # a row of -inf: 1/0, then 0 * inf = NaN
     for start in range(0, cols, BLOCK):
         mask = start + offs < cols
         x = tl.load(x_row + start + offs, mask=mask, other=float("-inf")).to(tl.float32)
@@ -236,6 +237,14 @@ def _workspace(rows, device):
     return slots
 
 
+def launch_split(x, out, polls, **config):
+    """`_split_kernel` on 2-D `x` in one config (BLOCK, SUB, num_warps, ...): a program per
+    BLOCK columns of every row."""
+    rows, cols = x.shape
+    _split_kernel[(rows * triton.cdiv(cols, config["BLOCK"]),)](x, out, _workspace(rows, x.device), cols, x.stride(0),
+                                                                 polls, **config)
+
+
 def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpreter_block: int = 1024,
             polls: int | None = None):
     """Softmax of the rows of 2-D `x` (fp32 or bf16, unit column stride) into contiguous `out`.
@@ -268,7 +277,6 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
             _online_kernel[(rows,)](x, out, cols, x.stride(0), BLOCK=interpreter_block, num_warps=4)
         return out
     polls = (GPU_POLLS if on_gpu else 1) if polls is None else polls
-    args = (x, out, _workspace(rows, x.device), cols, x.stride(0), polls)
     if block is None:
         def candidates():  # built on the first launch of a shape only
             split = [("split", 0, c.all_kwargs()) for c in _split_configs(_split_tuned.configs, {"cols": cols})]
@@ -277,7 +285,7 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         def run(candidate):
             kind, per_sm, kw = candidate
             if kind == "split":
-                _split_kernel[(rows * triton.cdiv(cols, kw["BLOCK"]),)](*args, **kw)
+                launch_split(x, out, polls, **kw)
             else:
                 _pipe_kernel[(min(rows, per_sm * tuning.sm_count(x.device)),)](x, out, rows, cols, x.stride(0), **kw)
 
@@ -285,7 +293,7 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
         return out
     # SUB: one lane a thread of the 4 warps on the GPU; under the interpreter, where every chunk
     # but a row's last takes the fallback, wider tiles (its CPU gate ran 298 s at 128, 103 at 1024).
-    _split_kernel[(rows * triton.cdiv(cols, block),)](*args, BLOCK=block, SUB=128 if on_gpu else 1024, num_warps=4)
+    launch_split(x, out, polls, BLOCK=block, SUB=128 if on_gpu else 1024, num_warps=4)
     return out
 
 
