@@ -49,30 +49,45 @@ class Timer:
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize()
+        head = self.head_start(fn, BATCH)
+        out, start = [], time.perf_counter()
+        while len(out) < max_samples and (len(out) < min_samples or time.perf_counter() - start < budget_s):
+            ms, head = self.batch([fn] * BATCH, head)
+            out.extend(ms)
+        return out
+
+    def head_start(self, fn, launches: int) -> int:
+        """Flushes to queue ahead of `launches` calls of `fn` (warmed up): 1.5 times the host's
+        time for them, measured on one call, in flushes of GPU time."""
+        torch = self.torch
         t = time.perf_counter()
         fn()
         host_ms = (time.perf_counter() - t) * 1e3 + 0.02  # + the flush and two event records
         torch.cuda.synchronize()
-        head = max(1, math.ceil(1.5 * BATCH * host_ms / self.flush_ms()))
-        out, start = [], time.perf_counter()
-        while len(out) < max_samples and (len(out) < min_samples or time.perf_counter() - start < budget_s):
+        return max(1, math.ceil(1.5 * launches * host_ms / self.flush_ms()))
+
+    def batch(self, fns, head: int) -> tuple[list[float], int]:
+        """Milliseconds of GPU time of each of `fns` in turn, each after an L2 flush, queued
+        behind `head` flushes, and the head start that held. While the GPU reaches the last
+        launch before the host has queued it (a timed window may then hold host time), the
+        batch is dropped and run again behind twice the head start, up to MAX_HEAD."""
+        torch = self.torch
+        while True:
             for _ in range(head):
                 self.flush.zero_()
-            batch = []
-            for _ in range(BATCH):
+            events = []
+            for fn in fns:
                 self.flush.zero_()
                 b, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 b.record()
                 fn()
                 e.record()
-                batch.append((b, e))
-            caught_up = batch[-1][0].query()  # the GPU reached the last launch's start already
+                events.append((b, e))
+            caught_up = events[-1][0].query()  # the GPU reached the last launch's start already
             torch.cuda.synchronize()
-            if caught_up and head < MAX_HEAD:
-                head *= 2
-                continue
-            out.extend(b.elapsed_time(e) for b, e in batch)
-        return out
+            if not caught_up or head >= MAX_HEAD:
+                return [b.elapsed_time(e) for b, e in events], head
+            head *= 2
 
 
 def summary(samples: list[float]) -> dict:

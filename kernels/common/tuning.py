@@ -21,7 +21,6 @@ ROUNDS = 15
 # which on the H100 kept the norms 1-2% under their best config (the first within 2% ran);
 # 0.5% is about the spread of a median of ROUNDS cold launches of a 50-100 us kernel.
 TIE = 0.005
-HEAD_START = 4  # flushes queued before the first timed launch
 PICKED: dict = {}  # key -> the candidate `launch_fastest` settled on
 
 
@@ -41,33 +40,30 @@ def choose(medians: Sequence[float], tie: float = TIE) -> int:
 
 def fastest(run: Callable, candidates: Sequence, device):
     """The candidate with the least median time over ROUNDS rounds, each launch timed alone
-    after an L2 flush, as the timing pass does. Timed back to back, a tensor that fits in L2
-    is read from it, and the winner there can lose from DRAM (on the H100, softmax 4096x1024
-    fp32 settled on a layout that ran at 1.5 TB/s cold, against 2.1 for the default).
-    Nothing synchronizes until every round is queued, behind a head start of flushes, so the
-    host's launch cost never lands inside a timed launch; the order rotates each round."""
-    import torch
-
-    flush = torch.empty(2 * torch.cuda.get_device_properties(device).L2_cache_size // 4, dtype=torch.int32,
-                        device=device)
-    for c in candidates:  # compiles, and warms each up
-        run(c)
-    for _ in range(HEAD_START):
-        flush.zero_()
-    timed = []
-    for r in range(ROUNDS):
-        for i in ((r + j) % len(candidates) for j in range(len(candidates))):
-            flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run(candidates[i])
-            end.record()
-            timed.append((i, start, end))
-    torch.cuda.synchronize(device)
+    after an L2 flush, by the timing pass's own timer. Timed back to back, a tensor that fits
+    in L2 is read from it, and the winner there can lose from DRAM (on the H100, softmax
+    4096x1024 fp32 settled on a layout that ran at 1.5 TB/s cold, against 2.1 for the default).
+    A round launches every candidate once, in an order that rotates each round, behind a head
+    start of flushes that keeps the host's launch cost out of every timed window."""
+    timer = _timer(device)
+    fns = [functools.partial(run, c) for c in candidates]
+    for fn in fns:  # compiles, and warms each up
+        fn()
+    head = max(timer.head_start(fn, len(fns)) for fn in fns)
     times = [[] for _ in candidates]
-    for i, start, end in timed:
-        times[i].append(start.elapsed_time(end))
+    for r in range(ROUNDS):
+        order = [(r + j) % len(fns) for j in range(len(fns))]
+        ms, head = timer.batch([fns[i] for i in order], head)
+        for i, t in zip(order, ms, strict=True):
+            times[i].append(t)
     return candidates[choose([statistics.median(t) for t in times])]
+
+
+@functools.lru_cache(maxsize=None)
+def _timer(device):
+    from kernlog.timing import Timer
+
+    return Timer(device)
 
 
 def launch_fastest(key, candidates: Sequence | Callable[[], Sequence], run: Callable, device) -> None:
