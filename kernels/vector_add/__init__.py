@@ -95,7 +95,7 @@ REVISIONS = (
              "resident wave looping, each thread with 4 loads per input in flight before any store",
              "dram throughput from v1's ~96% to eager's ~100% of copy bw: >= eager at 2^26 and 2^28"),
     Revision("triton", "triton", (HERE / "add_triton.py",), _load_triton,
-             "the same in Triton: BLOCK elements per program, BLOCK and num_warps autotuned on n",
+             "the same in Triton: BLOCK elements per program, BLOCK and num_warps picked per size by timing",
              "within ~2% of v1_vec: >= 90% of copy bw", role="counterpart"),
     *references(lambda x, y: x + y, HERE / "__init__.py",
                "torch.add, eager: PyTorch's vectorized elementwise kernel",

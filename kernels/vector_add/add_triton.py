@@ -1,4 +1,5 @@
-"""Triton vector add: one BLOCK of elements per program, BLOCK and warps autotuned on n.
+"""Triton vector add: one BLOCK of elements per program, BLOCK and warps picked per size by
+kernels.common.tuning (the autotune object only holds the configs).
 
 Change: the CUDA C v1 idea in Triton; the compiler picks 16-byte accesses itself from the
 pointers' divisibility-by-16 specialization. Predicts: within ~2% of v1_vec (>= 90% of copy).
@@ -6,9 +7,11 @@ pointers' divisibility-by-16 specialization. Predicts: within ~2% of v1_vec (>= 
 import triton
 import triton.language as tl
 
+from kernels.common import tuning
+
 CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b, w in
            ((1024, 4), (2048, 4), (4096, 4), (4096, 8), (8192, 8), (16384, 16))]
-# The autotuner benchmarks through the GPU driver, which the CPU interpreter lacks.
+# The picker times configs on the GPU, which the CPU interpreter lacks.
 CPU_CONFIG = {"BLOCK": 1024}
 
 
@@ -29,7 +32,7 @@ def add(x, y, out):
     assert n < 2**31, "int32 offsets"
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
     if out.is_cuda:
-        add_kernel[grid](x, y, out, n)
+        tuning.launch_tuned(add_kernel, grid, (x, y, out, n), (n, out.dtype), out.device)
     else:
         add_kernel.fn[grid](x, y, out, n, **CPU_CONFIG)
     return out
