@@ -4,8 +4,10 @@ every Triton kernel here, in place of Triton's autotuner.
 Triton's autotuner times its configs one after another. On the H100 its picks moved from
 run to run (a LayerNorm at 8192x4096 bf16 came out at 2.61 TB/s in one sweep and 2.80 in
 the next, the same code), as anything that drifts during tuning (clocks, power) favours
-whichever config ran at the better moment. `fastest` times the candidates interleaved, each
-launch alone after an L2 flush, in a rotating order, and keeps the median.
+whichever config ran at the better moment. `fastest` times the candidates in rounds, each
+launch alone after an L2 flush, the candidates in a rotating order, and keeps the median.
+Every revision that picks this way lists this file among its sources, so a change here marks
+its profiles stale.
 """
 from __future__ import annotations
 
@@ -13,10 +15,16 @@ import functools
 import statistics
 from collections.abc import Callable, Sequence
 
-# Timed launches per candidate, interleaved with the other candidates. It was 7: on the H100 at
-# softmax bf16 8192x4096 and 4096x8192 the Triton split path then kept 4 warps, which ran 0.6-1.5%
-# slower than 8 warps under the sweep's timer (the same configs, timed alone, in one run).
+# Rounds of timing, every candidate in each. It was 7: on the H100 at softmax bf16 8192x4096 and
+# 4096x8192 the Triton split path then kept 4 warps, which ran 0.6-1.5% slower than 8 warps under
+# the sweep's timer (the same configs, timed alone, in one run).
 ROUNDS = 15
+# Launches of a candidate in a row, each after an L2 flush; only those after the first are kept.
+# A launch right after another candidate's could run several percent faster than one after its
+# own, flush or not (on the H100, a LayerNorm config at 8192x4096 bf16: 2.79 TB/s interleaved
+# with other candidates, 2.64 repeated), and the timing pass repeats a launch: the pick is timed
+# as the sweep will time it.
+REPEAT = 3
 # Closer than this to the fastest counts as a tie: the earlier candidate wins. It was 2%,
 # which on the H100 kept the norms 1-2% under their best config (the first within 2% ran);
 # 0.5% is about the spread of a median of ROUNDS cold launches of a 50-100 us kernel.
@@ -43,19 +51,19 @@ def fastest(run: Callable, candidates: Sequence, device):
     after an L2 flush, by the timing pass's own timer. Timed back to back, a tensor that fits
     in L2 is read from it, and the winner there can lose from DRAM (on the H100, softmax
     4096x1024 fp32 settled on a layout that ran at 1.5 TB/s cold, against 2.1 for the default).
-    A round launches every candidate once, in an order that rotates each round, behind a head
-    start of flushes that keeps the host's launch cost out of every timed window."""
+    A round launches every candidate REPEAT times in a row, in an order that rotates each
+    round, behind a head start of flushes that keeps the host's launch cost out of every timed
+    window; the first launch of each run, which follows another candidate, is not kept."""
     timer = _timer(device)
     fns = [functools.partial(run, c) for c in candidates]
     for fn in fns:  # compiles, and warms each up
         fn()
-    head = max(timer.head_start(fn, len(fns)) for fn in fns)
+    head = max(timer.head_start(fn, REPEAT) for fn in fns)
     times = [[] for _ in candidates]
     for r in range(ROUNDS):
-        order = [(r + j) % len(fns) for j in range(len(fns))]
-        ms, head = timer.batch([fns[i] for i in order], head)
-        for i, t in zip(order, ms, strict=True):
-            times[i].append(t)
+        for i in ((r + j) % len(fns) for j in range(len(fns))):
+            ms, head = timer.batch([fns[i]] * REPEAT, head)
+            times[i].extend(ms[1:])
     return candidates[choose([statistics.median(t) for t in times])]
 
 

@@ -17,6 +17,7 @@ from . import cuda_launch
 
 HERE = Path(__file__).resolve().parent
 COMMON_HEADER = HERE.parent / "common" / "kl_cuda.cuh"
+TUNING = HERE.parent / "common" / "tuning.py"  # the picker of the revisions that time candidates
 
 
 def make_inputs(shape, dtype, gen, device, case="random"):
@@ -72,9 +73,10 @@ STEPS = (
      "as many bytes per thread as fp32, half the blocks per row; exp computed again at the store",
      "bf16 rows of 16384-131072 reach >= 2.7 TB/s, like v6's fp32; fp32 unchanged (v6's kernels)"),
 )
-# v6 includes v5's source and v7 includes v6's, each adding kernels: all the files identify them
-INCLUDES = {"v6_autotuned": (HERE / "v5_tuned.cu",),
-            "v7_bf16_packed": (HERE / "v6_autotuned.cu", HERE / "v5_tuned.cu")}
+# v6 includes v5's source and v7 includes v6's, each adding kernels: all the files identify them,
+# with the picker that times their candidates
+INCLUDES = {"v6_autotuned": (HERE / "v5_tuned.cu", TUNING),
+            "v7_bf16_packed": (HERE / "v6_autotuned.cu", HERE / "v5_tuned.cu", TUNING)}
 
 CUDA_REVISIONS = tuple(
     Revision(name, "cuda", (HERE / f"{name}.cu", *INCLUDES.get(name, ()), COMMON_HEADER),
@@ -90,7 +92,7 @@ def _load_triton():
 
 
 TRITON = Revision(
-    "triton", "triton", (HERE / "softmax_triton.py",), _load_triton,
+    "triton", "triton", (HERE / "softmax_triton.py", TUNING), _load_triton,
     "Triton, autotuned: several short rows per program, one program per row up to 32768; rows over 8192 may be "
     "split into chunks held in registers, whose (max, sum) words meet in a global workspace with no fence and "
     "no counter (each word carries its launch's epoch bit; a program that waits too long reads its row itself)",
