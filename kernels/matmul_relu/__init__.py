@@ -9,11 +9,11 @@ from pathlib import Path
 
 import torch
 
+from kernels.common import TUNING_SOURCE
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
-TUNING = HERE.parent / "common" / "tuning.py"  # the picker of the revisions that time candidates
 
 
 def make_inputs(shape, dtype, gen, device, case="random"):
@@ -56,11 +56,12 @@ def _load_v1():
 
 
 REVISIONS = (
-    Revision("v0_tiled", "triton", (HERE / "v0_tiled.py", TUNING), _load_v0,
+    Revision("v0_tiled", "triton", (HERE / "v0_tiled.py", TUNING_SOURCE), _load_v0,
              "tiled tl.dot, grouped program order (GROUP_M=8), ReLU + bf16 cast in the epilogue; "
              "tiles and stages autotuned",
              "~90-100% of cuBLAS: ~580-650 TFLOP/s at 4096^3; tensor pipe the busiest unit"),
-    Revision("v1_tma_persistent", "triton", (HERE / "v1_tma_persistent.py", HERE / "v0_tiled.py", TUNING), _load_v1,
+    Revision("v1_tma_persistent", "triton", (HERE / "v1_tma_persistent.py", HERE / "v0_tiled.py", TUNING_SOURCE),
+             _load_v1,
              "TMA descriptors for A, B, C (hardware bounds and zero-fill) and one persistent program "
              "per SM walking the tiles in grouped order; v0 for shapes TMA cannot take",
              ">= cuBLAS at 2048^3-8192^3, ~650-700 TFLOP/s at 4096^3; fewer issued instructions per tile"),

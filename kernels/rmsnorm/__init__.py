@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from kernels.common import TUNING_SOURCE
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
@@ -56,12 +57,12 @@ def _load_v1():
 
 
 REVISIONS = (
-    Revision("v0_triton", "triton", (HERE / "v0_triton.py", COMMON / "rownorm.py", COMMON / "tuning.py"), _load_v0,
+    Revision("v0_triton", "triton", (HERE / "v0_triton.py", COMMON / "rownorm.py", TUNING_SOURCE), _load_v0,
              "whole rows in registers, fp32 sum of squares, one read of x and one write of y; "
              "rows per program and warps autotuned on the row length",
              "~90% of copy bw at 8192x4096 (fp32 and bf16); >= eager and torch.compile"),
     Revision("v1_looped", "triton", (HERE / "v1_looped.py", HERE / "v0_triton.py", COMMON / "rownorm.py",
-                                          COMMON / "tuning.py"), _load_v1,
+                                          TUNING_SOURCE), _load_v1,
              "adds a looped kernel (chunks of 1024-4096, the row read back from cache, evict hints) as candidates "
              "beside v0's whole rows, picked per shape; rows of any length",
              "fp32 >= torch.compile at 8192x4096; bf16 as v0"),

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from kernels.common import TUNING_SOURCE
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
@@ -17,7 +18,6 @@ from . import cuda_launch
 
 HERE = Path(__file__).resolve().parent
 COMMON_HEADER = HERE.parent / "common" / "kl_cuda.cuh"
-TUNING = HERE.parent / "common" / "tuning.py"  # the picker of the revisions that time candidates
 
 
 def make_inputs(shape, dtype, gen, device, case="random"):
@@ -75,8 +75,8 @@ STEPS = (
 )
 # v6 includes v5's source and v7 includes v6's, each adding kernels: all the files identify them,
 # with the picker that times their candidates
-INCLUDES = {"v6_autotuned": (HERE / "v5_tuned.cu", TUNING),
-            "v7_bf16_packed": (HERE / "v6_autotuned.cu", HERE / "v5_tuned.cu", TUNING)}
+INCLUDES = {"v6_autotuned": (HERE / "v5_tuned.cu", TUNING_SOURCE),
+            "v7_bf16_packed": (HERE / "v6_autotuned.cu", HERE / "v5_tuned.cu", TUNING_SOURCE)}
 
 CUDA_REVISIONS = tuple(
     Revision(name, "cuda", (HERE / f"{name}.cu", *INCLUDES.get(name, ()), COMMON_HEADER),
@@ -92,7 +92,7 @@ def _load_triton():
 
 
 TRITON = Revision(
-    "triton", "triton", (HERE / "softmax_triton.py", TUNING), _load_triton,
+    "triton", "triton", (HERE / "softmax_triton.py", TUNING_SOURCE), _load_triton,
     "Triton, autotuned: several short rows per program, one program per row up to 32768; rows over 8192 may be "
     "split into chunks held in registers, whose (max, sum) words meet in a global workspace with no fence and "
     "no counter (each word carries its launch's epoch bit; a program that waits too long reads its row itself)",

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import torch
 
+from kernels.common import TUNING_SOURCE
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 HERE = Path(__file__).resolve().parent
-TUNING = HERE.parent / "common" / "tuning.py"  # the picker of the revisions that time candidates
 THREADS = 256  # matches THREADS in v1_vec.cu and v2_chunks.cu
 BLOCKS_PER_SM = 8  # matches BLOCKS_PER_SM in v1_vec.cu: 2048 threads, a full H100 SM
 # match BLOCKS_PER_SM (its __launch_bounds__: <= 64 registers; a grid of one block per chunk
@@ -95,7 +95,7 @@ REVISIONS = (
              "a block per contiguous chunk of 1024 16-byte vectors (eager's grid shape) instead of one "
              "resident wave looping, each thread with 4 loads per input in flight before any store",
              "dram throughput from v1's ~96% to eager's ~100% of copy bw: >= eager at 2^26 and 2^28"),
-    Revision("triton", "triton", (HERE / "add_triton.py", TUNING), _load_triton,
+    Revision("triton", "triton", (HERE / "add_triton.py", TUNING_SOURCE), _load_triton,
              "the same in Triton: BLOCK elements per program, BLOCK and num_warps picked per size by timing",
              "within ~2% of v1_vec: >= 90% of copy bw", role="counterpart"),
     *references(lambda x, y: x + y, HERE / "__init__.py",
