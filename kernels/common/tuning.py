@@ -15,16 +15,24 @@ import functools
 import statistics
 from collections.abc import Callable, Sequence
 
+from kernlog.timing import BATCH
+
 # Rounds of timing, every candidate in each. It was 7: on the H100 at softmax bf16 8192x4096 and
 # 4096x8192 the Triton split path then kept 4 warps, which ran 0.6-1.5% slower than 8 warps under
 # the sweep's timer (the same configs, timed alone, in one run).
 ROUNDS = 15
-# Launches of a candidate in a row, each after an L2 flush; only those after the first are kept.
-# A launch right after another candidate's could run several percent faster than one after its
-# own, flush or not (on the H100, a LayerNorm config at 8192x4096 bf16: 2.79 TB/s interleaved
-# with other candidates, 2.64 repeated), and the timing pass repeats a launch: the pick is timed
-# as the sweep will time it.
-REPEAT = 3
+# Launches of a candidate in a row, each after an L2 flush: as many as the timing pass puts in
+# one batch, and only those after the first are kept. A launch right after another candidate's
+# could run several percent faster than one after its own, flush or not (on the H100, a
+# LayerNorm config at 8192x4096 bf16: 2.79 TB/s interleaved with other candidates, 2.64
+# repeated). Within a batch behind the head start, later launches tended to run faster than the
+# first few, and not by as much for every kernel (on the H100, softmax bf16 8192x4096, medians of
+# 20 batches: a copy 2.65-2.71 TB/s at launches 1-4, 2.70-2.75 at 6-9; the 16-warp split config
+# 2.43-2.47 throughout). It was 3: three picks
+# at that point ranked the 4- and 8-warp split configs 2698/2717, 2723/2719 (a tie: 4 warps
+# ran) and 2724/2760 GB/s; at 10, 2697/2732, 2690/2713 and 2703/2725, as the sweep's own timer
+# ranked them in the same run (2681/2706).
+REPEAT = BATCH
 # Closer than this to the fastest counts as a tie: the earlier candidate wins. It was 2%,
 # which on the H100 kept the norms 1-2% under their best config (the first within 2% ran);
 # 0.5% is about the spread of a median of ROUNDS cold launches of a 50-100 us kernel.
