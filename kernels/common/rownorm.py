@@ -26,45 +26,10 @@ def prune_rows(configs, named_args, **kwargs):
 
 
 @triton.jit
-def _sums(x_row, start, offs, n_cols, shift, s, q, MASKED: tl.constexpr):
-    """The statistics pass over the chunk at `start`: per-lane sums of x - shift and its square.
-    Its loads keep the row in cache (evict_last) for the second pass."""
-    if MASKED:
-        mask = start + offs < n_cols
-        x = tl.load(x_row + start + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        d = tl.where(mask, x - shift, 0.0)
-    else:
-        x = tl.load(x_row + start + offs, eviction_policy="evict_last").to(tl.float32)
-        d = x - shift
-    return s + d, q + d * d
-
-
-@triton.jit
-def _normalize(x_row, out_row, w_ptr, b_ptr, start, offs, n_cols, mean, rstd, RMS: tl.constexpr, MASKED: tl.constexpr):
-    """The second pass over the chunk at `start`: x read back from cache (evict_first), y written."""
-    if MASKED:
-        mask = start + offs < n_cols
-        x = tl.load(x_row + start + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    else:
-        mask = None
-        x = tl.load(x_row + start + offs, eviction_policy="evict_first").to(tl.float32)
-    w = tl.load(w_ptr + start + offs, mask=mask, eviction_policy="evict_last").to(tl.float32)
-    y = (x - mean) * rstd * w
-    if not RMS:
-        y += tl.load(b_ptr + start + offs, mask=mask, eviction_policy="evict_last").to(tl.float32)
-    tl.store(out_row + start + offs, y.to(out_row.dtype.element_ty), mask=mask)
-
-
-@triton.jit
 def loop_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, stride_x, stride_out, eps,
                 BLOCK: tl.constexpr, RMS: tl.constexpr):
     """One row per program in chunks of BLOCK: a pass for the statistics that keeps the row
-    in cache, a second that reads it back from there and writes.
-
-    The whole chunks go unmasked and a partial last chunk, if any, masked after them: with the
-    mask `start + offs < n_cols` on every chunk, Triton could not tell that it is constant over
-    a 16-byte vector and split the loads (on the H100 at 8192x4096 bf16, LayerNorm's chunks of
-    2048 at 8 warps ran 2.03 TB/s so, 2.68 with the row length a constexpr and no mask left).
+    in cache (evict_last), a second that reads it back from there (evict_first) and writes.
 
     LayerNorm's variance comes from per-lane sums shifted by the lane's first element (the
     shifted-data algorithm), merged across lanes with Chan's formula: a mean far from zero
@@ -72,17 +37,18 @@ def loop_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, stride_x, stride_out, eps,
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     offs = tl.arange(0, BLOCK)
-    n_full = n_cols // BLOCK * BLOCK
     if RMS:
         shift = tl.zeros([BLOCK], tl.float32)
     else:
         shift = tl.load(x_row + offs, mask=offs < n_cols, other=0.0).to(tl.float32)
     s = tl.zeros([BLOCK], tl.float32)
     q = tl.zeros([BLOCK], tl.float32)
-    for start in tl.range(0, n_full, BLOCK):
-        s, q = _sums(x_row, tl.multiple_of(start, BLOCK), offs, n_cols, shift, s, q, False)
-    if n_full < n_cols:
-        s, q = _sums(x_row, n_full, offs, n_cols, shift, s, q, True)
+    for start in tl.range(0, n_cols, BLOCK):
+        mask = start + offs < n_cols
+        x = tl.load(x_row + start + offs, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        d = tl.where(mask, x - shift, 0.0)
+        s += d
+        q += d * d
     if RMS:
         mean = 0.0
         rstd = 1.0 / tl.sqrt(tl.sum(q, axis=0) / n_cols + eps)
@@ -94,10 +60,14 @@ def loop_kernel(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, stride_x, stride_out, eps,
         m2 = tl.sum(q - s * s / tl.maximum(n_lane, 1.0) + n_lane * dev * dev, axis=0)
         rstd = 1.0 / tl.sqrt(m2 / n_cols + eps)
     out_row = out_ptr + row * stride_out
-    for start in tl.range(0, n_full, BLOCK):
-        _normalize(x_row, out_row, w_ptr, b_ptr, tl.multiple_of(start, BLOCK), offs, n_cols, mean, rstd, RMS, False)
-    if n_full < n_cols:
-        _normalize(x_row, out_row, w_ptr, b_ptr, n_full, offs, n_cols, mean, rstd, RMS, True)
+    for start in tl.range(0, n_cols, BLOCK):
+        mask = start + offs < n_cols
+        x = tl.load(x_row + start + offs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + start + offs, mask=mask, eviction_policy="evict_last").to(tl.float32)
+        y = (x - mean) * rstd * w
+        if not RMS:
+            y += tl.load(b_ptr + start + offs, mask=mask, eviction_policy="evict_last").to(tl.float32)
+        tl.store(out_row + start + offs, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def launch(rows_kernel, rows_args, x, weight, bias, eps, out):
