@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-
+from kernels.common import LazyModule
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
+torch = LazyModule("torch", globals())
+F = LazyModule("torch.nn.functional", globals())
 HERE = Path(__file__).resolve().parent
 P = {"p10": 0.1, "p50": 0.5}  # case -> dropout probability
 

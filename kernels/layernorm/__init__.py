@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-
-from kernels.common import TUNING_SOURCE
+from kernels.common import TUNING_SOURCE, LazyModule
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
+torch = LazyModule("torch", globals())
+F = LazyModule("torch.nn.functional", globals())
 HERE = Path(__file__).resolve().parent
 COMMON = HERE.parent / "common"
 EPS = 1e-5

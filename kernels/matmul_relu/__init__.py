@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from kernels.common import TUNING_SOURCE
+from kernels.common import TUNING_SOURCE, LazyModule
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
+torch = LazyModule("torch", globals())
 HERE = Path(__file__).resolve().parent
 
 

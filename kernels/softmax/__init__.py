@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from kernels.common import TUNING_SOURCE
+from kernels.common import TUNING_SOURCE, LazyModule
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 from . import cuda_launch
 
+torch = LazyModule("torch", globals())
 HERE = Path(__file__).resolve().parent
 COMMON_HEADER = HERE.parent / "common" / "kl_cuda.cuh"
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from kernels.common import TUNING_SOURCE
+from kernels.common import TUNING_SOURCE, LazyModule
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
+torch = LazyModule("torch", globals())
 HERE = Path(__file__).resolve().parent
 THREADS = 256  # matches THREADS in v1_vec.cu and v2_chunks.cu
 BLOCKS_PER_SM = 8  # matches BLOCKS_PER_SM in v1_vec.cu: 2048 threads, a full H100 SM
