@@ -1,81 +1,176 @@
-"""`kernlog diff`: what moved between two stored profiles, and whether a timing change is real."""
+"""`kernlog diff`: what moved between two stored profiles, and whether it is real.
+
+Every metric is judged against its noise band (kernlog.noise): inside it "same", outside
+it better or worse by the metric's good direction, "changed" where no direction is good in
+itself (occupancy, launch configuration) or where the direction needs an amount that moved
+(a rate with more bytes, a stall per instruction with fewer instructions). Wall time is
+judged from the stored samples: a Mann-Whitney U test and the band, so a move must be both
+significant and larger than run-to-run noise.
+"""
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import asdict, dataclass
 
+from . import units
+from .ceiling import impossible
 from .metrics import CATALOG, metric
+from .noise import Band, Bands, default_band
+from .spec import format_shape
 
-SAME_BAND = 0.02  # a change whose 95% interval lies inside +-2% counts as 'same'
-BOOTSTRAP = 2000
-
-
-@dataclass(frozen=True)
-class Row:
-    key: str
-    label: str
-    unit: str
-    a: float | None
-    b: float | None
-    delta: float | None
-    pct: float | None
-    judgement: str  # better / worse / changed / same / not collected
+MIN_SAMPLES = 8  # below this a rank test cannot reach ALPHA; no verdict
+ALPHA = 0.01
+JUDGEMENTS = ("better", "worse", "same", "changed", "not collected")
+VERDICT_ROW = {"faster": "better", "slower": "worse", "same": "same"}
 
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str  # faster / slower / same / ambiguous
-    ratio: float  # median(b) / median(a)
-    low: float  # 95% bootstrap interval of the ratio
-    high: float
+    verdict: str  # faster / slower / same / inconclusive / too few samples
+    ratio: float | None  # median(b) / median(a), per element where the shapes differ
+    p_value: float | None  # two-sided Mann-Whitney U
+    band: float
+    band_source: str
     n_a: int
     n_b: int
+    reason: str = ""
+
+    def line(self) -> str:
+        if self.verdict == "too few samples":
+            return f"wall time: too few samples (n={self.n_a} vs {self.n_b}; at least {MIN_SAMPLES} each): no verdict"
+        p = f"p={self.p_value:.2g}" if self.p_value is not None else "p n/a"
+        return (f"wall time: {self.verdict.upper()}: median ratio {self.ratio:.3f} ({p}, band +-{100 * self.band:.1f}%"
+                f" {self.band_source}, {self.n_a} vs {self.n_b} samples){'; ' + self.reason if self.reason else ''}")
 
 
-def timing_verdict(a: list[float], b: list[float], band: float = SAME_BAND, seed: int = 0) -> Verdict:
-    """Bootstrap the ratio of medians (b over a) from the stored samples of each run. Faster
-    or slower when the whole 95% interval lies past the `band`; same when it lies inside it;
-    ambiguous otherwise. Seeded, so the same profiles always give the same verdict."""
+def mann_whitney_p(x: list[float], y: list[float]) -> float:
+    """Two-sided p-value of the Mann-Whitney U test, normal approximation with tie and
+    continuity corrections (sound from about 8 samples a side)."""
     import numpy as np
 
-    rng = np.random.default_rng(seed)
-    xa, xb = np.asarray(a, float), np.asarray(b, float)
-    ra = np.median(rng.choice(xa, (BOOTSTRAP, xa.size)), axis=1)
-    rb = np.median(rng.choice(xb, (BOOTSTRAP, xb.size)), axis=1)
-    ratios = rb / ra
-    low, high = (float(v) for v in np.quantile(ratios, [0.025, 0.975]))
+    xa, ya = np.asarray(x, float), np.asarray(y, float)
+    n1, n2 = xa.size, ya.size
+    allv = np.concatenate([xa, ya])
+    order = np.argsort(allv, kind="mergesort")
+    ranks = np.empty(allv.size)
+    sorted_v = allv[order]
+    i = 0
+    ties = 0.0
+    while i < allv.size:
+        j = i
+        while j + 1 < allv.size and sorted_v[j + 1] == sorted_v[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        t = j - i + 1
+        ties += t ** 3 - t
+        i = j + 1
+    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2
+    n = n1 + n2
+    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))))
+    if sigma == 0:
+        return 1.0
+    z = (abs(u - n1 * n2 / 2) - 0.5) / sigma
+    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def timing_verdict(a: list[float], b: list[float], band: float | Band = 0.035, scale_b: float = 1.0) -> Verdict:
+    """b against a: faster or slower when the rank test says the samples differ (p < ALPHA)
+    and the ratio of medians lies outside the band; same inside the band; inconclusive when
+    outside it but not significant. `scale_b` rescales b's samples (per element across shapes)."""
+    import numpy as np
+
+    b_band = band if isinstance(band, Band) else Band(band, 0.0, "given")
+    xa = [v for v in a if v is not None and math.isfinite(v)]
+    xb = [v * scale_b for v in b if v is not None and math.isfinite(v)]
+    if len(xa) < MIN_SAMPLES or len(xb) < MIN_SAMPLES:
+        return Verdict("too few samples", None, None, b_band.rel, b_band.source, len(xa), len(xb))
     ratio = float(np.median(xb) / np.median(xa))
-    if high < 1 - band:
-        verdict = "faster"
-    elif low > 1 + band:
-        verdict = "slower"
-    elif low >= 1 - band and high <= 1 + band:
-        verdict = "same"
+    p = mann_whitney_p(xa, xb)
+    if abs(ratio - 1) <= b_band.rel:
+        verdict, reason = "same", ""
+    elif p < ALPHA:
+        verdict, reason = ("faster" if ratio < 1 else "slower"), ""
     else:
-        verdict = "ambiguous"
-    return Verdict(verdict, ratio, low, high, xa.size, xb.size)
+        verdict, reason = "inconclusive", f"outside the band but not significant (p >= {ALPHA})"
+    return Verdict(verdict, ratio, p, b_band.rel, b_band.source, len(xa), len(xb), reason)
 
 
-def judge(m, a, b) -> str:
+def judge(m, a, b, band: Band | None = None, given_same: bool = True) -> str:
+    """One metric's judgement (see the module docstring)."""
     if a is None or b is None:
         return "not collected"
-    if math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12):
+    band = band or default_band(m.key)
+    if band.holds(a, b):
         return "same"
-    if m.better is None:
+    if m.better is None or not given_same:
         return "changed"
     return "better" if (b < a) == (m.better == "lower") else "worse"
 
 
-def metric_rows(a: dict, b: dict) -> list[Row]:
+@dataclass(frozen=True)
+class Row:
+    metric: str
+    label: str
+    unit: str
+    kind: str
+    a: float | None
+    b: float | None
+    delta: float | None
+    ratio: float | None
+    judgement: str
+    band: dict
+    per: str = "run"  # "element" where the shapes differ and the metric scales with size
+    share_a: float | None = None  # stalls: share of all stall cycles, %
+    share_b: float | None = None
+
+
+ELEMENT_UNITS = {"ms": ("ps/elem", 1e9), "us": ("ps/elem", 1e6), "MB": ("B/elem", 1e6), "M": ("/elem", 1e6),
+                 "": ("/elem", 1.0)}
+
+
+def numel(shape) -> int:
+    return math.prod(int(n) for n in shape)
+
+
+def _stall_shares(values: dict) -> dict[str, float]:
+    stalls = {k: v for k, v in values.items() if k.startswith("stall_") and v is not None}
+    total = sum(stalls.values())
+    return {k: 100.0 * v / total for k, v in stalls.items()} if total > 0 else {}
+
+
+def metric_rows(a: dict, b: dict, bands: Bands | None = None, shape_a=None, shape_b=None,
+                timing: Verdict | None = None) -> list[Row]:
+    """Rows for the catalog's metrics and every stall either side has. Where the two shapes
+    differ, times and amounts are compared per element."""
+    bands = bands or Bands([], None)
+    per_elem = shape_a is not None and shape_b is not None and tuple(shape_a) != tuple(shape_b)
     keys = [m.key for m in CATALOG] + sorted({k for k in (*a, *b) if k.startswith("stall_")})
+    sa, sb = _stall_shares(a), _stall_shares(b)
     rows = []
     for key in keys:
         m = metric(key)
         va, vb = a.get(key), b.get(key)
+        unit, per = m.unit, "run"
+        if per_elem and m.kind in ("time", "amount"):
+            unit, f = ELEMENT_UNITS.get(m.unit, (m.unit + "/elem", 1.0))
+            va = None if va is None else va * f / numel(shape_a)
+            vb = None if vb is None else vb * f / numel(shape_b)
+            per = "element"
+        band = bands(key)
+        given_same = True
+        if m.given:
+            ga, gb = a.get(m.given), b.get(m.given)
+            given_same = ga is not None and gb is not None and bands(m.given).holds(
+                ga / (numel(shape_a) if per_elem else 1), gb / (numel(shape_b) if per_elem else 1))
+        judgement = judge(m, va, vb, band, given_same)
+        if key == "wall_ms" and timing is not None and va is not None and vb is not None:
+            judgement = VERDICT_ROW.get(timing.verdict, timing.verdict)  # the row always agrees
+            band = Band(timing.band, 0.0, timing.band_source)
         delta = None if va is None or vb is None else vb - va
-        pct = None if delta is None or va == 0 else 100.0 * delta / abs(va)
-        rows.append(Row(key, m.label, m.unit, va, vb, delta, pct, judge(m, va, vb)))
+        ratio = None if delta is None or va == 0 else vb / va
+        rows.append(Row(key, m.label, unit, m.kind, va, vb, delta, ratio, judgement, band.as_dict(), per,
+                        sa.get(key) if m.kind == "stall" else None, sb.get(key) if m.kind == "stall" else None))
     return rows
 
 
@@ -86,61 +181,148 @@ def finding_changes(a: list[dict], b: list[dict]) -> tuple[list[dict], list[dict
             [f for f in a if (f["rule"], f["title"]) not in kb])
 
 
-def label(rec: dict) -> str:
-    return f"{rec['kernel']}/{rec['revision']}"
+def side(rec: dict) -> dict:
+    clocks = (rec.get("timing") or {}).get("clocks") or {}
+    return {"label": f"{rec['kernel']}/{rec['revision']}", "kernel": rec["kernel"], "revision": rec["revision"],
+            "shape": list(rec["shape"]), "dtype": rec["dtype"], "gpu": rec["gpu"]["name"],
+            "gpu_slug": rec["gpu"]["slug"], "driver": rec["gpu"].get("driver"),
+            "commit": (rec.get("git") or {}).get("commit"), "path": rec.get("_path"),
+            "selector": selector(rec), "sm_mhz": (clocks.get("sm_mhz") or {}).get("median"),
+            "mem_mhz": (clocks.get("mem_mhz") or {}).get("median")}
 
 
-def diff(a: dict, b: dict) -> dict:
+def selector(rec: dict) -> str:
+    """The copy-pasteable name of a stored profile: KERNEL/REV@SHAPE.DTYPE.GPU."""
+    return f"{rec['kernel']}/{rec['revision']}@{format_shape(tuple(rec['shape']))}.{rec['dtype']}.{rec['gpu']['slug']}"
+
+
+def differences(sa: dict, sb: dict, clock_band: float) -> tuple[list[str], list[str]]:
+    """(what differs between the sides, warnings about it)."""
+    diffs, warns = [], []
+    for key, name in (("kernel", "kernel"), ("shape", "shape"), ("dtype", "dtype"), ("gpu", "GPU"),
+                      ("driver", "driver")):
+        va, vb = sa[key], sb[key]
+        if va != vb:
+            show = (lambda v: format_shape(tuple(v))) if key == "shape" else str
+            diffs.append(f"{name} {show(va)} vs {show(vb)}")
+    if sa["kernel"] != sb["kernel"]:
+        warns.append("the two sides are different kernels: they compute different things")
+    if sa["shape"] != sb["shape"]:
+        warns.append("shapes differ: times and amounts are compared per element")
+    if sa["gpu"] != sb["gpu"]:
+        warns.append("different GPUs: timings compare the hardware as much as the code; default noise bands apply")
+    for key, name in (("sm_mhz", "SM clock"), ("mem_mhz", "memory clock")):
+        va, vb = sa[key], sb[key]
+        if va and vb and abs(vb - va) > clock_band * max(va, vb):
+            diffs.append(f"{name} {va:.0f} vs {vb:.0f} MHz")
+            warns.append(f"the sides ran at {name}s {va:.0f} and {vb:.0f} MHz, {100 * abs(vb / va - 1):.1f}% apart "
+                         f"(band {100 * clock_band:.1f}%): part of any timing change is the clock")
+    return diffs, warns
+
+
+def diff(a: dict, b: dict, bands: Bands | None = None, retimed: dict | None = None) -> dict:
+    """The comparison of profile records a and b as a plain dict (the JSON output).
+    `retimed`: {"a": samples, "b": samples, ...} from an interleaved re-timing, judged
+    instead of the stored samples."""
+    bands = bands or Bands([], None)
+    sa, sb = side(a), side(b)
+    time_band = bands("wall_ms")
+    scale = numel(a["shape"]) / numel(b["shape"])
+    samples_a = retimed["a"] if retimed else a["timing"]["samples_ms"]
+    samples_b = retimed["b"] if retimed else b["timing"]["samples_ms"]
+    verdict = timing_verdict(samples_a, samples_b, time_band, scale_b=scale)
+    ma, mb = dict(a["metrics"]), dict(b["metrics"])
+    if retimed:
+        import statistics
+
+        ma["wall_ms"], mb["wall_ms"] = statistics.median(samples_a), statistics.median(samples_b)
+    rows = metric_rows(ma, mb, bands, a["shape"], b["shape"], verdict)
     appeared, gone = finding_changes(a.get("findings", []), b.get("findings", []))
-    verdict = timing_verdict(a["timing"]["samples_ms"], b["timing"]["samples_ms"])
-    warnings = []
-    for field in ("shape", "dtype"):
-        if a[field] != b[field]:
-            warnings.append(f"{field} differs: {a[field]} vs {b[field]}")
-    if a["gpu"]["name"] != b["gpu"]["name"]:
-        warnings.append(f"different GPUs: {a['gpu']['name']} vs {b['gpu']['name']}; timings do not compare")
-    return {"a": label(a), "b": label(b), "shape": a["shape"], "dtype": a["dtype"], "gpu": a["gpu"]["name"],
-            "timing": asdict(verdict), "metrics": [asdict(r) for r in metric_rows(a["metrics"], b["metrics"])],
-            "findings_appeared": appeared, "findings_gone": gone, "warnings": warnings}
+    diffs, warns = differences(sa, sb, time_band.rel)
+    warns += [f"{x}: its source changed since it was profiled; the re-timing ran today's source"
+              for x in (retimed or {}).get("stale", [])]
+    flags = impossible(a, bands("dram_gbps").rel) + impossible(b, bands("dram_gbps").rel)
+    return {"a": sa, "b": sb, "differs": diffs, "bands": bands.describe(),
+            "timing": dict(asdict(verdict), source="interleaved re-timing" if retimed else "stored samples",
+                           **({k: retimed.get(k) for k in ("rounds", "round_ratios", "clocks")} if retimed else {})),
+            "rows": [asdict(r) for r in rows], "findings_appeared": appeared, "findings_gone": gone,
+            "warnings": warns, "flags": flags}
 
 
-def _num(v: float | None) -> str:
-    if v is None:
-        return "not collected"
-    return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.3e}"
+def _ratio(r: dict) -> str:
+    return "" if r["ratio"] is None else f"{r['ratio']:.3f}x"
 
 
-def _pct(v: float | None) -> str:
-    return "" if v is None else f"{v:+.1f}%"
+def _cells(r: dict) -> tuple[str, str, str, str]:
+    ta, tb, unit = units.pair(r["unit"], r["a"], r["b"])
+    if r.get("share_a") is not None or r.get("share_b") is not None:
+        ta += "" if r.get("share_a") is None else f" ({r['share_a']:.0f}%)"
+        tb += "" if r.get("share_b") is None else f" ({r['share_b']:.0f}%)"
+    return ta, tb, unit, _ratio(r)
+
+
+def _title(d: dict) -> str:
+    a, b = d["a"], d["b"]
+    where = f"{format_shape(tuple(a['shape']))} {a['dtype']}, {a['gpu']}"
+    return f"{a['label']} -> {b['label']}  ({where}" + (f"; differs: {'; '.join(d['differs'])})" if d["differs"]
+                                                        else ")")
+
+
+def _verdict_line(d: dict) -> str:
+    t = d["timing"]
+    v = Verdict(**{k: t[k] for k in Verdict.__dataclass_fields__})
+    return v.line() + (f" [{t['source']}]" if t.get("source") != "stored samples" else "")
 
 
 def render(d: dict, fmt: str = "text", all_rows: bool = False) -> str:
     if fmt == "json":
         return json.dumps(d, indent=1, sort_keys=True)
-    t = d["timing"]
-    head = (f"{d['a']} -> {d['b']}  ({'x'.join(map(str, d['shape']))} {d['dtype']}, {d['gpu']})\n"
-            f"wall time: {t['verdict'].upper()}: median ratio {t['ratio']:.3f} "
-            f"(95% interval {t['low']:.3f}-{t['high']:.3f}, {t['n_a']} vs {t['n_b']} samples)")
-    rows = [r for r in d["metrics"] if all_rows or r["judgement"] not in ("same",)]
+    rows = [r for r in d["rows"] if all_rows or r["judgement"] not in ("same", "not collected")
+            or r["metric"] == "wall_ms"]
+    hidden = len(d["rows"]) - len(rows)
     out = []
     if fmt == "md":
-        out += [f"**{d['a']} → {d['b']}** ({'x'.join(map(str, d['shape']))} {d['dtype']}, {d['gpu']})", "",
-                f"Wall time: **{t['verdict']}**, median ratio {t['ratio']:.3f} "
-                f"(95% interval {t['low']:.3f}–{t['high']:.3f}, {t['n_a']} vs {t['n_b']} samples)", "",
-                "| metric | before | after | delta | change | |", "| --- | ---: | ---: | ---: | ---: | --- |"]
-        out += [f"| {r['label']} ({r['unit']}) | {_num(r['a'])} | {_num(r['b'])} | {_num(r['delta'])} | "
-                f"{_pct(r['pct'])} | {r['judgement']} |" for r in rows]
+        out += [f"**{d['a']['label']} → {d['b']['label']}** ({_title(d).split('(', 1)[1]}", "",
+                f"{_verdict_line(d)}", "", f"Noise bands: {d['bands']}.", "",
+                "| metric | before | after | unit | ratio | judgement | band |",
+                "| --- | ---: | ---: | --- | ---: | --- | --- |"]
+        for r in rows:
+            ta, tb, unit, ratio = _cells(r)
+            band = f"±{100 * r['band']['rel']:.1f}%" + (f" +{r['band']['abs']:g}" if r["band"]["abs"] else "")
+            out.append(f"| {r['label']}{' (per element)' if r['per'] == 'element' else ''} | {ta} | {tb} | {unit} | "
+                       f"{ratio} | {r['judgement']} | {band} |")
         for title, items in (("Findings that appeared", d["findings_appeared"]),
                              ("Findings that went away", d["findings_gone"])):
             if items:
                 out += ["", f"{title}:", ""] + [f"- {f['title']} ({f['rule']})" for f in items]
+        out += [""] if d["warnings"] or d["flags"] else []
     else:
-        out.append(head)
-        w = max([len(r["label"]) for r in rows] + [6])
-        out.append(f"{'metric':<{w}}  {'before':>13}  {'after':>13}  {'delta':>11}  {'change':>8}  judgement")
-        out += [f"{r['label']:<{w}}  {_num(r['a']):>13}  {_num(r['b']):>13}  {_num(r['delta']):>11}  "
-                f"{_pct(r['pct']):>8}  {r['judgement']}" for r in rows]
-        for title, items in (("findings appeared", d["findings_appeared"]), ("findings gone", d["findings_gone"])):
+        out += [_title(d), _verdict_line(d), f"noise bands: {d['bands']}"]
+        w = max([len(r["label"]) + (14 if r["per"] == "element" else 0) for r in rows] + [6])
+        out.append(f"{'metric':<{w}}  {'before':>16}  {'after':>16}  {'unit':<11} {'ratio':>8}  judgement")
+        for r in rows:
+            ta, tb, unit, ratio = _cells(r)
+            name = r["label"] + (" (per element)" if r["per"] == "element" else "")
+            out.append(f"{name:<{w}}  {ta:>16}  {tb:>16}  {unit:<11} {ratio:>8}  {r['judgement']}")
+        if hidden and not all_rows:
+            out.append(f"({hidden} rows same or not collected; --all shows them)")
+        for title, items in (("finding appeared", d["findings_appeared"]), ("finding gone", d["findings_gone"])):
             out += [f"{title}: {f['title']} ({f['rule']})" for f in items]
     out += [f"warning: {w_}" for w_ in d["warnings"]]
+    out += [f"IMPOSSIBLE: {f}" for f in d["flags"]]
     return "\n".join(out)
+
+
+def run(root, side_a, side_b, retime_rounds: int = 0) -> dict:
+    """`kernlog diff`: resolve both sides to stored profiles, take the noise bands for them,
+    re-time both interleaved on this GPU if `retime_rounds`, and compare."""
+    from .noise import bands_for
+    from .select import resolve_pair
+
+    a, b = resolve_pair(root, side_a, side_b)
+    retimed = None
+    if retime_rounds:
+        from .retime import retime
+
+        retimed = retime(root, a, b, retime_rounds)
+    return diff(a, b, bands_for(root, a, b), retimed)

@@ -40,49 +40,60 @@ class Metric:
     ncu: tuple[str, ...] = ()  # ncu metrics summed into this one (across names and kernels)
     scale: float = 1.0
     combine: str = "main"  # "sum" over a revision's kernels, or taken from its "main" (longest) one
+    # What the value is, for noise bands and units: time, amount (work done: bytes,
+    # instructions), rate (amount per time), util (% of a peak), stall (cycles per issued
+    # instruction), config (a launch parameter), ratio (hit rates and the like).
+    kind: str = "amount"
+    # A direction holds only while this amount stays the same: a rate is no better for moving
+    # more bytes, a stall per instruction no worse when far fewer instructions issue.
+    given: str | None = None
 
 
 CATALOG: tuple[Metric, ...] = (
-    Metric("wall_ms", "wall time (median, no ncu)", "ms", "lower"),
-    Metric("duration_us", "ncu duration", "us", "lower", ("gpu__time_duration.sum",), 1e-3, "sum"),
+    Metric("wall_ms", "wall time (median, no ncu)", "ms", "lower", kind="time"),
+    Metric("duration_us", "ncu duration", "us", "lower", ("gpu__time_duration.sum",), 1e-3, "sum", kind="time"),
     Metric("dram_mb", "DRAM bytes read+written", "MB", "lower",
            ("dram__bytes_read.sum", "dram__bytes_write.sum"), 1e-6, "sum"),
-    Metric("dram_gbps", "DRAM throughput", "GB/s", "higher", ("dram__bytes.sum.per_second",), 1e-9),
+    Metric("dram_gbps", "DRAM throughput", "GB/s", "higher", ("dram__bytes.sum.per_second",), 1e-9,
+           kind="rate", given="dram_mb"),
     Metric("dram_pct", "DRAM throughput, % of peak", "%", "higher",
-           ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",)),
-    Metric("memory_pct", "memory throughput, % of peak", "%", "higher",
-           ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",)),
+           ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",), kind="util", given="dram_mb"),
+    Metric("memory_pct", "memory throughput, % of peak", "%", None,
+           ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",), kind="util"),
     Metric("compute_pct", "compute (SM) throughput, % of peak", "%", None,
-           ("sm__throughput.avg.pct_of_peak_sustained_elapsed",)),
-    Metric("achieved_occupancy_pct", "achieved occupancy", "%", "higher",
-           ("sm__warps_active.avg.pct_of_peak_sustained_active",)),
-    Metric("theoretical_occupancy_pct", "theoretical occupancy", "%", "higher",
-           ("sm__maximum_warps_per_active_cycle_pct",)),
+           ("sm__throughput.avg.pct_of_peak_sustained_elapsed",), kind="util"),
+    Metric("achieved_occupancy_pct", "achieved occupancy", "%", None,
+           ("sm__warps_active.avg.pct_of_peak_sustained_active",), kind="util"),
+    Metric("theoretical_occupancy_pct", "theoretical occupancy", "%", None,
+           ("sm__maximum_warps_per_active_cycle_pct",), kind="config"),
     Metric("issue_active_pct", "issue slots busy", "%", "higher",
-           ("smsp__issue_active.avg.pct_of_peak_sustained_active",)),
-    Metric("instructions", "warp instructions executed", "M", "lower", ("smsp__inst_executed.sum",), 1e-6, "sum"),
-    Metric("registers_per_thread", "registers per thread", "", None, ("launch__registers_per_thread",)),
+           ("smsp__issue_active.avg.pct_of_peak_sustained_active",), kind="util", given="instructions"),
+    Metric("instructions", "warp instructions executed", "M inst", "lower", ("smsp__inst_executed.sum",), 1e-6, "sum"),
+    Metric("registers_per_thread", "registers per thread", "regs/thread", None, ("launch__registers_per_thread",),
+           kind="config"),
     Metric("smem_per_block", "shared memory per block", "B", None,
-           ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")),
-    Metric("block_size", "block size", "threads", None, ("launch__block_size",)),
-    Metric("grid_size", "grid size", "blocks", None, ("launch__grid_size",)),
-    Metric("ld_sectors_per_request", "global-load sectors per request", "", None),
-    Metric("ld_sectors", "global-load sectors (L1)", "M", "lower",
+           ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic"), kind="config"),
+    Metric("block_size", "block size", "threads", None, ("launch__block_size",), kind="config"),
+    Metric("grid_size", "grid size", "blocks", None, ("launch__grid_size",), kind="config"),
+    Metric("ld_sectors_per_request", "global-load sectors per request", "sectors/req", None, kind="ratio"),
+    Metric("ld_sectors", "global-load sectors (L1)", "M sectors", "lower",
            ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",), 1e-6, "sum"),
-    Metric("l1_hit_pct", "L1 hit rate", "%", None, ("l1tex__t_sector_hit_rate.pct",)),
-    Metric("l2_hit_pct", "L2 hit rate", "%", None, ("lts__t_sector_hit_rate.pct",)),
-    Metric("spill_insts", "register-spill instructions", "", "lower",
+    Metric("l1_hit_pct", "L1 hit rate", "%", None, ("l1tex__t_sector_hit_rate.pct",), kind="ratio"),
+    Metric("l2_hit_pct", "L2 hit rate", "%", None, ("lts__t_sector_hit_rate.pct",), kind="ratio"),
+    Metric("spill_insts", "register-spill instructions", "inst", "lower",
            ("sass__inst_executed_register_spilling",), 1.0, "sum"),
-    Metric("local_sectors", "local-memory sectors", "", "lower",
+    Metric("local_sectors", "local-memory sectors", "sectors", "lower",
            ("l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum"),
            1.0, "sum"),
 )
 BY_KEY = {m.key: m for m in CATALOG}
+KINDS = ("time", "amount", "rate", "util", "stall", "config", "ratio")
 OCCUPANCY_LIMITS = ("registers", "shared_mem", "warps", "blocks", "barriers")
 
 
 def stall_metric(reason: str) -> Metric:
-    return Metric(f"stall_{reason}", f"stall: {reason.replace('_', ' ')}", "cycles/inst", "lower")
+    return Metric(f"stall_{reason}", f"stall: {reason.replace('_', ' ')}", "cycles/inst", "lower",
+                  kind="stall", given="instructions")
 
 
 def metric(key: str) -> Metric:
@@ -90,7 +101,7 @@ def metric(key: str) -> Metric:
         return BY_KEY[key]
     if key.startswith("stall_"):
         return stall_metric(key[len("stall_"):])
-    return Metric(key, key, "", None)
+    return Metric(key, key, "", None, kind="ratio")
 
 
 def _value(action, name):

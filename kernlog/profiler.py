@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import gate, metrics, provenance, store, timing
+from .clocks import Clocks
 from .errors import GateFailure, KernlogError, NoGpu
 from .spec import Kernel, Revision, Shape, format_shape
 from .target import RANGE_PREFIX
@@ -46,14 +48,19 @@ def require_gpu() -> str:
 
 
 def ncu_command(ncu: str, opts: Options, report: Path, root: Path, kernel: str, shape: Shape,
-                dtype: str, rev: str) -> list[str]:
-    cmd = [ncu, "--target-processes", "all", "--nvtx", "--nvtx-include", f"{RANGE_PREFIX}{rev}/",
-           "--clock-control", opts.clock_control, "--cache-control", opts.cache_control,
-           "--import-source", "no", "--export", str(report)]
+                dtype: str, rev: str | list[str]) -> list[str]:
+    """One ncu process over the revisions `rev` (one name or several), each launched once
+    inside its own NVTX range."""
+    revs = [rev] if isinstance(rev, str) else list(rev)
+    cmd = [ncu, "--target-processes", "all", "--nvtx"]
+    for r in revs:
+        cmd += ["--nvtx-include", f"{RANGE_PREFIX}{r}/"]
+    cmd += ["--clock-control", opts.clock_control, "--cache-control", opts.cache_control,
+            "--import-source", "no", "--export", str(report)]
     for section in opts.sections:
         cmd += ["--section", section]
     cmd += ["--metrics", ",".join(metrics.EXTRA_METRICS)]
-    return cmd + [sys.executable, "-m", "kernlog.target", str(root), kernel, format_shape(shape), dtype, rev]
+    return cmd + [sys.executable, "-m", "kernlog.target", str(root), kernel, format_shape(shape), dtype, *revs]
 
 
 def run_ncu(cmd: list[str], timeout: float) -> None:
@@ -80,20 +87,24 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
     return "current" if store.load_json(json_path).get("source_sha256") == rev.sha256() else "stale"
 
 
-def build_record(report: Path, rev: Revision, samples: list[float], range_name: str | None = None) -> dict:
+def build_record(report: Path, rev: Revision, samples: list[float], range_name: str | None = None,
+                 clocks: dict | None = None) -> dict:
     """The revision's part of a profile: metrics and findings from the kernels its ncu report
     holds inside the NVTX range `range_name` (default: the one kernlog.target opens for it),
     and the timing pass's samples."""
     range_name = range_name or RANGE_PREFIX + rev.name
     actions = metrics.group_by_range(metrics.read_report(report), range_name).get(range_name, [])
     values, facts = metrics.summarize(actions)
+    if not samples or not all(map(math.isfinite, samples)):
+        raise KernlogError(f"{rev.name}: the timing pass gave no usable samples ({len(samples)}, non-finite "
+                           "ones included); nothing was stored")
     summary = timing.summary(samples)
     values["wall_ms"] = summary["median_ms"]
     return {"revision": rev.name, "kind": rev.kind, "role": rev.role, "change": rev.change,
             "predicts": rev.predicts, "source_sha256": rev.sha256(), "metrics": values, "facts": facts,
             "findings": metrics.findings(actions),
             "timing": dict(summary, samples_ms=[round(x, 5) for x in samples],
-                           l2_flush_bytes=timing.FLUSH_BYTES, warmup=3),
+                           l2_flush_bytes=timing.FLUSH_BYTES, warmup=3, clocks=clocks),
             "ncu": {"replay_passes": metrics.replay_passes(actions)}}
 
 
@@ -149,6 +160,7 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
         gen = torch.Generator(device=DEVICE).manual_seed(0)
         inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
         out = kernel.make_output(inputs)
+        timer.clocks = Clocks()
         samples = timer.samples(functools.partial(launch, inputs, out), budget_s=opts.timing_budget_s)
         del inputs, out
         torch.cuda.empty_cache()
@@ -160,7 +172,8 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             t_ncu = time.perf_counter()
             run_ncu(cmd, opts.ncu_timeout_s)
             ncu_s = time.perf_counter() - t_ncu
-            record = dict(common, **build_record(report, rev, samples), captured_at=provenance.now(),
+            record = dict(common, **build_record(report, rev, samples, clocks=timer.clocks.summary()),
+                          captured_at=provenance.now(),
                           check={"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
             passes = record["ncu"]["replay_passes"]
             record["ncu"].update(command=["ncu"] + [c for c in cmd[1:cmd.index(sys.executable)]

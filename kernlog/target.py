@@ -3,6 +3,10 @@ load, NVRTC compile and Triton autotuning stay out of the report), then launches
 inside a push/pop range named RANGE_PREFIX + revision, which ncu's --nvtx-include selects.
 
 Run as: python -m kernlog.target ROOT KERNEL SHAPE DTYPE REV [REV ...]
+
+With `--time OUT.json` first, it runs each revision's timing pass instead (as `kernlog
+profile` does, clocks read while it runs) and writes {rev: {"samples_ms", "clocks"}} to
+OUT.json: `kernlog noise` times each run in a fresh process, as a re-profile would.
 """
 from __future__ import annotations
 
@@ -13,8 +17,40 @@ RANGE_PREFIX = "kl."
 WARMUP = 3
 
 
+def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype: str, revs: list[str]) -> None:
+    import functools
+    import json
+
+    import torch
+
+    from .clocks import Clocks
+    from .registry import load_kernel
+    from .spec import parse_shape
+    from .store import dump_json, write_atomic
+    from .timing import Timer
+
+    kernel = load_kernel(Path(root), kernel_name)
+    timer = Timer()
+    results = {}
+    for name in revs:
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        inputs = kernel.make_inputs(parse_shape(shape), dtype, gen, "cuda", kernel.cases[0])
+        out = kernel.make_output(inputs)
+        launch = kernel.revision(name).load()
+        timer.clocks = Clocks()
+        samples = timer.samples(functools.partial(launch, inputs, out))
+        results[name] = {"samples_ms": samples, "clocks": timer.clocks.summary()}
+        del inputs, out
+        torch.cuda.empty_cache()
+    write_atomic(Path(out_path), dump_json(json.loads(json.dumps(results))))
+
+
 def main(argv: list[str]) -> int:
     import torch
+
+    if argv and argv[0] == "--time":
+        time_revisions(*argv[1:6], argv[6:])
+        return 0
 
     from .registry import load_kernel
     from .spec import parse_shape

@@ -19,6 +19,7 @@ class Timer:
         self.torch = torch
         self.flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
         self._flush_ms = None
+        self.clocks = None  # a kernlog.clocks.Clocks to sample while each batch runs
 
     def flush_ms(self) -> float:
         """GPU time of one L2 flush, measured once."""
@@ -84,6 +85,8 @@ class Timer:
                 e.record()
                 events.append((b, e))
             caught_up = events[-1][0].query()  # the GPU reached the last launch's start already
+            if self.clocks is not None:  # the GPU is busy with this batch now
+                self.clocks.sample()
             torch.cuda.synchronize()
             if not caught_up or head >= MAX_HEAD:
                 return [b.elapsed_time(e) for b, e in events], head

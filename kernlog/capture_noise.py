@@ -1,0 +1,99 @@
+"""`kernlog noise`: A/A runs of revisions on this GPU -> profiles/<gpu>/<kernel>/noise/.
+
+Each run repeats what `kernlog profile` does for the revisions, in fresh processes: a timing
+pass (kernlog.target --time; launchers that tune pick again) and an ncu pass. The runs of
+all revisions interleave (run 1 of every revision, then run 2, ...), so drift over the
+minutes it takes spreads over all of them. Each revision passes the gate first.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from . import gate, noise, profiler, provenance, store
+from .errors import GateFailure, KernlogError
+from .registry import load_kernel, split_rev
+from .spec import format_shape
+
+
+def _groups(root: Path, revs: list[str], shape, dtype) -> dict:
+    """{(kernel name, shape, dtype): [revision names]} in the order given."""
+    groups: dict = {}
+    for text in revs:
+        kname, rname = split_rev(text)
+        kernel = load_kernel(root, kname)
+        try:
+            kernel.revision(rname)
+        except KeyError:
+            raise KernlogError(f"no revision {rname!r} in {kname}; revisions: "
+                               + ", ".join(r.name for r in kernel.revisions)) from None
+        d = dtype or kernel.dtypes[0]
+        if d not in kernel.dtypes:
+            raise KernlogError(f"{kname} has no {d} inputs; dtypes: {', '.join(kernel.dtypes)}")
+        groups.setdefault((kname, tuple(shape or kernel.profile_shape), d), []).append(rname)
+    return groups
+
+
+def _timing_run(root: Path, key, names: list[str], tmp: Path) -> dict:
+    out = tmp / "timing.json"
+    cmd = [sys.executable, "-m", "kernlog.target", "--time", str(out), str(root), key[0], format_shape(key[1]),
+           key[2], *names]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0 or not out.exists():
+        last = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()][-1:] or ["no output"]
+        raise KernlogError(f"the timing process failed ({done.returncode}): {last[0].strip()}")
+    return json.loads(out.read_text())
+
+
+def calibrate(root: Path, revs: list[str], shape, dtype, runs: int,
+              progress: Callable[[str], None] = print) -> list[Path]:
+    ncu = profiler.require_gpu()
+    groups = _groups(root, revs, shape, dtype)
+    gpu = provenance.gpu_info()
+    opts = profiler.Options()
+    for (kname, shp, d), names in groups.items():
+        kernel = load_kernel(root, kname)
+        for name in names:
+            bad = gate.first_failure(gate.check_revision(kernel, kernel.revision(name), "cuda", shapes=[shp],
+                                                         dtypes=[d]))
+            if bad is not None:
+                raise GateFailure(f"not calibrated: {bad.line()}")
+    values: dict = {}  # (kernel, shape, dtype, rev) -> [metrics of each run]
+    clocks: dict = {}
+    for i in range(runs):
+        for key, names in groups.items():
+            kernel = load_kernel(root, key[0])
+            progress(f"run {i + 1}/{runs}: {key[0]} {', '.join(names)} {format_shape(key[1])} {key[2]}")
+            tmp = Path(tempfile.mkdtemp(prefix=".kernlog-noise-", dir=root / "profiles"))
+            try:
+                timed = _timing_run(root, key, names, tmp)
+                report = tmp / "report.ncu-rep"
+                profiler.run_ncu(profiler.ncu_command(ncu, opts, report, root, key[0], key[1], key[2], names),
+                                 opts.ncu_timeout_s)
+                for name in names:
+                    rec = profiler.build_record(report, kernel.revision(name), timed[name]["samples_ms"])
+                    values.setdefault((*key, name), []).append(rec["metrics"])
+                    clocks.setdefault((*key, name), []).append(timed[name]["clocks"])
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+    written = []
+    common = {"schema": noise.SCHEMA, "gpu": gpu, "versions": provenance.versions(ncu),
+              "git": provenance.git_state(root), "captured_at": provenance.now(), "runs_n": runs,
+              "method": f"{runs} A/A runs, interleaved across the revisions, each a fresh timing process and a "
+                        "fresh ncu process as `kernlog profile` runs them; spread = (max - min) / |median|"}
+    for (kname, shp, d, name), runs_m in values.items():
+        rev = load_kernel(root, kname).revision(name)
+        sm = [c["sm_mhz"]["median"] for c in clocks[(kname, shp, d, name)] if c and c.get("sm_mhz")]
+        data = dict(common, kernel=kname, revision=name, shape=list(shp), dtype=d, source_sha256=rev.sha256(),
+                    runs=runs_m, spread=noise.spread(runs_m),
+                    sm_mhz_medians=sm, sm_mhz=statistics.median(sm) if sm else None)
+        path = noise.noise_dir(root, gpu["slug"], kname) / f"{store.stem(name, shp, d)}.json"
+        store.write_atomic(path, store.dump_json(data))
+        written.append(path)
+    return written

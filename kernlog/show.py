@@ -1,0 +1,49 @@
+"""`kernlog show`: one stored profile, every value with its unit."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import units
+from .ceiling import achieved_gbps, impossible
+from .metrics import metric
+from .noise import bands_for
+from .spec import format_shape
+
+
+def render(root: Path, rec: dict, fmt: str = "text") -> str:
+    flags = impossible(rec, bands_for(root, rec, rec)("dram_gbps").rel)
+    if fmt == "json":
+        return json.dumps(dict({k: v for k, v in rec.items() if k != "_path"}, flags=flags), indent=1,
+                          sort_keys=True)
+    t = rec["timing"]
+    git = rec.get("git") or {}
+    lines = [f"{rec['kernel']}/{rec['revision']}  {format_shape(tuple(rec['shape']))} {rec['dtype']}  "
+             f"on {rec['gpu']['name']}  ({rec.get('_path', '?')})",
+             f"captured {rec.get('captured_at', 'unknown')} at commit {git.get('commit') or 'unknown'}"
+             + (" (dirty)" if git.get("dirty") is True else ""),
+             f"change: {rec.get('change', '')}"]
+    if rec.get("predicts"):
+        lines.append(f"predicts: {rec['predicts']}")
+    if rec.get("config"):
+        lines.append(f"config picked: {rec['config']}")
+    lo, hi, unit = units.pair("ms", t["p05_ms"], t["p95_ms"])
+    med = units.quantity("ms", t["median_ms"])
+    gbps = achieved_gbps(rec)
+    lines.append(f"wall time: median {med} (p05 {lo}, p95 {hi} {unit}; {t['n']} samples)"
+                 + (f"; {units.quantity('GB/s', gbps)} achieved" if gbps else ""))
+    clocks = t.get("clocks") or {}
+    if clocks.get("sm_mhz"):
+        lines.append(f"clocks while timed: SM {clocks['sm_mhz']['median']:.0f} MHz, memory "
+                     f"{(clocks.get('mem_mhz') or {}).get('median', float('nan')):.0f} MHz")
+    for key, value in rec["metrics"].items():
+        m = metric(key)
+        lines.append(f"  {m.label:<38} {units.quantity(m.unit, value):>18}")
+    facts = rec.get("facts") or {}
+    lines.append(f"  occupancy limiter: {facts.get('occupancy_limiter') or 'not collected'}; "
+                 f"kernels: {', '.join(k['name'] for k in facts.get('kernels', []))}")
+    for f in rec.get("findings", []):
+        est = f" (est. speedup {f['speedup_pct']:.0f}%)" if f.get("speedup_pct") else ""
+        lines.append(f"- {f['title']}{est}: {f['message']}")
+    lines += [f"IMPOSSIBLE: {f}" for f in flags]
+    return "\n".join(lines)
