@@ -3,7 +3,6 @@ errors into one line on stderr and a non-zero exit."""
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from pathlib import Path
 
@@ -189,16 +188,13 @@ def bench(ctx, kernel_name, revs, shapes, dtype, budget):
 
 
 def _lookup(root, rev, shape, dtype, gpu):
-    from .registry import kernel_names, split_rev
-    from .store import find_profile
+    from .select import parse_side, resolve_one
 
-    kernel, name = split_rev(rev)
-    if kernel not in kernel_names(root):
-        raise KernlogError(f"unknown kernel {kernel!r}; known: {', '.join(kernel_names(root))}")
-    return find_profile(root, kernel, name, shape, dtype, gpu)
+    return resolve_one(root, parse_side(rev, shape, dtype, gpu))
 
 
-LOOKUP = [SHAPE, click.option("--dtype", type=DTYPE, default=None), click.option("--gpu", default=None)]
+LOOKUP = [SHAPE, click.option("--dtype", type=DTYPE, default=None),
+          click.option("--gpu", default=None, metavar="SLUG", help="GPU slug, e.g. nvidia-h100-80gb-hbm3.")]
 
 
 def lookup_options(fn):
@@ -208,34 +204,16 @@ def lookup_options(fn):
 
 
 @main.command()
-@click.argument("rev", metavar="KERNEL/REVISION")
+@click.argument("rev", metavar="KERNEL/REVISION[@SELECTOR]")
 @lookup_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.pass_context
 @handled
 def show(ctx, rev, shape, dtype, gpu, fmt):
     """One stored revision's metrics and ncu findings."""
-    from .metrics import metric
+    from .show import render
 
-    rec = _lookup(_root(ctx), rev, shape, dtype, gpu)
-    if fmt == "json":
-        click.echo(json.dumps({k: v for k, v in rec.items() if k != "_path"}, indent=1, sort_keys=True))
-        return
-    click.echo(f"{rec['kernel']}/{rec['revision']}  {format_shape(tuple(rec['shape']))} {rec['dtype']}  "
-               f"on {rec['gpu']['name']}  ({rec['_path']})")
-    click.echo(f"change: {rec['change']}")
-    t = rec["timing"]
-    click.echo(f"wall time: median {t['median_ms'] * 1e3:.2f} us (p05 {t['p05_ms'] * 1e3:.2f}, "
-               f"p95 {t['p95_ms'] * 1e3:.2f}, {t['n']} samples)")
-    for key, value in rec["metrics"].items():
-        m = metric(key)
-        shown = "not collected" if value is None else f"{value:.4g}"
-        click.echo(f"  {m.label:<38} {shown:>14} {m.unit}")
-    click.echo(f"  occupancy limiter: {rec['facts'].get('occupancy_limiter') or 'not collected'}; "
-               f"kernels: {', '.join(k['name'] for k in rec['facts']['kernels'])}")
-    for f in rec["findings"]:
-        est = f" (est. speedup {f['speedup_pct']:.0f}%)" if f.get("speedup_pct") else ""
-        click.echo(f"- {f['title']}{est}: {f['message']}")
+    click.echo(render(_root(ctx), _lookup(_root(ctx), rev, shape, dtype, gpu), fmt))
 
 
 @main.command()
@@ -244,17 +222,40 @@ def show(ctx, rev, shape, dtype, gpu, fmt):
 @lookup_options
 @click.option("--format", "fmt", type=click.Choice(["text", "md", "json"]), default="text")
 @click.option("--all", "all_rows", is_flag=True, help="Also list metrics that did not move.")
+@click.option("--retime", is_flag=True, help="Time both sides again, interleaved, on this GPU, and judge on that.")
+@click.option("--rounds", type=click.IntRange(2, 1000), default=20, show_default=True,
+              help="--retime: rounds of A then B, each a batch of launches with L2 flushed.")
 @click.pass_context
 @handled
-def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows):
-    """What moved from REV1 to REV2 (e.g. softmax/v0_naive softmax/v1_block_smem)."""
-    from .diff import diff as run
-    from .diff import render
+def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows, retime, rounds):
+    """What moved from REV1 to REV2, judged against noise.
+
+    REV is KERNEL/REVISION[@SHAPE.DTYPE.GPU] (any part optional, any order), e.g.
+    softmax/v7_bf16_packed@8192x4096.bf16, or a profile's .json path."""
+    from .diff import render, run
+    from .select import parse_side
 
     root = _root(ctx)
-    a = _lookup(root, rev_a, shape, dtype, gpu)
-    b = _lookup(root, rev_b, shape or tuple(a["shape"]), dtype or a["dtype"], gpu or a["gpu"]["slug"])
-    click.echo(render(run(a, b), fmt, all_rows))
+    d = run(root, parse_side(rev_a, shape, dtype, gpu), parse_side(rev_b, shape, dtype, gpu),
+            retime_rounds=rounds if retime else 0)
+    click.echo(render(d, fmt, all_rows))
+
+
+@main.command()
+@click.argument("revs", nargs=-1, required=True, metavar="KERNEL/REVISION...")
+@SHAPE
+@click.option("--dtype", type=DTYPE, default=None, help="Default: each kernel's first dtype.")
+@click.option("--runs", type=click.IntRange(3, 50), default=5, show_default=True,
+              help="Times each revision is timed and profiled (A/A), interleaved.")
+@click.pass_context
+@handled
+def noise(ctx, revs, shape, dtype, runs):
+    """Measure run-to-run noise of each metric (needs a GPU and ncu); stored for diff's bands."""
+    from .capture_noise import calibrate
+
+    root = _root(ctx)
+    for path in calibrate(root, list(revs), shape, dtype, runs, progress=lambda s: click.echo(s, err=True)):
+        click.echo(str(path.relative_to(root)))
 
 
 @main.command()

@@ -27,7 +27,8 @@ def _prepare(root: Path, rec: dict, gpu_slug: str):
     try:
         rev = kernel.revision(rec["revision"])
     except KeyError:
-        raise KernlogError(f"{rec['kernel']}/{rec['revision']} is no longer a revision: it cannot be re-timed") from None
+        raise KernlogError(f"{rec['kernel']}/{rec['revision']} is no longer a revision: "
+                           "it cannot be re-timed") from None
     shape, dtype = tuple(rec["shape"]), rec["dtype"]
     launch = rev.load()
     results = gate.check_revision(kernel, rev, "cuda", shapes=[shape], dtypes=[dtype], launch=launch)
