@@ -18,10 +18,18 @@ HAS_NCU = shutil.which("ncu") is not None
 HAS_NVCC = shutil.which("nvcc") is not None
 
 
+def pytest_addoption(parser):
+    parser.addoption("--run-slow", action="store_true",
+                     help="also run the tests marked slow (README: the GPU machine runs them, `make test-slow`)")
+
+
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     skip_ncu = pytest.mark.skip(reason="needs a GPU and ncu")
+    skip_slow = pytest.mark.skip(reason="slow on the CPU: run with --run-slow")
     for item in items:
+        if item.get_closest_marker("slow") and not config.getoption("--run-slow"):
+            item.add_marker(skip_slow)
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip_gpu)
         if "ncu" in item.keywords and not (HAS_CUDA and HAS_NCU):

@@ -47,6 +47,10 @@ def test_short_rows_take_the_several_rows_path(st, monkeypatch):
     assert not _gate(lambda inputs, out: st.softmax(inputs[0], out), ((5, 300), (3, 1), (4, 1024)))
 
 
+# 18-28 s through the interpreter on the 2-core CPU machine; on the CPU the split path is still
+# checked against softmax by test_each_launch_leaves_all_of_a_rows_slots_in_its_new_epoch, on the
+# GPU by test_every_split_config_passes_the_gate_on_gpu.
+@pytest.mark.slow
 def test_split_rows_meet_through_the_workspace(st, monkeypatch):
     _refuse_all_but(st, monkeypatch, "_split")
     # short=16 and 64-column chunks: rows of 2, 16 and 32 chunks (the cap), a ragged last
