@@ -70,14 +70,23 @@ def main(ctx, root):
 @click.pass_context
 @handled
 def list_cmd(ctx):
-    """Kernels, their revisions, and which are profiled (and stale) on which GPU."""
+    """Kernels, their revisions, and which are profiled (and stale) on which GPU. A profile
+    that fails verification is marked, named on stderr with its fix, and the exit is non-zero."""
     from .registry import kernel_names, load_kernel
     from .report import stale
-    from .store import bench_hashes, iter_profiles
+    from .store import ProfileError, bench_hashes, iter_profiles, report_hashed
 
     root = _root(ctx)
-    stored, lines = {}, []
-    for rec in iter_profiles(root):
+    stored, lines, bad, unhashed = {}, [], [], 0
+    for rec in iter_profiles(root, bad="yield"):
+        if isinstance(rec, ProfileError):
+            bad.append(rec)
+            if rec.ident:
+                gpu, kernel_name, rev_name, shape, dtype = rec.ident
+                stored.setdefault((kernel_name, rev_name), []).append(
+                    f"{gpu} {format_shape(shape)} {dtype} UNREADABLE ({rec.short})")
+            continue
+        unhashed += not report_hashed(rec)
         stored.setdefault((rec["kernel"], rec["revision"]), []).append(rec)
     for name in kernel_names(root):
         kernel = load_kernel(root, name)
@@ -86,10 +95,12 @@ def list_cmd(ctx):
         current = {rev.name: rev.sha256() for rev in kernel.revisions}
         for rev in kernel.revisions:
             recs = stored.get((name, rev.name), [])
-            where = ", ".join(sorted(f"{r['gpu']['slug']} {format_shape(tuple(r['shape']))} {r['dtype']}"
-                                     + (" STALE" if stale(r.get("source_sha256"), current, rev.name) else "")
-                                     + ("" if (root / r["_path"]).with_suffix(".ncu-rep").exists()
-                                        else " (ncu report missing)") for r in recs))
+            where = ", ".join(sorted(r if isinstance(r, str) else  # str: a bad file, marked above
+                                     f"{r['gpu']['slug']} {format_shape(tuple(r['shape']))} {r['dtype']}"
+                                     + (" STALE" if stale(r["source_sha256"], current, rev.name) else "")
+                                     + (" (report under its staged name: a save was interrupted)"
+                                        if r["ncu"]["report"].startswith(".") else "")
+                                     for r in recs))
             points = []
             for gpu, hashes in sorted((g, h) for (g, r), h in swept.items() if r == rev.name):
                 old = sum(stale(h, current, rev.name) for h in hashes)
@@ -97,7 +108,14 @@ def list_cmd(ctx):
                               + (f" ({old} STALE)" if old else ""))
             lines.append(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where or 'not profiled'}"
                          + (f"; swept: {', '.join(points)}" if points else ""))
-    click.echo("\n".join(lines))  # all or nothing: a bad file below leaves one line
+    if unhashed:
+        lines.append(f"note: {unhashed} profile(s) predate report hashes: their .ncu-rep is checked by size only "
+                     "until re-profiled")
+    click.echo("\n".join(lines))
+    for err in bad:
+        click.echo(f"kernlog: {err}", err=True)
+    if bad:
+        ctx.exit(bad[0].exit_code)
 
 
 @main.command()
@@ -272,15 +290,23 @@ def report(ctx, check_only):
     root = _root(ctx)
     kernels = [load_kernel(root, n) for n in kernel_names(root)]
     sections = rpt.collect(root, kernels)
+    bad = rpt.unreadable(sections)
     text = rpt.render(root, kernels, sections)
     path = root / rpt.LOG
     if check_only:
-        if not path.exists() or path.read_text() != text:
+        if not bad and (not path.exists() or path.read_text() != text):
             raise KernlogError(f"{rpt.LOG} is out of date: run `kernlog report` and commit the result")
-        click.echo(f"{rpt.LOG} is up to date")
+        if not bad:
+            click.echo(f"{rpt.LOG} is up to date")
     else:
+        # Written even with bad files: the log names each where its figures would be, and the
+        # exit below is non-zero, so the gap is never silent.
         write_atomic(path, text.encode())
         plots = rpt.plot_sweeps(root, sections)
         click.echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))
     for line in rpt.stale_figures(sections):
         click.echo(f"warning: {line} (marked stale in the log)", err=True)
+    for err in bad:
+        click.echo(f"kernlog: {'' if check_only else f'left out of {rpt.LOG}: '}{err}", err=True)
+    if bad:
+        ctx.exit(bad[0].exit_code)

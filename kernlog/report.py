@@ -168,9 +168,19 @@ def _numel(shape: str) -> int:
     return n
 
 
+def _view(rec: dict) -> dict:
+    """A verified profile as the templates read it: a catalog metric it lacks is "not collected"."""
+    return dict(rec, metrics={**{m.key: None for m in CATALOG}, **rec["metrics"]})
+
+
 def collect(root: Path, kernels: list) -> list[dict]:
+    """One section per kernel. A profile that fails verification is left out of its ladder and
+    listed in the section's "unreadable" (store.ProfileError, one line naming the file and
+    the fix), so one bad file hides no other."""
     sections = []
-    all_recs = list(store.iter_profiles(root))
+    loaded = list(store.iter_profiles(root, bad="yield"))
+    all_recs = [_view(r) for r in loaded if not isinstance(r, store.ProfileError)]
+    bad = [e for e in loaded if isinstance(e, store.ProfileError)]
     for kernel in kernels:
         order = [r.name for r in kernel.revisions]
         current = {r.name: r.sha256() for r in kernel.revisions}
@@ -186,8 +196,14 @@ def collect(root: Path, kernels: list) -> list[dict]:
                                           ceilings=v[0]["ceilings"])
                                      for k, v in sorted(groups.items())],
                          "sweeps": sweeps,
-                         "revisions": {r.name: r for r in kernel.revisions}})
+                         "revisions": {r.name: r for r in kernel.revisions},
+                         "unreadable": [e for e in bad if Path(e.path).parts[-2] == kernel.name]})
     return sections
+
+
+def unreadable(sections: list[dict]) -> list[store.ProfileError]:
+    """The profiles the sections leave out because they failed verification."""
+    return [e for s in sections for e in s["unreadable"]]
 
 
 def stale_figures(sections: list[dict]) -> list[str]:

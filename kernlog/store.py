@@ -3,18 +3,32 @@
 Layout: profiles/<gpu>/<kernel>/<revision>.<shape>.<dtype>.{json,ncu-rep}, one pair per
 captured revision; profiles/<gpu>/ceilings.json (measured copy bandwidth and matmul rate);
 profiles/<gpu>/<kernel>/bench.csv (the timing sweep, long format).
+
+Integrity. A profile's JSON records the size and sha256 of its report (ncu.report_bytes,
+ncu.report_sha256), and every reader goes through load_profile, which checks the JSON's
+fields and the report against them. Profiles saved before the hash was recorded carry the
+size alone: they load, their report checked by size only (a same-size replacement passes),
+until re-profiled; `kernlog list` counts them.
+
+The pair is replaced as one: the JSON is the commit record and names its report, so a
+killed save leaves the old pair or the new one (save_profile says how).
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
+import math
 import os
 import re
+import secrets
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import KernlogError
-from .spec import NAME_RE, Shape, format_shape, parse_shape
+from .spec import NAME_RE, ROLES, Shape, format_shape, parse_shape
 
 SCHEMA = 1
 
@@ -50,6 +64,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; a profile is meant to be shared
         os.replace(tmp, path)
     except BaseException:
@@ -61,22 +77,104 @@ def dump_json(obj) -> bytes:
     return (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode()
 
 
+def staged_name(stem_: str, sha256: str) -> str:
+    """Where save_profile stages a report before its JSON is committed (hidden, named by its
+    hash, so a JSON may name it for the moment the usual name still holds the old report)."""
+    return f".{stem_}.{sha256[:16]}.ncu-rep"
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """(size in bytes, sha256 hex) of a file."""
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            size += len(chunk)
+    return size, h.hexdigest()
+
+
+def _copy_atomic(src: Path, dst: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dst)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _stage(report_tmp: Path, staged: Path) -> None:
+    with open(report_tmp, "rb") as f:
+        os.fsync(f.fileno())  # on disk before any JSON names it
+    try:
+        os.replace(report_tmp, staged)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        _copy_atomic(report_tmp, staged)  # ncu wrote it on another file system
+        report_tmp.unlink()
+
+
+def _install(staged: Path, rep_path: Path) -> None:
+    """The staged report at the usual name too (a hard link where the file system allows)."""
+    tmp = rep_path.with_name(f".{rep_path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        os.link(staged, tmp)
+    except OSError:
+        shutil.copyfile(staged, tmp)
+    os.replace(tmp, rep_path)
+
+
+def _tidy(json_path: Path) -> None:
+    """Remove the temporary and staged files of this profile that its JSON does not name
+    (left by a failed or killed save)."""
+    try:
+        named = json.loads(json_path.read_text())["ncu"]["report"]
+    except (OSError, ValueError, KeyError, TypeError):
+        named = None
+    prefix = "." + json_path.name[:-len(".json")] + "."
+    for p in json_path.parent.glob(".*"):
+        if p.name.startswith(prefix) and p.name != named and p.is_file():
+            p.unlink(missing_ok=True)
+
+
 def save_profile(root: Path, record: dict, report_tmp: Path, force: bool) -> Path:
-    """Move the ncu report into place, then write its JSON (the JSON's presence marks a
-    complete profile). Refuses to replace an existing profile unless `force`."""
+    """Write a profile and its ncu report (moved from `report_tmp`) as one pair. Refuses to
+    replace an existing profile unless `force`.
+
+    The JSON is the commit record: it names its report and records its size and sha256, and
+    each step below leaves a JSON whose report matches it, so readers see the old pair or
+    the new one, whenever the process dies:
+      1. the new report is staged beside the JSON under a hidden name of its hash;
+      2. the JSON is written (atomically) naming the staged report: the new pair is committed;
+      3. the staged report is linked to the usual name, replacing the old report;
+      4. the JSON is written again, naming the usual name;
+      5. the staged name is removed.
+    Temporary and staged files a failed save leaves are removed (a killed one's, by the next
+    save of that profile)."""
     json_path, rep_path = profile_paths(root, record["gpu"]["slug"], record["kernel"], record["revision"],
                                         tuple(record["shape"]), record["dtype"])
     if json_path.exists() and not force:
         raise KernlogError(f"{json_path.relative_to(root)} exists; pass --force to replace it")
     rep_path.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(report_tmp, rep_path)
-    record["ncu"]["report"] = rep_path.name
-    record["ncu"]["report_bytes"] = rep_path.stat().st_size
-    write_atomic(json_path, dump_json(record))
+    size, sha = file_digest(report_tmp)
+    staged = rep_path.with_name(staged_name(json_path.name[:-len(".json")], sha))
+    ncu = dict(record["ncu"], report_bytes=size, report_sha256=sha)
+    try:
+        _stage(report_tmp, staged)
+        write_atomic(json_path, dump_json(dict(record, ncu=dict(ncu, report=staged.name))))
+        _install(staged, rep_path)
+        write_atomic(json_path, dump_json(dict(record, ncu=dict(ncu, report=rep_path.name))))
+        staged.unlink()
+    finally:
+        _tidy(json_path)
     return json_path
 
 
 def load_json(path: Path) -> dict:
+    """A profile's JSON, parsed, with its schema checked (nothing else: load_profile verifies)."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
@@ -86,13 +184,202 @@ def load_json(path: Path) -> dict:
     return data
 
 
-def iter_profiles(root: Path, kernel: str | None = None) -> Iterator[dict]:
+class ProfileError(KernlogError):
+    """A stored profile that cannot be trusted, in one line: the file, what is wrong, the fix.
+
+    `path` is the profile's JSON relative to the root; `short` a few words for listings;
+    `ident` (gpu, kernel, revision, shape, dtype) as the path spells them, or None where the
+    path is not a profile's."""
+
+    def __init__(self, message: str, path: str, short: str, ident: tuple | None):
+        super().__init__(message)
+        self.path, self.short, self.ident = path, short, ident
+
+
+def path_ident(path: Path) -> tuple | None:
+    """(gpu, kernel, revision, shape, dtype) as a path .../profiles/<gpu>/<kernel>/<rev>.<shape>.<dtype>.json
+    spells them, or None where it is not such a path."""
+    parts = path.parts[-4:]
+    names = path.name[:-len(".json")].split(".") if path.name.endswith(".json") else []
+    if len(parts) != 4 or parts[0] != "profiles" or len(names) != 3:
+        return None
+    rev, shape, dtype = names
+    try:
+        shape_t = parse_shape(shape)
+        _safe(parts[1], parts[2], rev, dtype)
+    except (ValueError, KernlogError):
+        return None
+    return parts[1], parts[2], rev, shape_t, dtype
+
+
+def _fix(ident: tuple | None, inside: bool) -> str:
+    if ident is not None:
+        _, kernel, rev, shape, dtype = ident
+        return (f"re-profile with `kernlog profile {kernel} --rev {rev} --shape {format_shape(shape)} "
+                f"--dtype {dtype} --force` (or restore both files from git)")
+    where = "`profiles/<gpu>/<kernel>/<revision>.<shape>.<dtype>.json`"
+    if inside:
+        return f"remove it: profiles/ holds only what `kernlog profile` writes, as {where}"
+    return f"point at a profile where `kernlog profile` wrote it ({where})"
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+_TYPES = {"str": str, "int": int, "list": list, "dict": dict, "null": type(None)}  # and "num": int or float
+
+# What readers of a profile (show, diff, list, the log) rely on: dotted field -> accepted
+# types. Other fields are provenance for people and may come and go.
+FIELDS = {
+    "kernel": "str", "revision": "str", "kind": "str", "role": "str", "change": "str", "predicts": "str|null",
+    "shape": "list", "dtype": "str", "source_sha256": "str", "bytes_moved": "int", "flops": "num|null",
+    "gpu": "dict", "gpu.slug": "str", "gpu.name": "str",
+    "metrics": "dict", "metrics.wall_ms": "num",
+    "facts": "dict", "facts.kernels": "list", "facts.main_kernel": "str|null", "facts.occupancy_limiter": "str|null",
+    "findings": "list",
+    "timing": "dict", "timing.samples_ms": "list", "timing.median_ms": "num", "timing.p05_ms": "num",
+    "timing.p95_ms": "num", "timing.n": "int",
+    "ncu": "dict", "ncu.report": "str", "ncu.report_bytes": "int", "ncu.clock_control": "str",
+    "ceilings": "dict", "ceilings.copy_gbps": "num", "ceilings.matmul_bf16_tflops": "num",
+    "versions": "dict", "versions.ncu": "str", "versions.torch": "str", "versions.triton": "str|null",
+    "git": "dict", "git.commit": "str|null",
+}
+
+
+def _type_ok(value, kinds: str) -> bool:
+    return any(_is_num(value) if kind == "num" else type(value) is _TYPES[kind] for kind in kinds.split("|"))
+
+
+def _what(value) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _problems(rec: dict) -> Iterator[tuple[str, str]]:
+    """(short, problem) for each way `rec` breaks what readers rely on; the first is reported."""
+    for name, kinds in FIELDS.items():
+        head, _, leaf = name.rpartition(".")
+        parent = rec[head] if head else rec  # parents come first in FIELDS, already checked
+        if leaf not in parent:
+            yield "field missing", f"lacks the field {name}"
+            return
+        if not _type_ok(parent[leaf], kinds):
+            yield "field of wrong type", f"has {name} {_what(parent[leaf])}, expected {kinds.replace('|', ' or ')}"
+            return
+    if rec["role"] not in ROLES:
+        yield "field of wrong value", f"has role {rec['role']!r}, expected one of {', '.join(ROLES)}"
+    shape = rec["shape"]
+    if not shape or not all(type(n) is int and n > 0 for n in shape):
+        yield "bad shape", f"has shape {shape!r}, expected a list of positive integers"
+    samples = rec["timing"]["samples_ms"]
+    if not samples:
+        yield "no timing samples", "has no timing samples (timing.samples_ms is empty)"
+    bad = next((v for v in samples if not (_is_num(v) and math.isfinite(v) and v > 0)), None) if samples else None
+    if bad is not None:
+        yield "bad timing sample", f"has a timing sample of {bad!r} ms, expected positive finite numbers"
+    for key, v in rec["metrics"].items():
+        if v is not None and not (_is_num(v) and math.isfinite(v)):
+            yield "bad metric", f"has metrics.{key} = {v!r}, expected a finite number or null"
+    for name in ("metrics.wall_ms", "timing.median_ms", "timing.p05_ms", "timing.p95_ms", "ceilings.copy_gbps",
+                 "ceilings.matmul_bf16_tflops"):
+        head, leaf = name.split(".")
+        v = rec[head][leaf]
+        if not (math.isfinite(v) and v > 0):
+            yield "bad number", f"has {name} = {v!r}, expected a positive finite number"
+    for i, f in enumerate(rec["findings"]):
+        if not (isinstance(f, dict) and all(isinstance(f.get(k), str) for k in ("rule", "title", "message"))
+                and (f.get("speedup_pct") is None or _is_num(f["speedup_pct"]))):
+            yield "bad finding", f"has findings[{i}] without rule, title and message strings"
+    for i, k in enumerate(rec["facts"]["kernels"]):
+        if not (isinstance(k, dict) and isinstance(k.get("name"), str)):
+            yield "bad kernel fact", f"has facts.kernels[{i}] without a name"
+    sha = rec["ncu"].get("report_sha256")
+    if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+        yield "field of wrong type", f"has ncu.report_sha256 {sha!r}, expected 64 hex digits"
+
+
+def load_profile(root: Path, json_path: Path) -> dict:
+    """A stored profile, verified, with "_path" (its JSON, relative to `root`) added.
+
+    Checks that the JSON parses, has this schema, every field in FIELDS with its type,
+    positive finite timing samples and finite metrics, that it sits at the path its kernel,
+    revision, shape, dtype and GPU spell, and that the report it names sits beside it (under
+    the usual name, or the staged name of its hash) with the recorded size and, where one is
+    recorded, sha256. Raises ProfileError, one line naming the file and the fix."""
+    json_path = Path(json_path)
+    rel = Path(os.path.relpath(json_path, root))
+    inside = not rel.parts or rel.parts[0] != ".."
+    rel = rel if inside else json_path
+    ident = path_ident(Path(os.path.abspath(json_path)))
+    fix = _fix(ident, inside)
+
+    def fail(short: str, message: str):
+        return ProfileError(f"{message}; {fix}", str(rel), short, ident)
+
+    try:
+        rec = json.loads(json_path.read_text())
+    except OSError as exc:
+        raise fail("unreadable", f"cannot read profile {rel}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise fail("invalid JSON", f"cannot read profile {rel}: not valid JSON ({exc})") from None
+    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
+        raise fail("not a profile", f"{rel} is not a kernlog profile (schema {SCHEMA})")
+    for short, problem in _problems(rec):
+        raise fail(short, f"{rel} {problem}")
+    said = (rec["gpu"]["slug"], rec["kernel"], rec["revision"], tuple(rec["shape"]), rec["dtype"])
+    # Outside a profiles/<gpu>/<kernel>/ folder (a copied pair) only the file name is checked.
+    if rel.name != f"{said[2]}.{format_shape(said[3])}.{said[4]}.json" or ident not in (None, said):
+        raise fail("misplaced", f"{rel} holds {said[1]}/{said[2]} {format_shape(said[3])} {said[4]} on {said[0]}, "
+                   "not what its path says")
+    stem_ = rel.name[:-len(".json")]
+    ncu = rec["ncu"]
+    sha = ncu.get("report_sha256")
+    names = {f"{stem_}.ncu-rep"} | ({staged_name(stem_, sha)} if sha else set())
+    if ncu["report"] not in names:
+        raise fail("report misnamed", f"{rel} names its report {ncu['report']!r}, expected {stem_}.ncu-rep")
+    rep = json_path.parent / ncu["report"]
+    rep_rel = rel.with_name(ncu["report"])
+    if not rep.is_file():
+        raise fail("ncu report missing", f"{rep_rel}, the ncu report {rel.name} names, is missing")
+    size = rep.stat().st_size
+    if size != ncu["report_bytes"]:
+        raise fail("ncu report truncated or replaced",
+                   f"{rep_rel} is {size} bytes, the profile recorded {ncu['report_bytes']}: "
+                   "the report is truncated or replaced")
+    if sha and file_digest(rep)[1] != sha:
+        raise fail("ncu report replaced",
+                   f"{rep_rel} does not have the sha256 its profile recorded: the report was replaced "
+                   "(not the one this profile was extracted from)")
+    rec["_path"] = str(rel)
+    return rec
+
+
+def report_hashed(rec: dict) -> bool:
+    """Whether the profile recorded its report's sha256 (else its report is checked by size
+    only: profiles saved before kernlog recorded the hash)."""
+    return bool(rec["ncu"].get("report_sha256"))
+
+
+def report_path(root: Path, rec: dict) -> Path:
+    """The .ncu-rep of a profile from load_profile."""
+    return (root / rec["_path"]).parent / rec["ncu"]["report"]
+
+
+def iter_profiles(root: Path, kernel: str | None = None, bad: str = "raise") -> Iterator[dict | ProfileError]:
+    """Every stored profile (of `kernel`), verified by load_profile, in path order. A bad file
+    raises its ProfileError (bad="raise"), or is yielded as one in its place (bad="yield") so
+    that one bad file hides none of the others."""
+    if bad not in ("raise", "yield"):
+        raise ValueError(f"bad={bad!r}: 'raise' or 'yield'")
     base = root / "profiles"
     pattern = f"*/{kernel}/*.json" if kernel else "*/*/*.json"
-    for path in sorted(base.glob(pattern)):
-        record = load_json(path)
-        record["_path"] = str(path.relative_to(root))
-        yield record
+    for path in sorted(p for p in base.glob(pattern) if not p.name.startswith(".")):
+        try:
+            yield load_profile(root, path)
+        except ProfileError as err:
+            if bad == "raise":
+                raise
+            yield err
 
 
 def find_profile(root: Path, kernel: str, revision: str, shape: Shape | None = None,

@@ -3,6 +3,7 @@ whose kernels/ is this repository's."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -45,9 +46,9 @@ def scratch_repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def put(root: Path, rec: dict) -> Path:
-    json_path, rep_path = store.profile_paths(root, rec["gpu"]["slug"], rec["kernel"], rec["revision"],
-                                              tuple(rec["shape"]), rec["dtype"])
-    json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(rec))
-    return json_path
+def put(root: Path, rec: dict, report: Path = SECTIONS_REP) -> Path:
+    """Store `rec` as `kernlog profile` would, with a copy of `report` as its .ncu-rep (the
+    reader verifies the pair, not that the report holds these metrics)."""
+    tmp = root / "profiles" / f".put-{rec['revision']}.ncu-rep"
+    shutil.copyfile(report, tmp)
+    return store.save_profile(root, json.loads(json.dumps(rec)), tmp, force=True)

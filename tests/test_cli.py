@@ -145,7 +145,7 @@ def test_ambiguous_revision_asks_for_shape(repo):
 
 
 def test_list_flags_a_missing_ncu_report(repo):
-    assert "ncu report missing" in run(repo, "list").output  # the scratch profiles carry no .ncu-rep
-    for path in (repo / "profiles").rglob("*.json"):
-        path.with_suffix(".ncu-rep").write_bytes(b"x")
     assert "ncu report missing" not in run(repo, "list").output
+    for path in (repo / "profiles").rglob("*.ncu-rep"):
+        path.unlink()
+    assert "ncu report missing" in run(repo, "list").output

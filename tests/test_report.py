@@ -175,3 +175,17 @@ def test_a_sweep_merged_from_two_runs_says_which_revisions_each_timed(tmp_path):
     assert f"Runs, each timing its revisions side by side: triton, copy at {a[:10]}; torch at {a[:10]}." in text
     write([("torch", a, None), ("triton", b, None)])  # no run stamp: the commit tells them apart
     assert f"triton at {b[:10]}; torch at {a[:10]}." in report.render(root, [kernel])
+
+
+def test_a_metric_a_profile_lacks_renders_as_not_collected(tmp_path):
+    """A catalog metric missing from a stored profile (one taken before the catalog grew) is
+    "–" in the log, never a template error."""
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    path = next((root / "profiles").rglob("torch.8192x4096.fp32.json"))
+    rec = json.loads(path.read_text())
+    del rec["metrics"]["theoretical_occupancy_pct"], rec["metrics"]["dram_mb"]
+    path.write_text(json.dumps(rec))
+    section = report.render(root, [load_kernel(root, "softmax")]).split("<!-- kernlog:begin softmax -->")[1]
+    row = next(line for line in section.splitlines() if line.startswith("| torch | reference |"))
+    assert "% / –%, " in row and "DRAM – MB moved" in section

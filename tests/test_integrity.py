@@ -1,0 +1,263 @@
+"""Corrupt input through the CLI: each way a stored profile can be bad is one line on stderr
+naming the file and the fix, a non-zero exit, no traceback and nothing written; one bad file
+never hides the others from `list` and `report`; a save that dies leaves a whole pair."""
+import json
+import math
+import os
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from kernlog import store
+from kernlog.cli import main
+
+from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
+
+BAD = "profiles/nvidia-h100-80gb-hbm3/softmax/torch.8192x4096.fp32"
+FIX = "kernlog profile softmax --rev torch --shape 8192x4096 --dtype fp32 --force"
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory):
+    """Three good softmax profiles and the log rendered from them (built once: reading the
+    ncu reports is the slow part)."""
+    root = scratch_repo(tmp_path_factory.mktemp("golden"))
+    put(root, make_record("torch", median_ms=0.12), report=FULL_REP)
+    put(root, make_record("torch_compile", report=SECTIONS_REP, median_ms=0.09, seed=1), report=SECTIONS_REP)
+    put(root, make_record("v0_naive", median_ms=0.3, kernel="softmax", seed=2))
+    assert run(root, "report").exit_code == 0
+    return root
+
+
+@pytest.fixture
+def repo(golden, tmp_path):
+    root = tmp_path / "repo"
+    shutil.copytree(golden, root, symlinks=True)
+    return root
+
+
+def fresh(path):
+    path.mkdir(parents=True)
+    return scratch_repo(path)
+
+
+def run(root, *args):
+    return CliRunner().invoke(main, ["--root", str(root), *args])
+
+
+def snapshot(root):
+    """Every file kernlog could write: the log, reports/ and profiles/."""
+    files = [*root.glob("*.md"), *root.glob("reports/**/*"), *root.glob("profiles/**/*")]
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(files) if p.is_file()}
+
+
+def edit_json(root, change):
+    path = root / f"{BAD}.json"
+    rec = json.loads(path.read_text())
+    change(rec)
+    path.write_text(json.dumps(rec))
+
+
+def truncate(root):
+    rep = root / f"{BAD}.ncu-rep"
+    rep.write_bytes(rep.read_bytes()[:1000])
+
+
+def remove(root):
+    (root / f"{BAD}.ncu-rep").unlink()
+
+
+def foreign(root):
+    """Another profile's valid report copied over this one's."""
+    shutil.copy(root / "profiles/nvidia-h100-80gb-hbm3/softmax/torch_compile.8192x4096.fp32.ncu-rep",
+                root / f"{BAD}.ncu-rep")
+
+
+def same_size_other_bytes(root):
+    rep = root / f"{BAD}.ncu-rep"
+    data = bytearray(rep.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    rep.write_bytes(bytes(data))
+
+
+def drop(*keys):
+    def change(rec):
+        d = rec
+        for k in keys[:-1]:
+            d = d[k]
+        del d[keys[-1]]
+    return lambda root: edit_json(root, change)
+
+
+def setting(value, *keys):
+    def change(rec):
+        d = rec
+        for k in keys[:-1]:
+            d = d[k]
+        d[keys[-1]] = value
+    return lambda root: edit_json(root, change)
+
+
+def invalid_json(root):
+    (root / f"{BAD}.json").write_text('{"schema": 1, "kernel": "softmax",')
+
+
+CASES = {
+    "truncated report": (truncate, "ncu-rep is 1000 bytes, the profile recorded 1321356"),
+    "missing report": (remove, "ncu-rep, the ncu report torch.8192x4096.fp32.json names, is missing"),
+    "foreign report": (foreign, "ncu-rep is 123109 bytes, the profile recorded 1321356"),
+    "same-size report, other bytes": (same_size_other_bytes, "does not have the sha256 its profile recorded"),
+    "missing samples field": (drop("timing", "samples_ms"), "lacks the field timing.samples_ms"),
+    "missing metrics": (drop("metrics"), "lacks the field metrics"),
+    "missing gpu name": (drop("gpu", "name"), "lacks the field gpu.name"),
+    "shape of wrong type": (setting("8192x4096", "shape"), "has shape a str, expected list"),
+    "metrics of wrong type": (setting([1.0], "metrics"), "has metrics a list, expected dict"),
+    "samples of wrong type": (setting("0.1 0.2", "timing", "samples_ms"), "has timing.samples_ms a str"),
+    "report size of wrong type": (setting("1321356", "ncu", "report_bytes"), "has ncu.report_bytes a str"),
+    "empty samples": (setting([], "timing", "samples_ms"), "has no timing samples"),
+    "NaN sample": (setting([0.1, math.nan, 0.1], "timing", "samples_ms"), "timing sample of nan ms"),
+    "inf sample": (setting([0.1, math.inf], "timing", "samples_ms"), "timing sample of inf ms"),
+    "NaN metric": (setting(math.nan, "metrics", "dram_mb"), "metrics.dram_mb = nan"),
+    "zero wall time": (setting(0.0, "metrics", "wall_ms"), "metrics.wall_ms = 0.0"),
+    "invalid JSON": (invalid_json, "cannot read profile"),
+    "not a profile": (setting(7, "schema"), "is not a kernlog profile"),
+    "JSON of another revision": (setting("v0_naive", "revision"), "holds softmax/v0_naive 8192x4096 fp32"),
+}
+
+
+def one_bad_line(result, fragment, path=BAD):
+    """Exactly one line on stderr: it names the file, the problem and the fix."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit), result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.stderr
+    assert path in lines[0] and fragment in lines[0] and FIX in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_show_diff_and_report_check_refuse_a_bad_profile_in_one_line(repo, case):
+    corrupt, fragment = CASES[case]
+    corrupt(repo)
+    before = snapshot(repo)
+    one_bad_line(run(repo, "show", "softmax/torch"), fragment)
+    one_bad_line(run(repo, "diff", "softmax/torch", "softmax/torch_compile"), fragment)
+    one_bad_line(run(repo, "report", "--check"), fragment)
+    assert snapshot(repo) == before
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_list_marks_the_bad_profile_and_lists_the_others(repo, case):
+    corrupt, fragment = CASES[case]
+    corrupt(repo)
+    before = snapshot(repo)
+    r = run(repo, "list")
+    one_bad_line(r, fragment)
+    softmax = r.stdout.split("\nsoftmax ")[1].splitlines()[1:]
+    rows = {ln.split()[0]: ln for ln in softmax[:next(i for i, ln in enumerate(softmax) if ln[:1] != " ")]}
+    assert "nvidia-h100-80gb-hbm3 8192x4096 fp32 UNREADABLE (" in rows["torch"]
+    for rev in ("torch_compile", "v0_naive"):
+        assert rows[rev].endswith("nvidia-h100-80gb-hbm3 8192x4096 fp32"), rows[rev]
+    assert snapshot(repo) == before
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_report_renders_the_others_names_the_bad_one_and_fails(repo, case):
+    """`kernlog report` still writes the log (the bad profile named where its figures would
+    be) but exits non-zero with one line, so the gap is never silent; nothing else is written."""
+    corrupt, fragment = CASES[case]
+    corrupt(repo)
+    before = snapshot(repo)
+    r = run(repo, "report")
+    assert one_bad_line(r, fragment).startswith("kernlog: left out of KERNEL_LOG.md: ")
+    after = snapshot(repo)
+    log = after.pop("KERNEL_LOG.md").decode()
+    before.pop("KERNEL_LOG.md")
+    assert after == before
+    section = log.split("<!-- kernlog:begin softmax -->")[1]
+    assert "| torch_compile | reference |" in section and "| v0_naive | step |" in section
+    assert "| torch | reference |" not in section
+    assert "**Left out, failing verification**" in section and f"`{FIX}`" in section and fragment in section
+    one_bad_line(run(repo, "report", "--check"), fragment)  # what was written does not pass
+
+
+def test_one_line_per_bad_file_and_the_good_ones_still_listed(repo):
+    put(repo, make_record("torch", kernel="softmax", shape=(4096, 1024)))
+    truncate(repo)
+    other = repo / "profiles/nvidia-h100-80gb-hbm3/softmax/v0_naive.8192x4096.fp32.json"
+    other.write_text("")
+    for args in (["list"], ["report"], ["report", "--check"]):
+        r = run(repo, *args)
+        assert r.exit_code == 2 and "Traceback" not in r.output
+        lines = r.stderr.splitlines()
+        assert len(lines) == 2, r.stderr
+        assert "v0_naive.8192x4096.fp32.json" in lines[1] and "torch.8192x4096.fp32.ncu-rep" in lines[0]
+    listed = run(repo, "list").stdout
+    assert "nvidia-h100-80gb-hbm3 4096x1024 fp32, nvidia-h100-80gb-hbm3 8192x4096 fp32 UNREADABLE" in listed
+    log = (repo / "KERNEL_LOG.md").read_text()
+    assert "### softmax 4096x1024 fp32" in log and "| torch_compile | reference |" in log
+
+
+def test_a_bad_file_of_one_revision_does_not_block_show_of_another(repo):
+    truncate(repo)
+    r = run(repo, "show", "softmax/torch_compile")
+    assert r.exit_code == 0 and "softmax/torch_compile" in r.output
+
+
+def test_profiles_from_before_report_hashes_are_listed_with_a_note_not_an_error(repo):
+    for path in (repo / "profiles").rglob("*.json"):
+        rec = json.loads(path.read_text())
+        del rec["ncu"]["report_sha256"]
+        path.write_text(json.dumps(rec))
+    r = run(repo, "list")
+    assert r.exit_code == 0 and r.stderr == ""
+    assert "note: 3 profile(s) predate report hashes: their .ncu-rep is checked by size only" in r.stdout
+    assert run(repo, "report", "--check").exit_code == 0
+    assert run(repo, "show", "softmax/torch").exit_code == 0
+
+
+def test_a_killed_forced_save_leaves_a_pair_every_command_reads(repo, tmp_path):
+    """The pair write (tests/test_store.py kills it at every step) seen through the CLI: at
+    each step the store holds the old pair or the new one, and list, show and report agree."""
+    log = (repo / "KERNEL_LOG.md").read_text()
+    seen = set()
+    for k in range(1, 40):
+        root = fresh(tmp_path / f"k{k}")
+        for p in repo.glob("profiles/**/*"):
+            if p.is_file():
+                (root / p.relative_to(repo)).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(p, root / p.relative_to(repo))
+        (root / "KERNEL_LOG.md").write_text(log)
+        new = tmp_path / f"new{k}.ncu-rep"
+        shutil.copy(SECTIONS_REP, new)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                calls = [0]
+                real = os.replace
+
+                def dying(*a, **kw):
+                    calls[0] += 1
+                    if calls[0] == k:
+                        os._exit(9)
+                    return real(*a, **kw)
+
+                os.replace = dying
+                store.save_profile(root, make_record("torch", median_ms=0.5), new, force=True)
+                os._exit(0)
+            finally:
+                os._exit(1)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        assert code in (0, 9)
+        r = run(root, "list")
+        assert r.exit_code == 0 and r.stderr == "", r.output
+        shown = run(root, "show", "softmax/torch", "--format", "json")
+        assert shown.exit_code == 0, shown.output
+        is_new = json.loads(shown.stdout)["metrics"]["wall_ms"] > 0.4
+        seen.add(is_new)
+        check = run(root, "report", "--check")  # the log was rendered from the old pair
+        assert (check.exit_code, "out of date" in check.output) == ((2, True) if is_new else (0, False))
+        if code == 0:
+            break
+    assert seen == {False, True}

@@ -1,0 +1,248 @@
+"""store: the profile loader's checks, the weaker state of profiles saved before report
+hashes, and the pair write (report and JSON replaced as one)."""
+import json
+import os
+import shutil
+
+import pytest
+
+from kernlog import store
+
+from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
+
+
+def fresh(path):
+    path.mkdir(parents=True)
+    return scratch_repo(path)
+
+
+@pytest.fixture
+def root(tmp_path):
+    return fresh(tmp_path / "repo")
+
+
+def _report_of(root, json_path):
+    return json_path.parent / json.loads(json_path.read_text())["ncu"]["report"]
+
+
+def test_save_records_size_and_hash_and_load_verifies_them(root):
+    path = put(root, make_record("torch"), report=FULL_REP)
+    rec = store.load_profile(root, path)
+    assert rec["ncu"]["report"] == "torch.8192x4096.fp32.ncu-rep" and rec["_path"] == str(path.relative_to(root))
+    assert (rec["ncu"]["report_bytes"], rec["ncu"]["report_sha256"]) == store.file_digest(FULL_REP)
+    assert store.report_hashed(rec) and store.report_path(root, rec).read_bytes() == FULL_REP.read_bytes()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["torch.8192x4096.fp32.json",
+                                                             "torch.8192x4096.fp32.ncu-rep"]
+
+
+def _drop_hash(path):
+    rec = json.loads(path.read_text())
+    del rec["ncu"]["report_sha256"]
+    path.write_text(json.dumps(rec))
+
+
+def test_a_profile_from_before_report_hashes_loads_checked_by_size(root):
+    """The committed profiles record report_bytes but no hash: they load, their report checked
+    by size only, so a replacement of the same size passes (the documented weaker state)."""
+    path = put(root, make_record("torch"))
+    _drop_hash(path)
+    rec = store.load_profile(root, path)
+    assert not store.report_hashed(rec)
+    rep = _report_of(root, path)
+    data = bytearray(rep.read_bytes())
+    data[100] ^= 0xFF
+    rep.write_bytes(bytes(data))
+    assert store.load_profile(root, path)["revision"] == "torch"  # undetectable without a hash
+    rep.write_bytes(bytes(data[:-1]))
+    with pytest.raises(store.ProfileError, match="is 123108 bytes, the profile recorded 123109"):
+        store.load_profile(root, path)
+
+
+def test_a_report_of_the_same_size_but_other_bytes_is_caught_by_the_hash(root):
+    path = put(root, make_record("torch"))
+    rep = _report_of(root, path)
+    data = bytearray(rep.read_bytes())
+    data[-1] ^= 0xFF
+    rep.write_bytes(bytes(data))
+    with pytest.raises(store.ProfileError, match="does not have the sha256 its profile recorded") as e:
+        store.load_profile(root, path)
+    assert e.value.short == "ncu report replaced" and e.value.path == str(path.relative_to(root))
+
+
+def test_a_json_at_the_wrong_path_is_refused(root):
+    path = put(root, make_record("torch"))
+    other = path.with_name("torch_compile.8192x4096.fp32.json")
+    shutil.copy(path, other)
+    shutil.copy(_report_of(root, path), other.with_suffix(".ncu-rep"))
+    with pytest.raises(store.ProfileError, match="holds softmax/torch 8192x4096 fp32 .* not what its path says"):
+        store.load_profile(root, other)
+
+
+def test_a_report_named_other_than_beside_its_json_is_refused(root):
+    path = put(root, make_record("torch"))
+    rec = json.loads(path.read_text())
+    rec["ncu"]["report"] = "../torch.ncu-rep"
+    path.write_text(json.dumps(rec))
+    with pytest.raises(store.ProfileError, match="names its report '../torch.ncu-rep', expected torch.8192x4096"):
+        store.load_profile(root, path)
+
+
+def test_a_pair_copied_out_of_the_repository_loads(root, tmp_path):
+    """select.py loads a profile by its path, also from another checkout or a copied pair."""
+    path = put(root, make_record("torch"))
+    for dest in (tmp_path / "other" / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax", tmp_path / "loose"):
+        dest.mkdir(parents=True)
+        shutil.copy(path, dest)
+        shutil.copy(_report_of(root, path), dest)
+        assert store.load_profile(root, dest / path.name)["revision"] == "torch"
+    (tmp_path / "loose" / path.name).rename(tmp_path / "loose" / "renamed.json")
+    with pytest.raises(store.ProfileError, match="not what its path says"):
+        store.load_profile(root, tmp_path / "loose" / "renamed.json")
+
+
+def test_iter_profiles_yields_the_bad_file_in_its_place_or_raises(root):
+    put(root, make_record("torch"))
+    bad = put(root, make_record("torch_compile"))
+    put(root, make_record("triton"))
+    bad.write_text("{")
+    got = list(store.iter_profiles(root, "softmax", bad="yield"))
+    assert [g["revision"] if isinstance(g, dict) else g.ident[2] for g in got] == ["torch", "torch_compile", "triton"]
+    err = got[1]
+    assert isinstance(err, store.ProfileError) and err.short == "invalid JSON"
+    assert err.ident == ("nvidia-h100-80gb-hbm3", "softmax", "torch_compile", (8192, 4096), "fp32")
+    with pytest.raises(store.ProfileError, match="cannot read profile .*torch_compile"):
+        list(store.iter_profiles(root, "softmax"))
+
+
+def test_a_stray_json_in_profiles_says_to_remove_it(root):
+    put(root, make_record("torch"))
+    stray = root / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "notes.json"
+    stray.write_text("{}")
+    (err,) = [e for e in store.iter_profiles(root, bad="yield") if isinstance(e, store.ProfileError)]
+    assert err.ident is None and "remove it" in str(err) and "notes.json" in str(err)
+
+
+# The pair write. Every call that changes the folder is a step; a crash at any one must leave
+# the old pair or the new one, each consistent, and (when the process lives to clean up) no
+# temporary file.
+
+STEPS = ("replace", "link", "unlink", "fsync")
+
+
+def _fail_at(monkeypatch, k, action):
+    """Make the k-th step (counting os.replace/link/unlink/fsync and store.write_atomic) do `action`."""
+    seen = [0]
+
+    def wrap(fn):
+        def step(*a, **kw):
+            seen[0] += 1
+            if seen[0] == k:
+                action()
+            return fn(*a, **kw)
+        return step
+
+    for name in STEPS:
+        monkeypatch.setattr(os, name, wrap(getattr(os, name)))
+    monkeypatch.setattr(store, "write_atomic", wrap(store.write_atomic))
+    return seen
+
+
+def _old_and_new(root, tmp_path):
+    put(root, make_record("torch", median_ms=0.12), report=SECTIONS_REP)
+    new = make_record("torch", median_ms=0.5)
+    rep = tmp_path / "new.ncu-rep"
+    shutil.copy(FULL_REP, rep)
+    return new, rep
+
+
+def _state(root):
+    """'old' or 'new': which pair the profile is, verified; fails on anything else."""
+    path = next((root / "profiles").rglob("torch.*.json"))
+    rec = store.load_profile(root, path)
+    which = {0.12: "old", 0.5: "new"}[round(rec["metrics"]["wall_ms"], 2)]
+    want = SECTIONS_REP if which == "old" else FULL_REP
+    assert store.report_path(root, rec).read_bytes() == want.read_bytes()
+    return which
+
+
+def _leftovers(root, named=()):
+    folder = next((root / "profiles").rglob("torch.*.json")).parent
+    expected = {"torch.8192x4096.fp32.json", "torch.8192x4096.fp32.ncu-rep", *named}
+    return sorted(p.name for p in folder.iterdir() if p.name not in expected)
+
+
+def test_a_failure_at_any_step_of_a_forced_save_leaves_one_whole_pair_and_no_temp_file(root, tmp_path,
+                                                                                          monkeypatch):
+    outcomes = []
+    for k in range(1, 50):
+        with monkeypatch.context() as m:
+            base = tmp_path / str(k)
+            r = fresh(base)
+            new, rep = _old_and_new(r, base)
+
+            def crash():
+                raise OSError("simulated crash")
+
+            seen = _fail_at(m, k, crash)
+            try:
+                store.save_profile(r, new, rep, force=True)
+                failed = False
+            except OSError:
+                failed = True
+        state = _state(r)
+        rec = json.loads(next((r / "profiles").rglob("torch.*.json")).read_text())
+        assert _leftovers(r, named=[rec["ncu"]["report"]]) == [], (k, state)
+        outcomes.append((state, failed))
+        if seen[0] < k:  # the save finished before step k: every step has been tried
+            break
+    assert outcomes[-1] == ("new", False) and ("old", True) in outcomes and ("new", True) in outcomes
+    assert len(outcomes) > 5
+
+
+def test_a_save_killed_at_any_step_leaves_one_whole_pair_and_the_next_save_tidies(root, tmp_path):
+    """A real kill (os._exit in a forked child: no `finally` runs) at each step."""
+    states = []
+    for k in range(1, 50):
+        base = tmp_path / str(k)
+        r = fresh(base)
+        new, rep = _old_and_new(r, base)
+        pid = os.fork()
+        if pid == 0:  # the child: save, dying at step k
+            try:
+                with pytest.MonkeyPatch.context() as m:
+                    _fail_at(m, k, lambda: os._exit(9))
+                    store.save_profile(r, new, rep, force=True)
+                os._exit(0)
+            finally:
+                os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        assert code in (0, 9)
+        states.append(_state(r))
+        again = base / "again.ncu-rep"
+        shutil.copy(FULL_REP, again)
+        store.save_profile(r, make_record("torch", median_ms=0.5), again, force=True)
+        assert _state(r) == "new" and _leftovers(r) == []
+        if code == 0:
+            break
+    assert states[0] == "old" and states[-1] == "new" and "old" in states and len(states) > 5
+
+
+def test_the_staged_state_a_killed_save_can_leave_is_a_whole_pair(root, tmp_path):
+    """Killed after committing the JSON but before the report took its usual name: the JSON
+    names the staged report, which matches it; the usual name still holds the old report."""
+    path = put(root, make_record("torch", median_ms=0.12))
+    rep = tmp_path / "new.ncu-rep"
+    shutil.copy(FULL_REP, rep)
+    size, sha = store.file_digest(rep)
+    staged = path.parent / store.staged_name("torch.8192x4096.fp32", sha)
+    os.replace(rep, staged)
+    rec = make_record("torch", median_ms=0.5)
+    rec["ncu"].update(report=staged.name, report_bytes=size, report_sha256=sha)
+    store.write_atomic(path, store.dump_json(rec))
+    loaded = store.load_profile(root, path)
+    assert loaded["metrics"]["wall_ms"] == rec["metrics"]["wall_ms"]
+    assert store.report_path(root, loaded) == staged
+    staged.write_bytes(SECTIONS_REP.read_bytes())  # the staged file is verified like any report
+    with pytest.raises(store.ProfileError, match="is 123109 bytes, the profile recorded 1321356"):
+        store.load_profile(root, path)
