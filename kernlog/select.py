@@ -68,8 +68,7 @@ def parse_side(text: str, shape=None, dtype=None, gpu=None) -> Side:
 
 
 def _load(root: Path, path: Path) -> dict:
-    loader = getattr(store, "load_profile", None)
-    rec = loader(root, path) if loader else store.load_json(path)
+    rec = store.load_profile(root, path)
     try:
         rec["_path"] = str(path.resolve().relative_to(root.resolve()))
     except ValueError:
@@ -77,11 +76,19 @@ def _load(root: Path, path: Path) -> dict:
     return rec
 
 
-def stored(root: Path, kernel: str, revision: str) -> list[dict]:
-    """Every stored profile of one revision, on any GPU, shape and dtype."""
-    paths = sorted((root / "profiles").glob(f"*/{kernel}/{revision}.*.json"))
-    recs = [_load(root, p) for p in paths]
-    return [r for r in recs if r["revision"] == revision and r["kernel"] == kernel]
+def stored(root: Path, kernel: str, revision: str) -> tuple[list[dict], list[store.ProfileError]]:
+    """Every stored profile of one revision, on any GPU, shape and dtype, and the files of it
+    that fail verification."""
+    recs, bad = [], []
+    for path in sorted((root / "profiles").glob(f"*/{kernel}/{revision}.*.json")):
+        try:
+            rec = _load(root, path)
+        except store.ProfileError as e:
+            bad.append(e)
+            continue
+        if rec["revision"] == revision and rec["kernel"] == kernel:
+            recs.append(rec)
+    return recs, bad
 
 
 def candidates(root: Path, side: Side) -> list[dict]:
@@ -92,7 +99,10 @@ def candidates(root: Path, side: Side) -> list[dict]:
     if side.kernel not in known:
         raise KernlogError(f"no kernel {side.kernel!r}; kernels: {', '.join(known)}")
     kernel = load_kernel(root, side.kernel)
-    recs = stored(root, side.kernel, side.revision)
+    recs, bad = stored(root, side.kernel, side.revision)
+    for e in bad:  # a broken file this side may mean is never passed over for another
+        if e.ident is None or side.wants({"shape": e.ident[3], "dtype": e.ident[4], "gpu": {"slug": e.ident[0]}}):
+            raise e
     names = [r.name for r in kernel.revisions]
     if side.revision not in names and not recs:
         raise KernlogError(f"no revision {side.revision!r} in {side.kernel}; revisions: {', '.join(names)}")

@@ -102,11 +102,15 @@ def test_report_then_check(repo):
 
 
 @pytest.mark.parametrize("args,code,fragment", [
-    (["show", "nosuch/torch"], 2, "unknown kernel"),
-    (["show", "softmax/v9_nothing"], 2, "no stored profile"),
+    (["show", "nosuch/torch"], 2, "no kernel 'nosuch'; kernels: "),
+    (["show", "softmax/v9_nothing"], 2, "no revision 'v9_nothing' in softmax; revisions: v0_naive, "),
+    (["show", "softmax/v0_naive"], 2, "softmax/v0_naive has no stored profile: run `kernlog profile softmax"),
+    (["show", "softmax/torch@4096x1024"], 2, "no profile of softmax/torch@4096x1024; stored: softmax/torch@"),
+    (["show", "softmax/torch@fp33"], 2, "no profile of softmax/torch@fp33; stored: "),
+    (["show", "softmax/torch@8192x4096.fp3!"], 2, "bad selector part 'fp3!'"),
     (["show", "../../etc/passwd"], 2, "bad revision"),
     (["show", "softmax/../../x"], 2, "bad revision"),
-    (["diff", "softmax/torch", "softmax/nope"], 2, "no stored profile"),
+    (["diff", "softmax/torch", "softmax/nope"], 2, "no revision 'nope' in softmax"),
     (["check", "nosuch"], 2, "unknown kernel"),
     (["check", "softmax", "--rev", "nope"], 2, "unknown revision"),
 ])
@@ -139,9 +143,16 @@ def test_outside_a_repository(tmp_path):
 
 def test_ambiguous_revision_asks_for_shape(repo):
     put(repo, make_record("torch", shape=(4096, 1024)))
-    one_line_error(run(repo, "show", "softmax/torch"), 2, "pick one with --shape")
+    put(repo, make_record("torch", shape=(1024, 4096)))
+    r = run(repo, "show", "softmax/torch")  # the kernel's declared profile shape
+    assert r.exit_code == 0 and "8192x4096" in r.output.splitlines()[0]
+    for path in (repo / "profiles").rglob("torch.8192x4096.fp32.*"):
+        path.unlink()
+    one_line_error(run(repo, "show", "softmax/torch@fp32"), 2, "softmax/torch@fp32 has 2 profiles; name one: "
+                   "softmax/torch@1024x4096.fp32.nvidia-h100-80gb-hbm3  softmax/torch@4096x1024")
     r = run(repo, "show", "softmax/torch", "--shape", "4096x1024")
     assert r.exit_code == 0 and "4096x1024" in r.output
+    assert run(repo, "show", "softmax/torch@4096x1024").output == r.output
 
 
 def test_list_flags_a_missing_ncu_report(repo):

@@ -1,11 +1,32 @@
+"""diff: noise bands, the timing verdict, units, selectors, and the rows a wrong diff gets wrong."""
 import json
 
+import numpy as np
 import pytest
 
-from kernlog import diff
-from kernlog.metrics import metric
+from kernlog import diff, noise, select, units
+from kernlog.ceiling import impossible
+from kernlog.errors import KernlogError
+from kernlog.metrics import CATALOG, metric
 
-from .helpers import SECTIONS_REP, make_record, samples
+from .helpers import ROOT, SECTIONS_REP, make_record, put, samples, scratch_repo
+
+# --- the timing verdict ---------------------------------------------------------------------------
+
+def test_mann_whitney_p_separates_shifted_samples_and_is_symmetric():
+    rng = np.random.default_rng(0)
+    a = list(rng.normal(1.0, 0.01, 30))
+    same = list(rng.normal(1.0, 0.01, 30))
+    shifted = list(rng.normal(1.05, 0.01, 30))
+    assert diff.mann_whitney_p(a, same) > 0.05
+    assert diff.mann_whitney_p(a, shifted) < 1e-6
+    assert diff.mann_whitney_p(a, shifted) == pytest.approx(diff.mann_whitney_p(shifted, a))
+
+
+def test_mann_whitney_p_matches_a_hand_computed_case():
+    # x all below y, n=8 each: U = 0, z = (32 - 0.5) / sqrt(8*8*17/12) = 3.309, p = erfc(z/sqrt2)
+    p = diff.mann_whitney_p(list(range(8)), list(range(10, 18)))
+    assert p == pytest.approx(0.000936, rel=0.01)
 
 
 @pytest.mark.parametrize("factor,expected", [(0.9, "faster"), (1.1, "slower"), (1.0, "same")])
@@ -15,11 +36,31 @@ def test_timing_verdict_from_samples(factor, expected):
     assert diff.timing_verdict(a, b).verdict == expected
 
 
-def test_noisy_small_change_is_ambiguous():
-    a = samples(1.0, n=20, spread=0.05, seed=3)
-    b = samples(1.02, n=20, spread=0.05, seed=4)
-    v = diff.timing_verdict(a, b)
-    assert v.verdict == "ambiguous" and v.low < 1 < v.high
+def test_a_significant_move_inside_the_band_is_same():
+    a = samples(1.0, n=200, spread=0.001, seed=3)
+    b = samples(1.01, n=200, spread=0.001, seed=4)
+    v = diff.timing_verdict(a, b, 0.035)
+    assert v.p_value < 1e-6 and v.verdict == "same"
+    assert diff.timing_verdict(a, b, 0.005).verdict == "slower"  # a narrower band calls it
+
+
+def test_outside_the_band_but_not_significant_is_inconclusive():
+    a = [1.0, 1.5, 0.7, 1.2, 0.9, 1.6, 0.6, 1.1]
+    b = [1.1, 1.4, 0.8, 1.3, 1.0, 1.7, 0.65, 1.25]
+    v = diff.timing_verdict(a, b, 0.01)
+    assert abs(v.ratio - 1) > 0.01 and v.p_value > diff.ALPHA and v.verdict == "inconclusive"
+
+
+@pytest.mark.parametrize("n", [1, 2, diff.MIN_SAMPLES - 1])
+def test_too_few_samples_gives_no_verdict(n):
+    v = diff.timing_verdict([1.0] * n, [0.5] * 50)
+    assert v.verdict == "too few samples" and v.ratio is None
+    assert f"n={n} vs 50" in v.line()
+
+
+def test_non_finite_samples_do_not_count():
+    v = diff.timing_verdict([float("nan")] * 50 + [1.0] * 3, [1.0] * 50)
+    assert v.verdict == "too few samples" and v.n_a == 3
 
 
 def test_verdict_is_deterministic():
@@ -27,32 +68,294 @@ def test_verdict_is_deterministic():
     assert diff.timing_verdict(a, b) == diff.timing_verdict(a, b)
 
 
+@pytest.mark.parametrize("factor", [0.5, 0.97, 0.99, 1.0, 1.01, 1.03, 2.0])
+def test_the_wall_time_row_always_agrees_with_the_verdict(factor):
+    a = make_record("torch", median_ms=0.1)
+    b = make_record("torch_compile", median_ms=0.1 * factor, seed=1)
+    d = diff.diff(a, b)
+    row = next(r for r in d["rows"] if r["metric"] == "wall_ms")
+    assert row["judgement"] == diff.VERDICT_ROW.get(d["timing"]["verdict"], d["timing"]["verdict"])
+
+
+def test_too_few_samples_reaches_the_row():
+    a = make_record("torch")
+    b = make_record("torch_compile", seed=1)
+    b["timing"]["samples_ms"] = b["timing"]["samples_ms"][:1]
+    d = diff.diff(a, b)
+    assert d["timing"]["verdict"] == "too few samples"
+    assert next(r for r in d["rows"] if r["metric"] == "wall_ms")["judgement"] == "too few samples"
+    assert "too few samples (n=60 vs 1" in diff.render(d)
+
+
+# --- judgements ------------------------------------------------------------------------------------
+
 def test_each_metric_knows_its_good_direction():
     assert diff.judge(metric("wall_ms"), 2.0, 1.0) == "better"
+    assert diff.judge(metric("duration_us"), 1.0, 2.0) == "worse"
     assert diff.judge(metric("dram_gbps"), 2.0, 1.0) == "worse"
+    assert diff.judge(metric("dram_gbps"), 1.0, 2.0) == "better"
     assert diff.judge(metric("stall_long_scoreboard"), 1.0, 3.0) == "worse"
-    assert diff.judge(metric("block_size"), 128, 256) == "changed"
     assert diff.judge(metric("dram_mb"), None, 3.0) == "not collected"
 
 
-def test_diff_of_two_profiles():
-    a = make_record("torch", median_ms=0.12)
-    b = make_record("torch_compile", report=SECTIONS_REP, median_ms=0.09, seed=1)
+@pytest.mark.parametrize("key", ["block_size", "grid_size", "achieved_occupancy_pct", "theoretical_occupancy_pct",
+                                 "registers_per_thread", "compute_pct", "memory_pct"])
+def test_context_dependent_metrics_only_change(key):
+    assert diff.judge(metric(key), 100.0, 200.0) == "changed"
+    assert diff.judge(metric(key), 200.0, 100.0) == "changed"
+
+
+def test_inside_the_band_is_same_outside_is_judged():
+    band = noise.Band(0.02, 0.0, "test")
+    m = metric("duration_us")
+    assert diff.judge(m, 100.0, 101.9, band) == "same"
+    assert diff.judge(m, 100.0, 102.5, band) == "worse"
+    assert diff.judge(m, 100.0, 97.5, band) == "better"
+
+
+def test_a_rate_with_more_bytes_is_changed_not_better():
+    a = {"dram_mb": 100.0, "dram_gbps": 1000.0, "instructions": 10.0}
+    b = {"dram_mb": 200.0, "dram_gbps": 1500.0, "instructions": 10.0}
+    rows = {r.metric: r for r in diff.metric_rows(a, b)}
+    assert rows["dram_mb"].judgement == "worse"
+    assert rows["dram_gbps"].judgement == "changed"
+    b["dram_mb"] = 100.0
+    assert {r.metric: r for r in diff.metric_rows(a, b)}["dram_gbps"].judgement == "better"
+
+
+def test_stalls_with_far_fewer_instructions_are_changed_not_worse():
+    a = {"instructions": 100.0, "stall_long_scoreboard": 2.0, "stall_wait": 2.0}
+    b = {"instructions": 10.0, "stall_long_scoreboard": 6.0, "stall_wait": 2.0}
+    rows = {r.metric: r for r in diff.metric_rows(a, b)}
+    assert rows["stall_long_scoreboard"].judgement == "changed"
+    b["instructions"] = 100.0
+    rows = {r.metric: r for r in diff.metric_rows(a, b)}
+    assert rows["stall_long_scoreboard"].judgement == "worse"
+    assert rows["stall_long_scoreboard"].share_a == pytest.approx(50.0)
+    assert rows["stall_long_scoreboard"].share_b == pytest.approx(75.0)
+
+
+def test_a_real_step_on_the_committed_profiles_reads_right():
+    """v0 -> v1 is 13x faster: better time and bytes, and no stall or occupancy called worse."""
+    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/v0_naive"), select.parse_side("softmax/v1_block_smem"))
     d = diff.diff(a, b)
+    rows = {r["metric"]: r for r in d["rows"]}
     assert d["timing"]["verdict"] == "faster"
-    rows = {r["key"]: r for r in d["metrics"]}
-    assert rows["wall_ms"]["judgement"] == "better"
-    assert rows["dram_mb"]["judgement"] == "not collected"  # absent from the five-section report
-    assert rows["duration_us"]["pct"] == pytest.approx(100 * (84.64 - 85.12) / 85.12, rel=1e-3)
-    gone = {f["title"] for f in d["findings_gone"]}
-    assert gone, "the full report has findings the five-section one lacks"
-    text = diff.render(d)
-    assert "FASTER" in text and "not collected" in text
-    assert json.loads(diff.render(d, "json"))["timing"]["verdict"] == "faster"
-    assert diff.render(d, "md").startswith("**softmax/torch → softmax/torch_compile**")
+    assert rows["wall_ms"]["judgement"] == rows["duration_us"]["judgement"] == rows["dram_mb"]["judgement"] == "better"
+    assert rows["achieved_occupancy_pct"]["judgement"] == "changed"
+    assert rows["dram_gbps"]["judgement"] == "changed"  # v0 moved twice the bytes
+    assert not [r for r in d["rows"] if r["kind"] == "stall" and r["judgement"] in ("better", "worse")]
 
 
-def test_diff_warns_on_different_shapes():
+def test_an_a_a_diff_is_all_same():
+    a = make_record("torch", median_ms=0.1, seed=1)
+    b = make_record("torch", median_ms=0.1, seed=2)
+    d = diff.diff(a, b)
+    assert d["timing"]["verdict"] == "same"
+    assert {r["judgement"] for r in d["rows"]} <= {"same", "not collected"}
+
+
+# --- rows, units and the JSON ------------------------------------------------------------------------
+
+def test_every_numeric_json_row_has_its_fields_and_a_unit():
+    a, b = make_record("torch", median_ms=0.12), make_record("torch_compile", report=SECTIONS_REP, seed=1)
+    d = json.loads(diff.render(diff.diff(a, b), "json"))
+    assert d["rows"]
+    for r in d["rows"]:
+        assert {"metric", "unit", "a", "b", "delta", "ratio", "judgement", "band"} <= set(r)
+        assert r["judgement"] in diff.JUDGEMENTS + ("too few samples", "inconclusive")
+        assert {"rel", "abs", "source"} <= set(r["band"])
+        if r["a"] is not None or r["b"] is not None:
+            assert r["unit"], r["metric"]
+    assert d["rows"][0]["metric"] == "wall_ms" and d["rows"][0]["unit"] == "ms"
+
+
+def test_every_catalog_metric_has_a_unit_and_kind():
+    for m in CATALOG:
+        assert m.unit and m.kind in ("time", "amount", "rate", "util", "stall", "config", "ratio"), m.key
+
+
+@pytest.mark.parametrize("unit,a,b,shown", [("us", 14.0, 1200.0, "ms"), ("us", 14.0, 20.0, "us"),
+                                           ("ms", 0.0005, 0.0009, "ns"), ("GB/s", 2890, 400, "TB/s"),
+                                           ("MB", 0.5, 0.1, "KB"), ("M inst", 0.002, 0.004, "K inst")])
+def test_both_sides_share_one_readable_unit(unit, a, b, shown):
+    ta, tb, u = units.pair(unit, a, b)
+    assert u == shown
+    ratio = float(tb) / float(ta)
+    assert ratio == pytest.approx(b / a, rel=1e-3)
+
+
+def test_text_rows_print_units():
+    a, b = make_record("torch", median_ms=0.012), make_record("torch_compile", median_ms=1.2, seed=1)
+    text = diff.render(diff.diff(a, b))
+    wall = next(ln for ln in text.splitlines() if ln.startswith("wall time (median"))
+    assert " ms " in wall and "1.2" in wall and "0.012" in wall
+
+
+# --- which profiles, and what differs ---------------------------------------------------------------
+
+def test_selector_parts_in_any_order():
+    s = select.parse_side("softmax/v7_bf16_packed@bf16.nvidia-h200.1024x131072")
+    assert (s.shape, s.dtype, s.gpu) == ((1024, 131072), "bf16", "nvidia-h200")
+    assert select.parse_side("softmax/v7_bf16_packed", shape=(1, 2)).shape == (1, 2)
+    assert select.parse_side("softmax/torch@fp32", dtype="bf16").dtype == "fp32"  # the side wins
+    with pytest.raises(KernlogError, match="bad selector part"):
+        select.parse_side("softmax/torch@8192x4096.f32!")
+
+
+def test_committed_references_diff_with_no_options():
+    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/torch"), select.parse_side("softmax/torch_compile"))
+    assert tuple(a["shape"]) == tuple(b["shape"]) == (8192, 4096) and a["dtype"] == b["dtype"] == "fp32"
+
+
+def test_committed_fp32_against_bf16_of_one_revision():
+    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/v7_bf16_packed@8192x4096.fp32"),
+                               select.parse_side("softmax/v7_bf16_packed@1024x131072.bf16"))
+    d = diff.diff(a, b)
+    assert "dtype fp32 vs bf16" in d["differs"] and "shape 8192x4096 vs 1024x131072" in d["differs"]
+    wall = next(r for r in d["rows"] if r["metric"] == "wall_ms")
+    assert wall["per"] == "element" and wall["unit"] == "ps/elem"
+    assert wall["a"] == pytest.approx(a["metrics"]["wall_ms"] * 1e9 / (8192 * 4096))
+
+
+def test_one_settled_side_picks_the_others_profile(tmp_path):
+    root = scratch_repo(tmp_path)
+    put(root, make_record("torch", shape=(4096, 1024)))
+    put(root, make_record("torch", shape=(1024, 4096)))
+    put(root, make_record("triton", shape=(1024, 4096)))
+    a, b = select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+    assert tuple(a["shape"]) == (1024, 4096)
+
+
+def test_remaining_ambiguity_lists_copy_pasteable_choices(tmp_path):
+    root = scratch_repo(tmp_path)
+    put(root, make_record("torch", shape=(4096, 1024)))
+    put(root, make_record("torch", shape=(1024, 4096)))
+    put(root, make_record("triton", shape=(2048, 2048)))
+    with pytest.raises(KernlogError) as e:
+        select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+    msg = str(e.value)
+    assert "softmax/torch@4096x1024.fp32.nvidia-h100-80gb-hbm3" in msg
+    choice = "softmax/torch@1024x4096.fp32.nvidia-h100-80gb-hbm3"
+    assert choice in msg
+    a, _ = select.resolve_pair(root, select.parse_side(choice), select.parse_side("softmax/triton"))
+    assert tuple(a["shape"]) == (1024, 4096)
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("softmax/v9", "no revision 'v9' in softmax; revisions: v0_naive,"),
+    ("nosuch/v0", "no kernel 'nosuch'; kernels:"),
+    ("softmax/v7_bf16_packed@4096x1024", "no profile of softmax/v7_bf16_packed@4096x1024; stored: "
+                                         "softmax/v7_bf16_packed@1024x131072.bf16.nvidia-h100-80gb-hbm3"),
+    ("softmax/v7_bf16_packed@nvidia-h200", "no profile of softmax/v7_bf16_packed@nvidia-h200"),
+])
+def test_errors_name_the_fix(text, fragment):
+    with pytest.raises(KernlogError) as e:
+        select.resolve_one(ROOT, select.parse_side(text))
+    assert fragment in str(e.value)
+
+
+def test_a_profile_path_is_a_side():
+    path = next((ROOT / "profiles").rglob("v0_naive.8192x4096.fp32.json"))
+    rec = select.resolve_one(ROOT, select.parse_side(str(path)))
+    assert rec["revision"] == "v0_naive"
+
+
+def test_the_header_says_what_differs_and_warns():
     a = make_record("torch")
-    b = make_record("torch_compile", shape=(4096, 1024))
-    assert any("shape differs" in w for w in diff.diff(a, b)["warnings"])
+    b = make_record("torch_compile", seed=1)
+    b["kernel"] = "layernorm"
+    b["gpu"] = dict(b["gpu"], name="NVIDIA H200", slug="nvidia-h200", driver="590.1")
+    d = diff.diff(a, b)
+    assert "kernel softmax vs layernorm" in d["differs"] and "GPU NVIDIA H100 80GB HBM3 vs NVIDIA H200" in d["differs"]
+    assert "driver 580.159.04 vs 590.1" in d["differs"]
+    assert any("different kernels" in w for w in d["warnings"])
+    assert any("different GPUs" in w for w in d["warnings"])
+
+
+def test_clocks_apart_beyond_the_band_warn():
+    a, b = make_record("torch"), make_record("torch", seed=1)
+    a["timing"]["clocks"] = {"sm_mhz": {"median": 1980.0}, "mem_mhz": {"median": 2619.0}}
+    b["timing"]["clocks"] = {"sm_mhz": {"median": 1755.0}, "mem_mhz": {"median": 2619.0}}
+    d = diff.diff(a, b)
+    assert any("SM clock 1980 vs 1755 MHz" == x for x in d["differs"])
+    assert any("SM clocks 1980 and 1755 MHz" in w for w in d["warnings"])
+    b["timing"]["clocks"]["sm_mhz"]["median"] = 1975.0
+    assert not [w for w in diff.diff(a, b)["warnings"] if "clock" in w]
+
+
+# --- noise bands -----------------------------------------------------------------------------------
+
+def test_spread_of_runs():
+    s = noise.spread([{"x": 1.0, "y": None}, {"x": 1.1}, {"x": 0.9}])
+    assert s["x"]["rel"] == pytest.approx(0.2) and s["x"]["abs"] == pytest.approx(0.2) and "y" not in s
+
+
+def _calibration(root, spread_wall, revision="torch"):
+    cal = {"schema": noise.SCHEMA, "kernel": "softmax", "revision": revision, "shape": [8192, 4096],
+           "dtype": "fp32", "runs_n": 5, "spread": {"wall_ms": {"median": 0.1, "abs": 0.0, "rel": spread_wall, "n": 5},
+                                                    "stall_wait": {"median": 0.001, "abs": 0.0, "rel": 0.9, "n": 5}}}
+    path = noise.noise_dir(root, "nvidia-h100-80gb-hbm3", "softmax") / f"{revision}.8192x4096.fp32.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(cal))
+
+
+def test_a_calibration_sets_the_band_and_says_so(tmp_path):
+    root = scratch_repo(tmp_path)
+    a, b = make_record("torch"), make_record("torch_compile", seed=1)
+    assert noise.bands_for(root, a, b)("wall_ms").source == "default (time)"
+    _calibration(root, 0.004, revision="v0_naive")
+    band = noise.bands_for(root, a, b)("wall_ms")
+    assert band.rel == pytest.approx(noise.SAFETY * 0.004) and "calibrated on nvidia-h100-80gb-hbm3" in band.source
+    _calibration(root, 0.01, revision="torch")  # one of the two sides' own calibration wins
+    band = noise.bands_for(root, a, b)("wall_ms")
+    assert band.rel == pytest.approx(noise.SAFETY * 0.01) and "softmax/torch" in band.source
+    # a spread measured on a value near zero is no relative band: the default stays
+    assert noise.bands_for(root, a, b)("stall_wait").source == "default (stall)"
+
+
+def test_the_diff_judges_with_the_calibrated_band(tmp_path):
+    root = scratch_repo(tmp_path)
+    a = make_record("torch", median_ms=0.100)
+    b = make_record("torch_compile", median_ms=0.102, seed=1)
+    put(root, a)
+    put(root, b)
+    d = diff.run(root, select.parse_side("softmax/torch"), select.parse_side("softmax/torch_compile"))
+    assert d["timing"]["verdict"] == "same"  # 2% inside the 3.5% default
+    _calibration(root, 0.002)
+    d = diff.run(root, select.parse_side("softmax/torch"), select.parse_side("softmax/torch_compile"))
+    assert d["timing"]["verdict"] == "slower" and "calibrated" in d["bands"]
+
+
+def test_across_gpus_the_default_bands_apply(tmp_path):
+    root = scratch_repo(tmp_path)
+    _calibration(root, 0.001)
+    a, b = make_record("torch"), make_record("torch", seed=1)
+    b["gpu"] = dict(b["gpu"], slug="nvidia-h200", name="NVIDIA H200")
+    assert noise.bands_for(root, a, b)("wall_ms").source == "default (time)"
+
+
+# --- impossible numbers ----------------------------------------------------------------------------
+
+def test_bandwidth_over_the_copy_ceiling_is_flagged():
+    rec = make_record("torch", median_ms=0.1)
+    assert impossible(rec, 0.035) == []
+    rec["metrics"]["wall_ms"] = rec["bytes_moved"] / 3300e6  # 3.3 TB/s against a 3.0 copy
+    flags = impossible(rec, 0.035)
+    assert len(flags) == 1 and "exceeds the measured copy ceiling" in flags[0]
+    rec["metrics"]["wall_ms"] = rec["bytes_moved"] / 3400e6  # past the H100's 3.35 TB/s spec
+    assert "spec peak" in impossible(rec, 0.035)[0]
+    d = diff.diff(make_record("torch"), rec)
+    assert d["flags"] and "IMPOSSIBLE" in diff.render(d)
+
+
+def test_a_broken_profile_of_another_shape_does_not_block(tmp_path):
+    root = scratch_repo(tmp_path)
+    put(root, make_record("torch"))
+    bad = put(root, make_record("torch", shape=(4096, 1024)))
+    bad.write_text("{not json")
+    assert select.resolve_one(root, select.parse_side("softmax/torch@8192x4096"))["dtype"] == "fp32"
+    with pytest.raises(KernlogError, match="torch.4096x1024.fp32.json"):
+        select.resolve_one(root, select.parse_side("softmax/torch@4096x1024"))
+    with pytest.raises(KernlogError, match="torch.4096x1024.fp32.json"):  # might have meant it: never skipped
+        select.resolve_one(root, select.parse_side("softmax/torch@fp32"))
