@@ -11,8 +11,10 @@ from pathlib import Path
 import jinja2
 
 from . import store
-from .diff import timing_verdict
-from .metrics import CATALOG, metric
+from .ceiling import impossible
+from .diff import metric_rows, timing_verdict
+from .metrics import CATALOG
+from .noise import Bands, load_calibrations
 from .spec import COPY, format_shape
 
 LOG = "KERNEL_LOG.md"
@@ -43,31 +45,15 @@ def top_stalls(m: dict, n: int = 3) -> list[tuple[str, float]]:
     return [(name.replace("_", " "), v) for v, name in stalls[:n]]
 
 
-# What counts as a move worth a line: a stall that changed by at least this many cycles per
-# issued instruction, any other directional metric by at least this many percent.
-STALL_MOVE = 1.0
-METRIC_MOVE_PCT = 5.0
-
-
-def largest_deltas(a: dict, b: dict, n: int = TOP_DELTAS) -> list[dict]:
-    rows = []
-    keys = [m.key for m in CATALOG if m.better and m.key != "wall_ms"]
-    keys += sorted(k for k in set(a) | set(b) if k.startswith("stall_"))
-    for key in keys:
-        va, vb = a.get(key), b.get(key)
-        if va is None or vb is None or va == vb:
-            continue
-        pct = 100.0 * (vb - va) / abs(va) if va else float("inf")
-        if key.startswith("stall_") and abs(vb - va) < STALL_MOVE:
-            continue
-        if not key.startswith("stall_") and abs(pct) < METRIC_MOVE_PCT:
-            continue
-        m = metric(key)
-        good = (vb < va) == (m.better == "lower")
-        rows.append({"label": m.label, "unit": m.unit, "a": va, "b": vb, "pct": pct,
-                     "judgement": "better" if good else "worse"})
-    rows.sort(key=lambda r: (-min(abs(r["pct"]), 1e9), r["label"]))
-    return rows[:n]
+def largest_deltas(a: dict, b: dict, n: int = TOP_DELTAS, bands=None) -> list[dict]:
+    """The metrics diff judges better or worse (outside their noise band, in a direction that
+    holds), the largest relative moves first; wall time is the verdict's, not listed here."""
+    rows = [r for r in metric_rows(a, b, bands) if r.judgement in ("better", "worse") and r.metric != "wall_ms"]
+    out = [{"label": r.label, "unit": r.unit, "a": r.a, "b": r.b,
+            "pct": 100.0 * (r.ratio - 1) if r.ratio is not None else float("inf"), "judgement": r.judgement}
+           for r in rows]
+    out.sort(key=lambda r: (-min(abs(r["pct"]), 1e9), r["label"]))
+    return out[:n]
 
 
 def _rate(rec: dict) -> dict:
@@ -87,10 +73,12 @@ def stale(source_sha256, current: dict, revision: str) -> bool:
     return revision in current and isinstance(source_sha256, str) and source_sha256 != current[revision]
 
 
-def ladder(records: list[dict], order: list[str], current: dict | None = None) -> dict:
+def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None) -> dict:
     """One (gpu, shape, dtype) group of profiles as the log shows it; `current` (revision ->
-    source hash) marks the profiles taken on an older source."""
+    source hash) marks the profiles taken on an older source; `bands` (kernlog.noise.Bands of
+    the GPU) judge each step against noise."""
     current = current or {}
+    bands = bands or Bands([], None)
     rank = {name: i for i, name in enumerate(order)}
     recs = sorted(records, key=lambda r: rank.get(r["revision"], len(rank)))
     steps = [r for r in recs if r["role"] == "step"]
@@ -100,15 +88,17 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None) -
     for r in recs:
         row = {"rec": r, "rate": _rate(r), "bottleneck": bottleneck(r["metrics"]),
                "stale": stale(r.get("source_sha256"), current, r["revision"]),
-               "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3]}
+               "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3],
+               "impossible": impossible(r, bands("dram_gbps").rel)}
         wall = r["metrics"]["wall_ms"]
         row["vs_ref"] = 100.0 * ref["metrics"]["wall_ms"] / wall if ref else None
         row["vs_naive"] = steps[0]["metrics"]["wall_ms"] / wall if steps else None
         base = prev if r["role"] == "step" else (steps[-1] if steps and r["role"] == "counterpart" else None)
         if base is not None and base is not r:
-            v = timing_verdict(base["timing"]["samples_ms"], r["timing"]["samples_ms"])
-            row.update(base=base["revision"], speedup=1 / v.ratio, verdict=v.verdict,
-                       deltas=largest_deltas(base["metrics"], r["metrics"]))
+            v = timing_verdict(base["timing"]["samples_ms"], r["timing"]["samples_ms"], bands("wall_ms"))
+            speedup = base["metrics"]["wall_ms"] / wall
+            row.update(base=base["revision"], speedup=speedup, verdict=v.verdict,
+                       deltas=largest_deltas(base["metrics"], r["metrics"], bands=bands))
         if r["role"] == "step":
             prev = r
         rows.append(row)
@@ -192,7 +182,8 @@ def collect(root: Path, kernels: list) -> list[dict]:
                                                    (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
         sweeps = [s for s in (_sweep(root, g, kernel.name, order, current) for g in gpus) if s]
         sections.append({"kernel": kernel, "order": order,
-                         "ladders": [dict(ladder(v, order, current), gpu=v[0]["gpu"], shape=k[1], dtype=k[2],
+                         "ladders": [dict(ladder(v, order, current, Bands(load_calibrations(root, k[0]), k[0])),
+                                          gpu=v[0]["gpu"], shape=k[1], dtype=k[2],
                                           ceilings=v[0]["ceilings"])
                                      for k, v in sorted(groups.items())],
                          "sweeps": sweeps,
