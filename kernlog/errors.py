@@ -13,3 +13,9 @@ class GateFailure(KernlogError):
 
 class NoGpu(KernlogError):
     exit_code = 4
+
+
+class Unsupported(KernlogError):
+    """A revision needs what this GPU lacks (thread-block clusters, TMA, more shared memory per
+    block): the harness skips it with this line ("skipped: needs ...") rather than failing it."""
+    exit_code = 5

@@ -10,7 +10,6 @@ poisoned) and return it; framework references may return a fresh tensor.
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
 import re
 from collections.abc import Callable
@@ -58,6 +57,7 @@ class Revision:
     predicts: str = ""
     role: str = "step"
     code: Optional[Callable] = None  # the function that is the revision, when `load` only wraps it
+    deterministic: bool = True  # False (atomics): two launches may round apart, each must pass the gate
 
     def __post_init__(self):
         if not NAME_RE.match(self.name):
@@ -66,17 +66,13 @@ class Revision:
             raise ValueError(f"revision {self.name}: kind must be one of {KINDS}, role one of {ROLES}")
 
     def sha256(self) -> str:
-        """The revision's identity. A source that is the file defining `code` (or `load`) --
-        a framework reference written inside the operator's __init__.py -- counts only with
-        that function's code: adding a rung or a shape to the file does not make it stale."""
-        h = hashlib.sha256()
-        fn = self.code or self.load
-        own = _defining_file(fn)
-        for path in self.sources:
-            path = Path(path)
-            body = inspect.getsource(fn).encode() if path.resolve() == own else path.read_bytes()
-            h.update(path.name.encode() + b"\0" + body)
-        return h.hexdigest()
+        """The revision's identity: a hash of every file it executes -- `sources`, the files
+        they #include, its launcher module, the tool's files for its kind -- where an
+        operator's __init__.py counts only with the revision's function in it
+        (kernlog.provenance.executed_files and source_sha256 say which and how)."""
+        from .provenance import source_sha256
+
+        return source_sha256(self)
 
 
 def _defining_file(fn) -> Optional[Path]:

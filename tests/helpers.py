@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from kernlog import store
+from kernlog.cuda import DeviceCaps
 from kernlog.profiler import build_record
 from kernlog.registry import find_root, load_kernel
 
@@ -16,9 +17,21 @@ ROOT = find_root(Path(__file__).parent)
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 SECTIONS_REP = FIXTURES / "triton_softmax_8192x4096_fp32_sections.ncu-rep"  # 5 sections, range "kl"
 FULL_REP = FIXTURES / "triton_softmax_8192x4096_fp32_full_src.ncu-rep"  # --set full, range "kl"
-GPU = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "sm_count": 132,
+# GPUs as kernlog.cuda.device_caps reads them from the driver (shared memory: the opt-in limit
+# per block). The fixtures' reports are the H100's.
+H100 = DeviceCaps("NVIDIA H100 80GB HBM3", (9, 0), 132, 227 * 1024, True)
+A100 = DeviceCaps("NVIDIA A100-SXM4-80GB", (8, 0), 108, 163 * 1024, False)
+L4 = DeviceCaps("NVIDIA L4", (8, 9), 58, 99 * 1024, False)
+GPU = {"name": H100.name, "slug": "nvidia-h100-80gb-hbm3", "sm_count": H100.sm_count,
        "driver": "580.159.04", "cuda": "13.0", "capability": "9.0", "memory_gib": 79.2}
 CEILINGS = {"copy_gbps": 3000.0, "matmul_bf16_tflops": 700.0}
+
+
+def fake_gpu(monkeypatch, caps: DeviceCaps) -> None:
+    """Every device reports `caps` to the launchers (through kernlog.cuda.device_caps)."""
+    from kernlog import cuda
+
+    monkeypatch.setattr(cuda, "device_caps", lambda device=None: caps)
 
 
 def samples(median_ms: float, n: int = 60, spread: float = 0.01, seed: int = 0) -> list[float]:

@@ -1,5 +1,6 @@
-"""The CUDA C softmax ladder: every file compiles for sm_90, the tuned one without spills,
-and the launch plans name exactly the kernels the files export. CPU-only except the
+"""The CUDA C softmax ladder: every file compiles for sm_90 (the ones that need no clusters
+for sm_80 too), the tuned one without spills, and the launch plans name exactly the kernels
+the files export; a GPU without clusters skips v5-v7 with one line. CPU-only except the
 GPU-marked tests, which gate extra shapes and a misaligned base pointer on the device."""
 import re
 import shutil
@@ -11,9 +12,13 @@ import pytest
 import torch
 
 from kernels.softmax import cuda_launch
-from kernlog import gate
+from kernlog import cuda, gate
 from kernlog.cuda import compile_report
+from kernlog.errors import Unsupported
+from kernlog.provenance import executed_files
 from kernlog.registry import find_root, load_kernel
+
+from .helpers import A100, H100, fake_gpu
 
 KERNEL = load_kernel(find_root(), "softmax")
 CUDA_REVS = [r for r in KERNEL.revisions if r.kind == "cuda"]
@@ -25,8 +30,8 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 
 
 @lru_cache(maxsize=None)
-def report(name: str) -> str:
-    return compile_report(KERNEL.revision(name).sources[0])
+def report(name: str, arch: str = "sm_90") -> str:
+    return compile_report(KERNEL.revision(name).sources[0], arch=arch)
 
 
 def entries(ptxas_report: str) -> dict[str, str]:
@@ -61,12 +66,71 @@ def test_register_resident_revisions_do_not_spill(rev):
 
 
 def test_sources_need_no_headers_nvrtc_may_lack():
-    siblings = {p.name for p in KERNEL.revisions[0].sources[0].parent.glob("*.cu")}
+    source_dir = KERNEL.revisions[0].sources[0].parent
+    allowed = {cuda.COMMON_INCLUDE / "kl_cuda.cuh"} | set(source_dir.glob("*.cu"))
     for rev in CUDA_REVS:
         text = rev.sources[0].read_text()
-        included = re.findall(r'#include\s+[<"]([^>"]+)', text)
-        assert included and set(included) <= {"kl_cuda.cuh"} | siblings, rev.name
-        assert {p.name for p in rev.sources[1:]} >= set(included), f"{rev.name}: an include is not in its sources"
+        assert not re.search(r"#include\s*<", text), f"{rev.name}: a system header NVRTC may lack"
+        included = cuda.includes(rev.sources[0])
+        assert included and set(included) <= allowed, rev.name
+        assert set(included) <= set(executed_files(rev)), f"{rev.name}: an include is not in its hash"
+
+
+def _cluster_code(rev) -> bool:
+    return any(re.search(r"__cluster_dims__|%cluster_|barrier\.cluster", p.read_text())
+               for p in (rev.sources[0], *cuda.includes(rev.sources[0])))
+
+
+@pytest.mark.parametrize("rev", CUDA_REVS, ids=lambda r: r.name)
+def test_revisions_with_cluster_code_declare_they_need_clusters(rev):
+    assert _cluster_code(rev) == ("clusters" in cuda_launch.NEEDS.get(rev.name, ()))
+
+
+@needs_nvcc
+@pytest.mark.parametrize("rev", [r.name for r in CUDA_REVS if r.name not in cuda_launch.NEEDS])
+def test_revisions_that_need_nothing_compile_for_sm80(rev):
+    _, names = cuda_launch.PLANS[rev]
+    assert set(entries(report(rev, "sm_80"))) == set(names)
+
+
+class Compiled:
+    """kernlog.cuda's compile and launch, recorded instead of done: the launcher runs on the CPU."""
+
+    def __init__(self, monkeypatch):
+        self.compiled, self.launched = [], []
+        monkeypatch.setattr(cuda, "load_module", lambda source, names: self.compiled.append(source) or
+                            {n: n for n in names})
+        monkeypatch.setattr(cuda, "launch", lambda kernel, grid, block, args: self.launched.append(
+            (kernel, grid[0], block[0])))
+
+
+@pytest.mark.parametrize("rev", ["v5_tuned", "v6_autotuned", "v7_bf16_packed"])
+def test_gpu_without_clusters_skips_before_compiling(rev, monkeypatch):
+    fake_gpu(monkeypatch, A100)
+    done = Compiled(monkeypatch)
+    x = torch.randn(4, 32768)
+    with pytest.raises(Unsupported) as exc:
+        KERNEL.revision(rev).load()((x,), torch.empty_like(x))
+    assert str(exc.value) == ("needs thread-block clusters (compute capability 9.0), "
+                              "this GPU (NVIDIA A100-SXM4-80GB) is 8.0")
+    assert not done.compiled and not done.launched
+
+
+@pytest.mark.parametrize("caps", [A100, H100], ids=["a100", "h100"])
+def test_revisions_that_need_nothing_launch_anywhere(caps, monkeypatch):
+    fake_gpu(monkeypatch, caps)
+    done = Compiled(monkeypatch)
+    x = torch.randn(4, 4096)
+    KERNEL.revision("v4_vectorized").load()((x,), torch.empty_like(x))
+    assert done.launched == [("softmax_fp32_regs4", 4, 256)] and len(done.compiled) == 1
+
+
+def test_cluster_rows_launch_on_a_gpu_with_clusters(monkeypatch):
+    fake_gpu(monkeypatch, H100)
+    done = Compiled(monkeypatch)
+    x = torch.randn(3, 32000)
+    KERNEL.revision("v5_tuned").load()((x,), torch.empty_like(x))
+    assert done.launched == [("softmax_fp32_row_vec_t256_c4", 12, 256)]
 
 
 def _aligned(shape, dtype, case):
@@ -105,7 +169,7 @@ def test_import_and_load_compile_nothing():
     code = ("import sys; from kernlog.registry import find_root, load_kernel; "
             "k = load_kernel(find_root(), 'softmax'); [r.load() for r in k.revisions if r.kind == 'cuda']; "
             "from kernels.softmax import cuda_launch, softmax_triton; "
-            "assert 'cupy' not in sys.modules and not cuda_launch._MODULES")
+            "from kernlog import cuda; assert 'cupy' not in sys.modules and not cuda._MODULES")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=find_root())
     assert done.returncode == 0 and not done.stdout, done.stderr
 

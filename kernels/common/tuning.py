@@ -15,6 +15,7 @@ import functools
 import statistics
 from collections.abc import Callable, Sequence
 
+from kernlog import cuda
 from kernlog.timing import BATCH
 
 # Rounds of timing, every candidate in each. It was 7: on the H100 at softmax bf16 8192x4096 and
@@ -40,12 +41,10 @@ TIE = 0.005
 PICKED: dict = {}  # key -> the candidate `launch_fastest` settled on
 
 
-@functools.lru_cache(maxsize=None)
 def sm_count(device) -> int:
-    """Streaming multiprocessors of `device`: persistent kernels launch a multiple of it."""
-    import torch
-
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    """Streaming multiprocessors of `device` (kernlog.cuda.device_caps): persistent kernels
+    launch a multiple of it."""
+    return cuda.device_caps(device).sm_count
 
 
 def choose(medians: Sequence[float], tie: float = TIE) -> int:

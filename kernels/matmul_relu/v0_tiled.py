@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from kernels.common import triton_interpreter, tuning
+from kernlog import cuda
 
 
 def _config(bm, bn, bk, stages, warps):
@@ -20,6 +21,7 @@ def _config(bm, bn, bk, stages, warps):
 
 
 # smem per stage is (BM + BN) x BK x 2 bytes: 128x256x64 x 4 stages = 192 KiB of the H100's 227.
+# A GPU with less shared memory per block tries only the configs that fit it (`fitting`).
 CONFIGS = [
     _config(128, 256, 64, 3, 8),
     _config(128, 256, 64, 4, 8),
@@ -33,7 +35,30 @@ CONFIGS = [
 CPU_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}
 
 
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
+def smem_bytes(config, capability: tuple[int, int]) -> int:
+    """Shared memory `config` takes: a (BM + BN) x BK bf16 tile pair per buffered stage. Triton
+    3.6 keeps num_stages of them on sm_90 and num_stages - 1 before it (cp.async): compiled
+    sizes match to the byte (tests/test_library_matmul.py)."""
+    kw = config.kwargs
+    buffers = config.num_stages if capability >= (9, 0) else config.num_stages - 1
+    return buffers * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * 2
+
+
+def fitting(configs, device, smem=smem_bytes):
+    """The configs whose shared memory, smem(config, capability), fits a block on `device`;
+    Unsupported if none does."""
+    caps = cuda.device_caps(device)
+    kept = [c for c in configs if smem(c, caps.capability) <= caps.smem_per_block_optin]
+    if not kept:
+        cuda.require(device, smem=min(smem(c, caps.capability) for c in configs))
+    return kept
+
+
+def _prune(configs, named_args, **kwargs):
+    return fitting(configs, named_args["a_ptr"].device)
+
+
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune})
 @triton.heuristics({"EVEN_K": lambda args: args["K"] % args["BLOCK_K"] == 0})
 @triton.jit
 def matmul_relu_kernel(a_ptr, b_ptr, c_ptr, M, N, K,

@@ -12,15 +12,19 @@ shared memory, one more pipeline stage).
 Predicts: >= cuBLAS (torch) at 2048^3-8192^3: ~30 us at 2048^3 (>= 550 TFLOP/s, the
 128x256 tile's single wave of 128 tiles on 132 SMs), ~700+ TFLOP/s at 4096^3; fewer
 issued instructions per tile than v0. TMA needs 16-byte-aligned bases and row strides
-(K and N multiples of 8 in bf16): other shapes fall back to v0's kernel.
+(K and N multiples of 8 in bf16): other shapes fall back to v0's kernel. A GPU without TMA
+(compute capability < 9.0) skips the revision (NEEDS).
 """
 
 import triton
 import triton.language as tl
 
 from kernels.common import triton_interpreter, tuning
+from kernlog import cuda
 
 from . import v0_tiled
+
+NEEDS = ("tma",)  # kernlog.cuda.FEATURES
 
 
 def _config(bm, bn, bk, stages, warps, split=1, flatten=False):
@@ -30,7 +34,8 @@ def _config(bm, bn, bk, stages, warps, split=1, flatten=False):
 
 
 # smem: stages x (BM + BN) x BK x 2 bytes for A and B, plus the BM x BN/split bf16 C tile the
-# TMA store reads; the H100 has 227 KiB per block. Compiled sizes (sm_90, 2048^3) in the comments.
+# TMA store reads; the H100 has 227 KiB per block, and a GPU with less tries only the configs
+# that fit it (v0_tiled.fitting). Compiled sizes (sm_90, 2048^3) in the comments.
 CONFIGS = [
     _config(128, 256, 64, 3, 8),                            # 144 + 64 = 208 KiB
     _config(128, 256, 64, 3, 8, flatten=True),              # 208 KiB
@@ -58,7 +63,19 @@ def _tile_origin(tile, num_pid_m, num_pid_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.
     return (first_pid_m + (tile % group_size) % group_m) * BLOCK_M, ((tile % group_size) // group_m) * BLOCK_N
 
 
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
+def smem_bytes(config, capability: tuple[int, int] = (9, 0)) -> int:
+    """Shared memory `config` takes on sm_90: its stages of A and B tiles, the C tile and an
+    8-byte barrier a stage (Triton 3.6's compiled sizes, to the byte)."""
+    kw = config.kwargs
+    stage = (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * 2 + 8
+    return config.num_stages * stage + kw["BLOCK_M"] * kw["BLOCK_N"] // kw["EPILOGUE_SPLIT"] * 2
+
+
+def _prune(configs, named_args, **kwargs):
+    return v0_tiled.fitting(configs, named_args["a_ptr"].device, smem_bytes)
+
+
+@triton.autotune(configs=CONFIGS, key=["M", "N", "K"], prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def matmul_relu_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -114,6 +131,8 @@ def tma_ok(a, b, c) -> bool:
 
 def matmul_relu(a, b, c, config=None, num_sms=None):
     """relu(a @ b) into c; `config` skips the autotuner (CPU_CONFIG on the CPU by default)."""
+    if a.is_cuda:  # on any shape: a GPU without TMA would time v0's kernel under v1's name
+        cuda.require(a.device, NEEDS)
     if not tma_ok(a, b, c):
         v0_config = config and {k: v for k, v in config.items() if k in v0_tiled.CPU_CONFIG}
         return v0_tiled.matmul_relu(a, b, c, config=v0_config)

@@ -2,11 +2,11 @@
 
 A plan maps (rows, cols, dtype, aligned) to the extern "C" kernel to launch and its grid
 and block; `names` lists every kernel the plan can pick (the tests check that these are
-exactly the file's entry points). Nothing compiles until the first launch.
+exactly the file's entry points). Nothing compiles until the first launch, which first checks
+the GPU has what the revision NEEDS. Every CUDA C softmax revision hashes this whole file.
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,18 +144,10 @@ PLANS: dict[str, tuple[Plan, Sequence[str]]] = {
 
 # revisions whose kernels take a trailing float2 workspace pointer
 WORKSPACE_REVISIONS = ("v5_tuned", "v6_autotuned", "v7_bf16_packed")
-
-_MODULES: dict[tuple[str, str], dict] = {}  # (source, sha256 of its text) -> {name: RawKernel}
-
-
-def _kernels(source: Path, names: Sequence[str]) -> dict:
-    from kernlog.cuda import COMMON_INCLUDE, load_module
-
-    text = Path(source).read_bytes() + (COMMON_INCLUDE / "kl_cuda.cuh").read_bytes()
-    key = (str(source), hashlib.sha256(text).hexdigest())
-    if key not in _MODULES:
-        _MODULES[key] = load_module(source, names)
-    return _MODULES[key]
+# revision -> what its file needs beyond compute capability 8.0 (kernlog.cuda.FEATURES): v5's
+# cluster rows use __cluster_dims__ and barrier.cluster PTX, which v6 and v7 include; without
+# them the file does not compile, so a GPU without clusters skips the revision.
+NEEDS = {"v5_tuned": ("clusters",), "v6_autotuned": ("clusters",), "v7_bf16_packed": ("clusters",)}
 
 
 def is_aligned(x, out) -> bool:
@@ -174,8 +166,7 @@ def loader(source: Path, revision: str) -> Callable[[], Callable]:
         import numpy
         import torch
 
-        from kernlog.cuda import launch as cuda_launch
-        from kernlog.cuda import ptr
+        from kernlog import cuda
 
         dtypes = {torch.float32: "fp32", torch.bfloat16: "bf16"}
         kernels = {}  # compiled on the first launch, then reused: no per-call file reads
@@ -197,16 +188,17 @@ def loader(source: Path, revision: str) -> Callable[[], Callable]:
             key = (rows, cols, dtypes[x.dtype], is_aligned(x, out))
             step = chosen.get(key) or plan(*key)
             if not kernels:
-                kernels.update(_kernels(source, names))
+                cuda.require(x.device, NEEDS.get(revision, ()))
+                kernels.update(cuda.load_module(source, names))
 
             def run(step):
-                args = (ptr(x), ptr(out), numpy.int32(rows), numpy.int32(cols), numpy.int64(x.stride(0)))
+                args = (cuda.ptr(x), cuda.ptr(out), numpy.int32(rows), numpy.int32(cols), numpy.int64(x.stride(0)))
                 if revision in WORKSPACE_REVISIONS:  # a (max, sum) pair per block, for cluster rows
                     ws = workspace[0]
                     if ws is None or ws.numel() < 2 * step.grid or ws.device != x.device:
                         ws = workspace[0] = torch.empty(2 * step.grid, dtype=torch.float32, device=x.device)
-                    args += (ptr(ws),)
-                cuda_launch(kernels[step.kernel], (step.grid, 1, 1), (step.block, 1, 1), args)
+                    args += (cuda.ptr(ws),)
+                cuda.launch(kernels[step.kernel], (step.grid, 1, 1), (step.block, 1, 1), args)
 
             if isinstance(step, list):  # candidates: time each once per shape, keep the fastest
                 step = chosen[key] = tuning.fastest(run, step, x.device)

@@ -79,17 +79,16 @@ def _load_triton():
     return lambda inputs, out: add(inputs[0], inputs[1], out)
 
 
-HEADER = HERE / "bf16.cuh"
 REVISIONS = (
-    Revision("v0_naive", "cuda", (HERE / "v0_naive.cu", HEADER), _load_cuda("v0_naive.cu", False),
+    Revision("v0_naive", "cuda", (HERE / "v0_naive.cu",), _load_cuda("v0_naive.cu", False),
              "one element per thread, 4-byte (fp32) / 2-byte (bf16) loads",
              "dram throughput ~80-90% of copy bw (fp32), ~75-85% (bf16): coalesced but many LSU instructions"),
-    Revision("v1_vec", "cuda", (HERE / "v1_vec.cu", HEADER), _load_cuda("v1_vec.cu", True),
+    Revision("v1_vec", "cuda", (HERE / "v1_vec.cu",), _load_cuda("v1_vec.cu", True),
              "16-byte vector loads/stores in a grid-stride loop over one full wave; scalar tail and "
              "unaligned fallback",
              "load/store instructions /4 (fp32) and /8 (bf16); dram throughput >= 90% of copy bw, "
              "bf16 gaining most"),
-    Revision("v2_chunks", "cuda", (HERE / "v2_chunks.cu", HEADER),
+    Revision("v2_chunks", "cuda", (HERE / "v2_chunks.cu",),
              _load_cuda("v2_chunks.cu", False, V2_UNROLL),
              "a block per contiguous chunk of 1024 16-byte vectors (eager's grid shape) instead of one "
              "resident wave looping, each thread with 4 loads per input in flight before any store",

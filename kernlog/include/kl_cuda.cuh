@@ -1,6 +1,8 @@
 // Shared device helpers for the CUDA C ladders. NVRTC-safe: no includes, no host code.
 // bf16 values travel as their raw bits in `unsigned short` so nothing depends on
 // cuda_bf16.h (NVRTC's include paths differ between installs).
+// Package data of kernlog (kernlog/include), so a non-editable install has it: any .cu
+// includes it as "kl_cuda.cuh" (kernlog.cuda.include_dirs).
 #pragma once
 
 #define KL_FULL_MASK 0xffffffffu
