@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from pathlib import Path
 
 from . import gate, metrics, provenance, store, timing
 from .clocks import Clocks
-from .errors import GateFailure, KernlogError, NoGpu
+from .errors import GateFailure, KernlogError, NoGpu, Unsupported
 from .spec import Kernel, Revision, Shape, format_shape
 from .target import RANGE_PREFIX
 
@@ -63,9 +65,13 @@ def ncu_command(ncu: str, opts: Options, report: Path, root: Path, kernel: str, 
     return cmd + [sys.executable, "-m", "kernlog.target", str(root), kernel, format_shape(shape), dtype, *revs]
 
 
-def run_ncu(cmd: list[str], timeout: float) -> None:
+PIN_ENV = "KERNLOG_PINNED"  # kernels.common.tuning reads the picks to take from this file
+
+
+def run_ncu(cmd: list[str], timeout: float, env: dict | None = None) -> None:
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
         raise KernlogError(f"ncu did not finish in {timeout:.0f} s") from None
     text = done.stdout + done.stderr
@@ -84,7 +90,11 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
     json_path, _ = store.profile_paths(root, gpu, kernel.name, rev.name, shape, dtype)
     if not json_path.exists():
         return "missing"
-    return "current" if store.load_json(json_path).get("source_sha256") == rev.sha256() else "stale"
+    try:
+        rec = store.load_profile(root, json_path)
+    except store.ProfileError:
+        return "broken"
+    return "current" if rec.get("source_sha256") == rev.sha256() else "stale"
 
 
 def build_record(report: Path, rev: Revision, samples: list[float], range_name: str | None = None,
@@ -108,6 +118,69 @@ def build_record(report: Path, rev: Revision, samples: list[float], range_name: 
             "ncu": {"replay_passes": metrics.replay_passes(actions)}}
 
 
+def _tuning():
+    """The picker of the repository's launchers, where one was imported (kernels/common/tuning.py)."""
+    return sys.modules.get("kernels.common.tuning")
+
+
+def _profile_one(root: Path, kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, ncu: str,
+                 timer, common: dict, tag: str, progress) -> Path | None:
+    """Gate, timing pass and ncu pass of one revision into profiles/; None if it failed the
+    gate (before or after the timing pass)."""
+    import torch
+
+    t0 = time.perf_counter()
+    progress(f"{tag}: correctness gate")
+    launch = rev.load()
+    results = gate.check_revision(kernel, rev, DEVICE, dtypes=[dtype], launch=launch)
+    bad = gate.first_failure(results)
+    if bad is not None:
+        progress(f"{tag}: FAILED the gate, not profiled: {bad.line()}")
+        return None
+    progress(f"{tag}: timing pass")
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
+    inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
+    out = kernel.make_output(inputs)
+    tuning = _tuning()
+    if tuning is not None:
+        tuning.USED.clear()
+    timer.clocks = Clocks()
+    samples = timer.samples(functools.partial(launch, inputs, out), budget_s=opts.timing_budget_s)
+    config = _tuning().used_config() if _tuning() is not None else {}
+    recheck = getattr(gate, "recheck", None)
+    if recheck is not None:  # the output as the many timed launches left it
+        bad = recheck(kernel, rev, launch, inputs, out, dtype)
+        if bad is not None and not bad.ok:
+            progress(f"{tag}: FAILED the gate after the timing pass, not profiled: {bad.line()}")
+            return None
+    del inputs, out
+    torch.cuda.empty_cache()
+    progress(f"{tag}: ncu pass ({len(opts.sections)} sections)" + (f", pinned to {config}" if config else ""))
+    tmpdir = Path(tempfile.mkdtemp(prefix=".kernlog-", dir=root / "profiles"))
+    try:
+        report = tmpdir / "report.ncu-rep"
+        cmd = ncu_command(ncu, opts, report, root, kernel.name, shape, dtype, rev.name)
+        pins = tmpdir / "pinned.json"
+        pins.write_text(json.dumps(config))
+        t_ncu = time.perf_counter()
+        run_ncu(cmd, opts.ncu_timeout_s, env={PIN_ENV: str(pins)})
+        ncu_s = time.perf_counter() - t_ncu
+        record = dict(common, **build_record(report, rev, samples, clocks=timer.clocks.summary()),
+                      captured_at=provenance.now(), config=config,
+                      check={"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
+        passes = record["ncu"]["replay_passes"]
+        record["ncu"].update(command=["ncu"] + [c for c in cmd[1:cmd.index(sys.executable)]
+                                                if c not in ("--export", str(report))],
+                             sections=list(opts.sections), extra_metrics=list(metrics.EXTRA_METRICS),
+                             clock_control=opts.clock_control, cache_control=opts.cache_control,
+                             process_seconds=round(ncu_s, 1))
+        path = store.save_profile(root, record, report, opts.force)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    progress(f"{tag}: done in {time.perf_counter() - t0:.0f} s (ncu {ncu_s:.0f} s, {passes} passes)")
+    return path
+
+
 def ceilings(root: Path, gpu: str, timer, force: bool) -> dict:
     path = root / "profiles" / gpu / "ceilings.json"
     if path.exists() and not force:
@@ -121,7 +194,6 @@ def ceilings(root: Path, gpu: str, timer, force: bool) -> dict:
 def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             progress: Callable[[str], None] = print) -> list[Path]:
     ncu = require_gpu()
-    import torch
 
     shape = opts.shape or kernel.profile_shape
     dtype = opts.dtype or kernel.dtypes[0]
@@ -134,7 +206,8 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
         if state == "missing":
             todo.append(r)
         else:
-            why = "at this source hash" if state == "current" else "but its source changed since (stale)"
+            why = {"current": "at this source hash", "stale": "but its source changed since (stale)",
+                   "broken": "but its stored pair fails verification (`kernlog list` says why)"}[state]
             progress(f"skip {kernel.name}/{r.name}: profiled on {gpu['slug']} {why}; --force replaces it")
     if not todo:
         return []
@@ -144,47 +217,21 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
               "gpu": gpu, "versions": provenance.versions(ncu), "git": provenance.git_state(root),
               "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape),
               "ceiling": kernel.ceiling, "ceilings": ceil}
-    written, failed = [], []
+    written, failed, skipped = [], [], []
     for i, rev in enumerate(todo, 1):
         tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
-        t0 = time.perf_counter()
-        progress(f"{tag}: correctness gate")
-        launch = rev.load()
-        results = gate.check_revision(kernel, rev, DEVICE, dtypes=[dtype], launch=launch)
-        bad = gate.first_failure(results)
-        if bad is not None:
-            progress(f"{tag}: FAILED the gate, not profiled: {bad.line()}")
-            failed.append(rev.name)
-            continue
-        progress(f"{tag}: timing pass")
-        gen = torch.Generator(device=DEVICE).manual_seed(0)
-        inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
-        out = kernel.make_output(inputs)
-        timer.clocks = Clocks()
-        samples = timer.samples(functools.partial(launch, inputs, out), budget_s=opts.timing_budget_s)
-        del inputs, out
-        torch.cuda.empty_cache()
-        progress(f"{tag}: ncu pass ({len(opts.sections)} sections)")
-        tmpdir = Path(tempfile.mkdtemp(prefix=".kernlog-", dir=root / "profiles"))
         try:
-            report = tmpdir / "report.ncu-rep"
-            cmd = ncu_command(ncu, opts, report, root, kernel.name, shape, dtype, rev.name)
-            t_ncu = time.perf_counter()
-            run_ncu(cmd, opts.ncu_timeout_s)
-            ncu_s = time.perf_counter() - t_ncu
-            record = dict(common, **build_record(report, rev, samples, clocks=timer.clocks.summary()),
-                          captured_at=provenance.now(),
-                          check={"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
-            passes = record["ncu"]["replay_passes"]
-            record["ncu"].update(command=["ncu"] + [c for c in cmd[1:cmd.index(sys.executable)]
-                                                    if c not in ("--export", str(report))],
-                                 sections=list(opts.sections), extra_metrics=list(metrics.EXTRA_METRICS),
-                                 clock_control=opts.clock_control, cache_control=opts.cache_control,
-                                 process_seconds=round(ncu_s, 1))
-            written.append(store.save_profile(root, record, report, opts.force))
-        finally:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-        progress(f"{tag}: done in {time.perf_counter() - t0:.0f} s (ncu {ncu_s:.0f} s, {passes} passes)")
+            path = _profile_one(root, kernel, rev, shape, dtype, opts, ncu, timer, common, tag, progress)
+        except Unsupported as exc:
+            progress(f"{tag}: skipped: {exc}")
+            skipped.append(rev.name)
+            continue
+        if path is None:
+            failed.append(rev.name)
+        else:
+            written.append(path)
+    if skipped and not written and not failed:
+        raise Unsupported(f"this GPU cannot run {', '.join(skipped)}: nothing was profiled")
     if failed:
         raise GateFailure(f"{len(failed)} revision(s) failed the correctness gate and were not profiled: "
                           + ", ".join(failed))

@@ -51,10 +51,29 @@ def source_sha256(rev) -> str:
     in it (`code`, else `load`): adding a rung or a shape there marks nothing stale."""
     h = hashlib.sha256()
     for path in executed_files(rev):
-        body = next((inspect.getsource(fn).encode() for fn in (rev.code, rev.load)
+        body = next((inspect.getsource(fn).encode() + _bound(fn) for fn in (rev.code, rev.load)
                      if fn is not None and path.name == LADDER_FILE and _defining_file(fn) == path), None)
         h.update(path.name.encode() + b"\0" + (path.read_bytes() if body is None else body))
     return h.hexdigest()
+
+
+PLAIN = (str, int, float, bool, bytes, type(None))
+
+
+def _bound(fn) -> bytes:
+    """The plain values a loader closes over: vector_add's v0-v2 share one loader function and
+    differ only in the file name and flags it was made with."""
+    cells = getattr(fn, "__closure__", None) or ()
+    names = fn.__code__.co_freevars if hasattr(fn, "__code__") else ()
+    vals = []
+    for name, cell in zip(names, cells, strict=False):
+        try:
+            v = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(v, PLAIN) or (isinstance(v, tuple) and all(isinstance(x, PLAIN) for x in v)):
+            vals.append(f"{name}={v!r}")
+    return ("\0" + ";".join(vals)).encode() if vals else b""
 
 
 def _run(cmd, cwd=None) -> str:

@@ -105,7 +105,7 @@ def _cpu_profiler(monkeypatch, run_ncu):
 def test_interrupted_profile_leaves_nothing_partial(tmp_path, monkeypatch):
     root = scratch_repo(tmp_path)
 
-    def interrupted(cmd, timeout):
+    def interrupted(cmd, timeout, env=None):
         report = cmd[cmd.index("--export") + 1]
         open(report, "wb").write(b"half a report")
         raise KeyboardInterrupt
@@ -121,7 +121,7 @@ def test_interrupted_profile_leaves_nothing_partial(tmp_path, monkeypatch):
 def test_existing_profile_is_skipped_and_stale_one_kept_without_force(tmp_path, monkeypatch):
     root = scratch_repo(tmp_path)
     calls = []
-    _cpu_profiler(monkeypatch, lambda cmd, timeout: calls.append(cmd))
+    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: calls.append(cmd))
     kernel = load_kernel(root, "softmax")
     current = make_record("torch", shape=(4, 64))
     put(root, current)
@@ -141,7 +141,7 @@ def test_revision_failing_the_gate_is_not_profiled(tmp_path, monkeypatch):
 
     root = scratch_repo(tmp_path)
     calls = []
-    _cpu_profiler(monkeypatch, lambda cmd, timeout: calls.append(cmd))
+    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: calls.append(cmd))
     kernel = load_kernel(root, "softmax")
     wrong = Revision("no_max", "torch", kernel.revisions[0].sources,
                      lambda: (lambda inputs, out: inputs[0].float().exp().div(inputs[0].float().exp().sum(-1, True))
@@ -149,6 +149,48 @@ def test_revision_failing_the_gate_is_not_profiled(tmp_path, monkeypatch):
     with pytest.raises(GateFailure, match="no_max"):
         profiler.profile(root, kernel, [wrong], profiler.Options(shape=(4, 64)), lambda s: None)
     assert calls == [] and list((root / "profiles").iterdir()) == []
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_the_ncu_pass_is_pinned_to_the_timing_pass_pick(tmp_path, monkeypatch):
+    from kernels.common import tuning
+
+    root = scratch_repo(tmp_path)
+    seen = {}
+
+    def run_ncu(cmd, timeout, env=None):
+        seen.update(json.loads(open(env[profiler.PIN_ENV]).read()))
+        raise _Stop
+
+    _cpu_profiler(monkeypatch, run_ncu)
+    monkeypatch.setattr(tuning, "used_config", lambda: {"softmax_triton|4|64": "(3, 2)"})
+    kernel = load_kernel(root, "softmax")
+    with pytest.raises(_Stop):
+        profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(shape=(4, 64)), lambda s: None)
+    assert seen == {"softmax_triton|4|64": "(3, 2)"}
+
+
+def test_a_revision_the_gpu_cannot_run_is_skipped_with_one_line(tmp_path, monkeypatch):
+    import dataclasses
+
+    from kernlog.errors import Unsupported
+
+    root = scratch_repo(tmp_path)
+    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: None)
+    kernel = load_kernel(root, "softmax")
+
+    def needs_clusters():
+        raise Unsupported("needs thread-block clusters (compute capability 9.0), this GPU is 8.0")
+
+    rev = dataclasses.replace(kernel.revision("torch"), load=needs_clusters)
+    said = []
+    with pytest.raises(Unsupported, match="cannot run torch"):
+        profiler.profile(root, kernel, [rev], profiler.Options(shape=(4, 64)), said.append)
+    assert [s for s in said if "skipped: needs thread-block clusters" in s]
+    assert list((root / "profiles").iterdir()) == []
 
 
 @pytest.mark.ncu

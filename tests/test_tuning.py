@@ -87,3 +87,46 @@ def test_candidates_built_by_a_function_are_built_on_the_first_call_only():
     for _ in range(3):
         tuning.launch_fastest(("test_built_once",), candidates, ran.append, device=None)
     assert len(built) == 1 and ran == ["only"] * 3
+
+
+def test_the_profile_records_the_pick_and_the_ncu_pass_is_pinned_to_it(monkeypatch, tmp_path):
+    """The timing pass's pick is recorded (used_config) and, handed over through PIN_ENV, taken
+    by another process without timing: the ncu pass profiles the config that was timed."""
+    triton_interpreter.apply()
+    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[-1])
+    monkeypatch.setattr(tuning, "PICKED", {})
+    monkeypatch.setattr(tuning, "USED", {})
+    monkeypatch.setattr(tuning, "_PINS", [])
+    x = torch.arange(40, dtype=torch.float32)
+    grid = lambda meta: (triton.cdiv(40, meta["BLOCK"]),)  # noqa: E731
+    y = torch.empty_like(x)
+    tuning.launch_tuned(_scale, grid, (x, y, 40), ("k",), "cpu", FACTOR=3.0)
+    config = tuning.used_config()
+    assert config == {"_scale|'k'": repr(tuning.PICKED[(_scale, "k")])} and "'BLOCK': 16" in config["_scale|'k'"]
+
+    # the ncu pass: a fresh process (fresh PICKED) whose fastest() would pick BLOCK=8
+    pins = tmp_path / "pins.json"
+    pins.write_text(__import__("json").dumps(config))
+    monkeypatch.setenv(tuning.PIN_ENV, str(pins))
+    monkeypatch.setattr(tuning, "PICKED", {})
+    monkeypatch.setattr(tuning, "_PINS", [])
+    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])
+    tuning.launch_tuned(_scale, grid, (x, y, 40), ("k",), "cpu", FACTOR=3.0)
+    assert tuning.PICKED[(_scale, "k")]["BLOCK"] == 16
+    assert torch.equal(y, 3 * x)
+
+
+def test_a_pin_that_matches_no_candidate_is_an_error(monkeypatch, tmp_path):
+    from kernlog.errors import KernlogError
+
+    pins = tmp_path / "pins.json"
+    pins.write_text('{"f|1": "999"}')
+    monkeypatch.setenv(tuning.PIN_ENV, str(pins))
+    monkeypatch.setattr(tuning, "PICKED", {})
+    monkeypatch.setattr(tuning, "_PINS", [])
+
+    def f():
+        pass
+
+    with pytest.raises(KernlogError, match="pinned config 999 of f|1 is not among"):
+        tuning.pick((f, 1), [1, 2, 3], lambda c: None, "cpu")

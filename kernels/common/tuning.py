@@ -81,16 +81,66 @@ def _timer(device):
     return Timer(device)
 
 
+USED: dict = {}  # keys picked for (or launched with a pick) since the profiler last cleared it
+PIN_ENV = "KERNLOG_PINNED"  # a JSON file {key_text: repr(candidate)}: picks to take, not measure
+_PINS: list = []
+
+
+def key_text(key) -> str:
+    """A pick's key as text that is the same in every process: functions and Triton kernels by
+    name, everything else by repr."""
+    def one(part):
+        for obj in (part, getattr(part, "fn", None)):
+            name = getattr(obj, "__name__", None)
+            if isinstance(name, str):
+                return name
+        return repr(part)
+    return "|".join(one(p) for p in key)
+
+
+def used_config() -> dict[str, str]:
+    """{key_text: repr(pick)} of every pick made or launched since USED was cleared: what the
+    profiler records, and passes to the ncu pass through PIN_ENV."""
+    return {key_text(k): repr(PICKED[k]) for k in USED if k in PICKED}
+
+
+def _pins() -> dict:
+    if not _PINS:
+        import json
+        import os
+
+        path = os.environ.get(PIN_ENV)
+        _PINS.append(json.loads(open(path).read()) if path else {})
+    return _PINS[0]
+
+
+def pick(key, candidates: Sequence | Callable[[], Sequence], run: Callable, device):
+    """The candidate for `key`: the pinned one where PIN_ENV names it (the ncu pass runs the
+    config the timing pass picked), else the one picked before in this process, else the
+    fastest by `fastest`."""
+    USED[key] = None
+    if key in PICKED:
+        return PICKED[key]
+    if callable(candidates):
+        candidates = candidates()
+    pinned = _pins().get(key_text(key))
+    if pinned is not None:
+        match = [c for c in candidates if repr(c) == pinned]
+        if not match:
+            from kernlog.errors import KernlogError
+
+            raise KernlogError(f"the pinned config {pinned} of {key_text(key)} is not among its candidates")
+        PICKED[key] = match[0]
+    else:
+        PICKED[key] = candidates[0] if len(candidates) == 1 else fastest(run, candidates, device)
+    return PICKED[key]
+
+
 def launch_fastest(key, candidates: Sequence | Callable[[], Sequence], run: Callable, device) -> None:
-    """run(the fastest of `candidates`), picked by `fastest` on the first call for `key`.
+    """run(the fastest of `candidates`), picked by `pick` on the first call for `key`.
     `candidates` may be a function returning them: it is called on that first call only, so
     building them (pruning configs) stays out of every later launch."""
-    pick = PICKED.get(key)
-    if pick is None:
-        if callable(candidates):
-            candidates = candidates()
-        pick = PICKED[key] = candidates[0] if len(candidates) == 1 else fastest(run, candidates, device)
-    run(pick)
+    run(pick(key, candidates, run, device))
 
 
 def launch_tuned(tuner, grid, args, key, device, **extra) -> None:
