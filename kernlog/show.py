@@ -21,7 +21,7 @@ def render(root: Path, rec: dict, fmt: str = "text") -> str:
     lines = [f"{rec['kernel']}/{rec['revision']}  {format_shape(tuple(rec['shape']))} {rec['dtype']}  "
              f"on {rec['gpu']['name']}  ({rec.get('_path', '?')})",
              f"captured {rec.get('captured_at', 'unknown')} at commit {git.get('commit') or 'unknown'}"
-             + (" (dirty)" if git.get("dirty") is True else ""),
+             + {True: " (dirty)", "unknown": " (whether the tree was dirty: unknown)"}.get(git.get("dirty"), ""),
              f"change: {rec.get('change', '')}"]
     if rec.get("predicts"):
         lines.append(f"predicts: {rec['predicts']}")
