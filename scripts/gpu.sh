@@ -4,6 +4,8 @@
 #   scripts/gpu.sh sanitize           compute-sanitizer (memcheck, racecheck) on every CUDA C revision
 #   scripts/gpu.sh profile K [K ...]  kernlog profile for each kernel (missing revisions only)
 #   scripts/gpu.sh bench K [K ...]    kernlog bench for each kernel
+#   scripts/gpu.sh noise [K/R ...]    A/A noise calibration (default: a memory-, a latency- and a compute-bound revision)
+#   scripts/gpu.sh retime A B [A B]   kernlog diff A B --retime for each pair
 # Logs go to $OUT (or ./gpu-logs); profiles/ is written in place.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +59,16 @@ case $stage in
     for k in "$@"; do  # KERNEL or KERNEL:SHAPE,SHAPE to sweep fewer shapes
       shapes=(); [[ $k == *:* ]] && { IFS=, read -ra s <<< "${k#*:}"; for x in "${s[@]}"; do shapes+=(--shape "$x"); done; }
       python3 -m kernlog bench "${k%%:*}" "${shapes[@]}" --budget "${BENCH_BUDGET:-0.5}" 2>&1 | tee -a "$LOGS/bench.log" || status=1
+    done
+    ;;
+  noise)
+    [ $# -gt 0 ] || set -- softmax/v7_bf16_packed softmax/v0_naive matmul_relu/v1_tma_persistent
+    /usr/bin/time -f "noise: %e s" python3 -m kernlog noise "$@" --runs "${NOISE_RUNS:-5}" 2>&1 | tee -a "$LOGS/noise.log" || status=1
+    ;;
+  retime)
+    while [ $# -ge 2 ]; do
+      python3 -m kernlog diff "$1" "$2" --retime 2>&1 | tee -a "$LOGS/retime.log" || status=1
+      shift 2
     done
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;

@@ -65,3 +65,15 @@ def test_the_real_device_as_torch_sees_it():
     assert caps.smem_per_block_optin >= 48 * 1024
     if hasattr(props, "shared_memory_per_block_optin"):
         assert caps.smem_per_block_optin == props.shared_memory_per_block_optin
+
+
+def test_the_triton_pipeline_keeps_to_the_gpus_shared_memory(monkeypatch):
+    from kernels.softmax import softmax_triton as st
+
+    fake_gpu(monkeypatch, H100)
+    assert st.pipe_smem("cuda:0") == st.PIPE_SMEM  # 227 KiB less the headroom measured there
+    fake_gpu(monkeypatch, L4)
+    smem = st.pipe_smem("cuda:0")
+    kept = st.pipe_configs(32000, 2, smem)
+    assert all((kw["STAGES"] - 1) * kw["BLOCK"] * 2 <= smem for _, _, kw in kept)
+    assert len(kept) < len(st.pipe_configs(32000, 2, st.PIPE_SMEM))

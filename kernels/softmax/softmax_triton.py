@@ -214,15 +214,25 @@ _online_tuned = triton.autotune(
 
 PIPE_MIN = 16384  # pipelined candidates only for longer rows: at 4096-16384 columns they lost on the H100
 PIPE_SMEM = 192 * 1024  # of the H100's 227 KiB per block: STAGES - 1 rows in flight in shared memory
+PIPE_HEADROOM = 35 * 1024  # what Triton's own scratch took beside them there (227 - 192 KiB)
 
 
-def pipe_configs(cols, elem_bytes):
-    """`_pipe_kernel` candidates (kind, programs per SM, launch kwargs) for rows of `cols`."""
+def pipe_smem(device) -> int:
+    """Shared memory per block the pipelined rows may take on `device`: its opt-in limit less
+    the headroom measured on the H100 (192 KiB there)."""
+    from kernlog.cuda import device_caps
+
+    return device_caps(device).smem_per_block_optin - PIPE_HEADROOM
+
+
+def pipe_configs(cols, elem_bytes, smem: int = PIPE_SMEM):
+    """`_pipe_kernel` candidates (kind, programs per SM, launch kwargs) for rows of `cols`, with
+    `smem` bytes of shared memory per block for the rows in flight."""
     block = triton.next_power_of_2(cols)
     if not PIPE_MIN < cols <= MAX_FUSED:
         return []
     return [("pipe", per_sm, {"BLOCK": block, "STAGES": stages, "num_warps": 16})
-            for stages, per_sm in ((3, 2), (3, 4), (4, 2)) if (stages - 1) * block * elem_bytes <= PIPE_SMEM]
+            for stages, per_sm in ((3, 2), (3, 4), (4, 2)) if (stages - 1) * block * elem_bytes <= smem]
 
 
 # device -> slots: SPLIT_CAP words a row, all of a row in the epoch of the last launch that
@@ -280,7 +290,7 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
     if block is None:
         def candidates():  # built on the first launch of a shape only
             split = [("split", 0, c.all_kwargs()) for c in _split_configs(_split_tuned.configs, {"cols": cols})]
-            return split + pipe_configs(cols, x.element_size())
+            return split + pipe_configs(cols, x.element_size(), pipe_smem(x.device))
 
         def run(candidate):
             kind, per_sm, kw = candidate
