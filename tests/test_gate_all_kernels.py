@@ -1,5 +1,6 @@
-"""Every revision of every kernel passes the correctness gate: Triton and torch ones on the
-CPU (Triton through its interpreter), all of them on a GPU."""
+"""Every revision of every kernel passes the correctness gate -- the whole output, each row and
+each element within its dtype's tolerance, and a second launch that repeats the first bit for
+bit: Triton and torch ones on the CPU (Triton through its interpreter), all of them on a GPU."""
 import pytest
 
 from kernlog import gate
