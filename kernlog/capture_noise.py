@@ -1,13 +1,17 @@
 """`kernlog noise`: A/A runs of revisions on this GPU -> profiles/<gpu>/<kernel>/noise/.
 
 Each run repeats what `kernlog profile` does for the revisions, in fresh processes: a timing
-pass (kernlog.target --time; launchers that tune pick again) and an ncu pass. The runs of
-all revisions interleave (run 1 of every revision, then run 2, ...), so drift over the
-minutes it takes spreads over all of them. Each revision passes the gate first.
+pass (kernlog.target --time) and an ncu pass. The runs of all revisions interleave (run 1 of
+every revision, then run 2, ...), so drift over the minutes it takes spreads over all of
+them. Each revision passes the gate first. The first run's timing pass picks each tuned
+launcher's config; later runs are pinned to it (KERNLOG_PINNED): on the H100, softmax v7 and
+matmul v1 picked between near-tied configs from process to process (v7: 128- or 256-thread
+blocks, 92.9-93.2 us, twice the instructions), which is a change of code path, not noise.
 """
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -40,15 +44,23 @@ def _groups(root: Path, revs: list[str], shape, dtype) -> dict:
     return groups
 
 
-def _timing_run(root: Path, key, names: list[str], tmp: Path) -> dict:
+def _timing_run(root: Path, key, names: list[str], tmp: Path, env: dict) -> dict:
     out = tmp / "timing.json"
     cmd = [sys.executable, "-m", "kernlog.target", "--time", str(out), str(root), key[0], format_shape(key[1]),
            key[2], *names]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=dict(os.environ, **env))
     if done.returncode != 0 or not out.exists():
         last = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()][-1:] or ["no output"]
         raise KernlogError(f"the timing process failed ({done.returncode}): {last[0].strip()}")
     return json.loads(out.read_text())
+
+
+def _pin_env(tmp: Path, config: dict | None) -> dict:
+    """The environment that pins a process to `config` (none before the first run picked)."""
+    if config is None:
+        return {}
+    (tmp / "pinned.json").write_text(json.dumps(config))
+    return {profiler.PIN_ENV: str(tmp / "pinned.json")}
 
 
 def calibrate(root: Path, revs: list[str], shape, dtype, runs: int,
@@ -66,20 +78,25 @@ def calibrate(root: Path, revs: list[str], shape, dtype, runs: int,
                 raise GateFailure(f"not calibrated: {bad.line()}")
     values: dict = {}  # (kernel, shape, dtype, rev) -> [metrics of each run]
     clocks: dict = {}
+    pins: dict = {}  # group -> the configs its first run picked, taken by every later process
+    configs: dict = {}  # (kernel, shape, dtype, rev) -> the config it picked
     for i in range(runs):
         for key, names in groups.items():
             kernel = load_kernel(root, key[0])
             progress(f"run {i + 1}/{runs}: {key[0]} {', '.join(names)} {format_shape(key[1])} {key[2]}")
             tmp = Path(tempfile.mkdtemp(prefix=".kernlog-noise-", dir=root / "profiles"))
             try:
-                timed = _timing_run(root, key, names, tmp)
+                timed = _timing_run(root, key, names, tmp, _pin_env(tmp, pins.get(key)))
+                pins.setdefault(key, {k: v for n in names for k, v in timed[n].get("config", {}).items()})
+                env = _pin_env(tmp, pins[key])
                 report = tmp / "report.ncu-rep"
                 profiler.run_ncu(profiler.ncu_command(ncu, opts, report, root, key[0], key[1], key[2], names),
-                                 opts.ncu_timeout_s)
+                                 opts.ncu_timeout_s, env=env)
                 for name in names:
                     rec = profiler.build_record(report, kernel.revision(name), timed[name]["samples_ms"])
                     values.setdefault((*key, name), []).append(rec["metrics"])
                     clocks.setdefault((*key, name), []).append(timed[name]["clocks"])
+                    configs.setdefault((*key, name), timed[name].get("config", {}))
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     written = []
@@ -91,7 +108,7 @@ def calibrate(root: Path, revs: list[str], shape, dtype, runs: int,
         rev = load_kernel(root, kname).revision(name)
         sm = [c["sm_mhz"]["median"] for c in clocks[(kname, shp, d, name)] if c and c.get("sm_mhz")]
         data = dict(common, kernel=kname, revision=name, shape=list(shp), dtype=d, source_sha256=rev.sha256(),
-                    runs=runs_m, spread=noise.spread(runs_m),
+                    runs=runs_m, spread=noise.spread(runs_m), config=configs[(kname, shp, d, name)],
                     sm_mhz_medians=sm, sm_mhz=statistics.median(sm) if sm else None)
         path = noise.noise_dir(root, gpu["slug"], kname) / f"{store.stem(name, shp, d)}.json"
         store.write_atomic(path, store.dump_json(data))

@@ -188,7 +188,7 @@ def side(rec: dict) -> dict:
             "gpu_slug": rec["gpu"]["slug"], "driver": rec["gpu"].get("driver"),
             "commit": (rec.get("git") or {}).get("commit"), "path": rec.get("_path"),
             "selector": selector(rec), "sm_mhz": (clocks.get("sm_mhz") or {}).get("median"),
-            "mem_mhz": (clocks.get("mem_mhz") or {}).get("median")}
+            "mem_mhz": (clocks.get("mem_mhz") or {}).get("median"), "config": rec.get("config")}
 
 
 def selector(rec: dict) -> str:
@@ -205,6 +205,12 @@ def differences(sa: dict, sb: dict, clock_band: float) -> tuple[list[str], list[
         if va != vb:
             show = (lambda v: format_shape(tuple(v))) if key == "shape" else str
             diffs.append(f"{name} {show(va)} vs {show(vb)}")
+    if sa.get("config") and sb.get("config") and sa["config"] != sb["config"]:
+        changed = sorted(k for k in {**sa["config"], **sb["config"]} if sa["config"].get(k) != sb["config"].get(k))
+        diffs.append("tuned config " + "; ".join(f"{k}: {sa['config'].get(k)} vs {sb['config'].get(k)}"
+                                                 for k in changed))
+        if sa["revision"] == sb["revision"]:
+            warns.append("the same revision picked another config: its metrics moved with the config, not noise")
     if sa["kernel"] != sb["kernel"]:
         warns.append("the two sides are different kernels: they compute different things")
     if sa["shape"] != sb["shape"]:

@@ -5,8 +5,9 @@ inside a push/pop range named RANGE_PREFIX + revision, which ncu's --nvtx-includ
 Run as: python -m kernlog.target ROOT KERNEL SHAPE DTYPE REV [REV ...]
 
 With `--time OUT.json` first, it runs each revision's timing pass instead (as `kernlog
-profile` does, clocks read while it runs) and writes {rev: {"samples_ms", "clocks"}} to
-OUT.json: `kernlog noise` times each run in a fresh process, as a re-profile would.
+profile` does, clocks read while it runs) and writes {rev: {"samples_ms", "clocks", "config"}} to
+OUT.json, with the config each picked: `kernlog noise` times each run in a fresh process, as a
+re-profile would (KERNLOG_PINNED, if set, names the picks to take).
 """
 from __future__ import annotations
 
@@ -38,8 +39,13 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
         out = kernel.make_output(inputs)
         launch = kernel.revision(name).load()
         timer.clocks = Clocks()
+        tuning = sys.modules.get("kernels.common.tuning")
+        if tuning is not None:
+            tuning.USED.clear()
         samples = timer.samples(functools.partial(launch, inputs, out))
-        results[name] = {"samples_ms": samples, "clocks": timer.clocks.summary()}
+        tuning = sys.modules.get("kernels.common.tuning")
+        config = tuning.used_config() if tuning is not None else {}
+        results[name] = {"samples_ms": samples, "clocks": timer.clocks.summary(), "config": config}
         del inputs, out
         torch.cuda.empty_cache()
     write_atomic(Path(out_path), dump_json(json.loads(json.dumps(results))))
