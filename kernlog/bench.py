@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import gate, provenance, store, timing
-from .errors import GateFailure
+from .errors import GateFailure, Unsupported
 from .profiler import ceilings, require_gpu
 from .spec import COPY, Kernel, Revision, Shape, format_shape
 
@@ -66,8 +66,14 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     run = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # tells this run's points from a merged file's
     launchers, failed = {}, []
     for rev in revs:
-        launchers[rev.name] = rev.load()
-        bad = gate.first_failure(gate.check_revision(kernel, rev, "cuda", dtypes=dtypes, launch=launchers[rev.name]))
+        try:
+            launchers[rev.name] = rev.load()
+            bad = gate.first_failure(gate.check_revision(kernel, rev, "cuda", dtypes=dtypes,
+                                                         launch=launchers[rev.name]))
+        except Unsupported as exc:
+            progress(f"{rev.name}: skipped: {exc}")
+            failed.append(rev.name)
+            continue
         if bad is not None:
             progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
             failed.append(rev.name)
@@ -106,7 +112,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                     if rev.name == refs[0]:
                         baseline = result.clone()
                     elif baseline is not None and agree(result, baseline) > max(AGREE[dtype],
-                                                                                kernel.tolerance.get(dtype, 0)):
+                                                                                gate.tolerance(kernel, dtype).l2):
                         progress(f"{rev.name} {format_shape(shape)} {dtype}: disagrees with {refs[0]} "
                                  f"({agree(result, baseline):.1e}); left out")
                         continue

@@ -129,7 +129,7 @@ def list_cmd(ctx):
 def check(ctx, kernel_name, revs, device, dtype):
     """Run the correctness gate only: each revision against float64 on fresh random inputs."""
     from . import gate
-    from .errors import GateFailure
+    from .errors import GateFailure, Unsupported
     from .registry import load_kernel
 
     root = _root(ctx)
@@ -143,7 +143,11 @@ def check(ctx, kernel_name, revs, device, dtype):
         if device == "cpu" and (rev.kind == "cuda" or "compile" in rev.name):
             click.echo(f"{rev.name}: skipped on the CPU")
             continue
-        results = gate.check_revision(kernel, rev, device, dtypes=list(dtype) or None)
+        try:
+            results = gate.check_revision(kernel, rev, device, dtypes=list(dtype) or None)
+        except Unsupported as exc:
+            click.echo(f"{rev.name}: skipped: {exc}")
+            continue
         bad = gate.first_failure(results)
         worst = max(r.rel_error for r in results)
         click.echo(f"{rev.name}: {'ok' if bad is None else 'FAIL'} ({len(results)} cases, worst rel err {worst:.1e})"

@@ -11,6 +11,7 @@ import os
 import zlib
 from dataclasses import dataclass, replace
 
+from .errors import Unsupported
 from .spec import Kernel, Revision, Shape, format_shape, torch_dtype
 
 
@@ -264,6 +265,8 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
                     results.append(check_one(kernel, rev, launch, shape, dtype, case, device,
                                              seed + 1000 * i + zlib.crc32(case.encode()) % 997,
                                              again=device != "cpu" or case == kernel.cases[0]))
+                except Unsupported:  # the GPU lacks what it needs: skipped by the caller, not failed
+                    raise
                 except Exception as exc:  # a crashing revision fails the gate with its reason
                     results.append(CheckResult(rev.name, shape, dtype, case, float("inf"), False,
                                                f"raised {type(exc).__name__}: {_gist(exc)}"))

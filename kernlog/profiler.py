@@ -141,18 +141,17 @@ def _profile_one(root: Path, kernel: Kernel, rev: Revision, shape: Shape, dtype:
     gen = torch.Generator(device=DEVICE).manual_seed(0)
     inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
     out = kernel.make_output(inputs)
+    gate.poison(out)  # an element no timed launch writes shows in the recheck below
     tuning = _tuning()
     if tuning is not None:
         tuning.USED.clear()
     timer.clocks = Clocks()
     samples = timer.samples(functools.partial(launch, inputs, out), budget_s=opts.timing_budget_s)
     config = _tuning().used_config() if _tuning() is not None else {}
-    recheck = getattr(gate, "recheck", None)
-    if recheck is not None:  # the output as the many timed launches left it
-        bad = recheck(kernel, rev, launch, inputs, out, dtype)
-        if bad is not None and not bad.ok:
-            progress(f"{tag}: FAILED the gate after the timing pass, not profiled: {bad.line()}")
-            return None
+    after = gate.recheck(kernel, rev, launch, inputs, out, dtype, shape)  # as the many timed launches left it
+    if not after.ok:
+        progress(f"{tag}: FAILED the gate after the timing pass, not profiled: {after.line()}")
+        return None
     del inputs, out
     torch.cuda.empty_cache()
     progress(f"{tag}: ncu pass ({len(opts.sections)} sections)" + (f", pinned to {config}" if config else ""))

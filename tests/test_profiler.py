@@ -155,6 +155,46 @@ class _Stop(Exception):
     pass
 
 
+def test_a_revision_that_goes_wrong_during_the_timing_pass_is_not_profiled(tmp_path, monkeypatch):
+    """Right for the gate's launches, wrong from the tenth on (a workspace never reset, say):
+    the output is checked again after the timing pass, and nothing is stored."""
+    import dataclasses
+
+    import torch
+
+    root = scratch_repo(tmp_path)
+    calls = []
+
+    timed = [0]
+
+    class ManyLaunches(FakeTimer):
+        def samples(self, fn, **kw):
+            for _ in range(20):
+                timed[0] += 1
+                fn()
+            return [0.1] * 20
+
+    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: calls.append(cmd))
+    monkeypatch.setattr(profiler.timing, "Timer", ManyLaunches)
+    kernel = load_kernel(root, "softmax")
+    def load():
+        def launch(inputs, out):
+            out.copy_(torch.softmax(inputs[0].float(), -1).to(out.dtype))
+            if timed[0] > 10:  # the eleventh timed launch on
+                out[-1].mul_(2.0)
+            return out
+        return launch
+
+    rev = dataclasses.replace(kernel.revision("triton"), name="drifts", load=load)
+    said = []
+    from kernlog.errors import GateFailure
+
+    with pytest.raises(GateFailure, match="drifts"):
+        profiler.profile(root, kernel, [rev], profiler.Options(shape=(4, 64)), said.append)
+    assert any("FAILED the gate after the timing pass" in s for s in said), said
+    assert calls == [] and list((root / "profiles").iterdir()) == []
+
+
 def test_the_ncu_pass_is_pinned_to_the_timing_pass_pick(tmp_path, monkeypatch):
     from kernels.common import tuning
 
