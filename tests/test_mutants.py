@@ -1,0 +1,275 @@
+"""Tests that fail when kernlog's code is wrong in the ways a mutation run found unguarded
+(issue 17): each names the mistake it catches. Run the mutation tool with the README's
+"Developing" command."""
+import os
+import statistics
+
+import pytest
+from click.testing import CliRunner
+
+from kernlog import bench, diff, gate, metrics, report, store, timing
+from kernlog.cli import main
+from kernlog.metrics import metric
+from kernlog.registry import load_kernel
+
+from .helpers import GPU, ROOT, SECTIONS_REP, make_record, scratch_repo
+
+# --- a metric's good direction --------------------------------------------------------------------
+
+# Which way is good, metric by metric: fewer bytes, instructions, spills and less time; more
+# throughput and busier issue slots (each read while the work done stays the same); no direction
+# for occupancy, hit rates and launch parameters, whose worth depends on the kernel.
+DIRECTION = {
+    "wall_ms": "lower", "duration_us": "lower", "dram_mb": "lower", "instructions": "lower",
+    "ld_sectors": "lower", "spill_insts": "lower", "local_sectors": "lower", "stall_barrier": "lower",
+    "dram_gbps": "higher", "dram_pct": "higher", "issue_active_pct": "higher",
+    "memory_pct": None, "compute_pct": None, "achieved_occupancy_pct": None, "theoretical_occupancy_pct": None,
+    "registers_per_thread": None, "smem_per_block": None, "block_size": None, "grid_size": None,
+    "ld_sectors_per_request": None, "l1_hit_pct": None, "l2_hit_pct": None,
+}
+
+
+@pytest.mark.parametrize("key", sorted(DIRECTION))
+def test_every_metric_is_judged_in_its_good_direction(key):
+    up = {"lower": "worse", "higher": "better", None: "changed"}[DIRECTION[key]]
+    down = {"lower": "better", "higher": "worse", None: "changed"}[DIRECTION[key]]
+    assert diff.judge(metric(key), 1.0, 2.0) == up
+    assert diff.judge(metric(key), 2.0, 1.0) == down
+
+
+def test_the_report_judges_moves_by_each_metrics_direction():
+    """Throughput up and DRAM percent up are better, instructions up worse: a report that read
+    every rise (or every fall) as better gets one of them wrong."""
+    a = {"dram_mb": 100.0, "dram_gbps": 1000.0, "dram_pct": 30.0, "instructions": 10.0, "duration_us": 100.0}
+    b = {"dram_mb": 100.0, "dram_gbps": 2000.0, "dram_pct": 60.0, "instructions": 30.0, "duration_us": 100.0}
+    moves = {m["label"]: m for m in report.largest_deltas(a, b)}
+    assert moves["DRAM throughput"]["judgement"] == "better"
+    assert moves["DRAM throughput, % of peak"]["judgement"] == "better"
+    assert moves["warp instructions executed"]["judgement"] == "worse"
+    assert moves["warp instructions executed"]["pct"] == pytest.approx(200.0)
+    assert list(moves)[0] == "warp instructions executed"  # the largest move first
+
+
+# --- stall names and the main kernel ----------------------------------------------------------------
+
+class _Value:
+    def __init__(self, v):
+        self.v = v
+
+    def value(self):
+        return self.v
+
+
+class _Action:
+    """Enough of an ncu_report action for metrics.summarize."""
+
+    def __init__(self, name, values):
+        self._name, self.values = name, values
+
+    def name(self):
+        return self._name
+
+    def metric_names(self):
+        return list(self.values)
+
+    def metric_by_name(self, name):
+        return _Value(self.values[name]) if name in self.values else None
+
+
+def _stall(reason):
+    return metrics.STALL_PREFIX + reason + metrics.STALL_SUFFIX
+
+
+def test_each_stall_keeps_its_own_name():
+    action = _Action("k", {_stall("barrier"): 1.0, _stall("long_scoreboard"): 2.0, _stall("wait"): 3.0,
+                           _stall("selected"): 4.0, _stall("not_selected"): 5.0,
+                           metrics.STALL_PREFIX + "barrier_per_warp_active.pct": 99.0,
+                           "gpu__time_duration.sum": 1000.0})
+    values, _ = metrics.summarize([action])
+    assert {k: v for k, v in values.items() if k.startswith("stall_")} == {
+        "stall_barrier": 1.0, "stall_long_scoreboard": 2.0, "stall_wait": 3.0}
+
+
+def test_stalls_of_a_real_report_under_their_names():
+    values, _ = metrics.summarize(metrics.read_report(SECTIONS_REP))
+    got = {k: round(values[k], 3) for k in ("stall_long_scoreboard", "stall_short_scoreboard", "stall_barrier",
+                                           "stall_drain", "stall_wait", "stall_mio_throttle")}
+    assert got == {"stall_long_scoreboard": 22.507, "stall_short_scoreboard": 11.663, "stall_barrier": 5.269,
+                   "stall_drain": 4.57, "stall_wait": 1.711, "stall_mio_throttle": 0.722}
+
+
+def test_the_main_kernel_of_several_is_the_longest_and_sums_cover_all():
+    """A reference that launches a short helper then the real kernel (torch.compile's reduction
+    and its epilogue): launch figures and stalls come from the longest, times and bytes add up."""
+    short = _Action("helper", {"gpu__time_duration.sum": 10_000.0, "launch__block_size": 128.0,
+                               "dram__bytes_read.sum": 1e6, _stall("barrier"): 9.0,
+                               "launch__occupancy_limit_registers": 1.0, "launch__occupancy_limit_warps": 4.0})
+    long = _Action("main", {"gpu__time_duration.sum": 90_000.0, "launch__block_size": 256.0,
+                            "dram__bytes_read.sum": 3e6, _stall("barrier"): 1.0,
+                            "launch__occupancy_limit_registers": 8.0, "launch__occupancy_limit_warps": 2.0})
+    for actions in ([short, long], [long, short]):
+        values, facts = metrics.summarize(actions)
+        assert facts["main_kernel"] == "main" and facts["occupancy_limiter"] == "warps"
+        assert values["block_size"] == 256.0 and values["stall_barrier"] == 1.0
+        assert values["duration_us"] == pytest.approx(100.0) and values["dram_mb"] == pytest.approx(4.0)
+        assert {k["name"]: k["duration_us"] for k in facts["kernels"]} == {"helper": 10.0, "main": 90.0}
+
+
+# --- writes ---------------------------------------------------------------------------------------
+
+def test_write_atomic_replaces_the_file_and_never_writes_into_it(tmp_path):
+    path = tmp_path / "p" / "x.json"
+    store.write_atomic(path, b"old")
+    reader = tmp_path / "reader.json"
+    os.link(path, reader)  # a reader holding the old file keeps it whole
+    store.write_atomic(path, b"new")
+    assert path.read_bytes() == b"new" and reader.read_bytes() == b"old"
+    assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+    assert sorted(p.name for p in path.parent.iterdir()) == ["x.json"]
+
+
+def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "x.json"
+    store.write_atomic(path, b"old")
+
+    def broken(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    with pytest.raises(OSError, match="disk full"):
+        store.write_atomic(path, b"new")
+    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+# --- the ladder -----------------------------------------------------------------------------------
+
+def _ladder():
+    recs = [make_record("v0_naive", median_ms=0.2), make_record("v1_block_smem", median_ms=0.1, seed=1),
+            make_record("triton", median_ms=0.08, seed=2), make_record("torch", median_ms=0.12, seed=3)]
+    order = [r.name for r in load_kernel(ROOT, "softmax").revisions]
+    return recs, report.ladder(list(reversed(recs)), order)
+
+
+def test_the_ladder_keeps_counterparts_and_says_speedup_vs_the_previous_step():
+    recs, lad = _ladder()
+    wall = {r["revision"]: r["metrics"]["wall_ms"] for r in recs}
+    rows = {row["rec"]["revision"]: row for row in lad["rows"]}
+    assert [row["rec"]["revision"] for row in lad["rows"]] == ["v0_naive", "v1_block_smem", "triton", "torch"]
+    assert lad["ref"] == "torch" and lad["tuned"] == "v1_block_smem"
+    assert "base" not in rows["v0_naive"] and "base" not in rows["torch"]
+    v1 = rows["v1_block_smem"]
+    assert v1["base"] == "v0_naive" and v1["verdict"] == "faster"
+    assert v1["speedup"] == pytest.approx(wall["v0_naive"] / wall["v1_block_smem"]) and v1["speedup"] > 1.8
+    tri = rows["triton"]  # a counterpart is set beside the last step
+    assert tri["base"] == "v1_block_smem" and tri["verdict"] == "faster"
+    assert tri["speedup"] == pytest.approx(wall["v1_block_smem"] / wall["triton"]) and tri["speedup"] > 1.2
+    assert v1["vs_ref"] == pytest.approx(100 * wall["torch"] / wall["v1_block_smem"])
+    assert v1["vs_naive"] == pytest.approx(wall["v0_naive"] / wall["v1_block_smem"])
+
+
+def test_the_log_shows_the_step_speedup_and_the_counterpart_row(tmp_path):
+    from .helpers import put
+
+    root = scratch_repo(tmp_path)
+    recs, _ = _ladder()
+    for rec in recs:
+        put(root, rec)
+    text = report.render(root, [load_kernel(root, "softmax")])
+    speedup = recs[0]["metrics"]["wall_ms"] / recs[1]["metrics"]["wall_ms"]
+    assert f"| {speedup:.2f}x (faster, vs v0_naive) |" in text
+    assert "| triton | counterpart |" in text
+
+
+# --- medians --------------------------------------------------------------------------------------
+
+def test_timing_summary_is_the_median_and_the_5th_and_95th_percentiles():
+    samples = [float(x) for x in range(1, 101)] + [1e6]  # one launch that hit a stall
+    s = timing.summary(samples)
+    assert s["median_ms"] == 51.0 and s["n"] == 101
+    assert s["p05_ms"] == pytest.approx(5.1) and s["p95_ms"] == pytest.approx(96.9)
+    assert timing.summary([2.5]) == {"median_ms": 2.5, "p05_ms": 2.5, "p95_ms": 2.5, "n": 1}
+
+
+class _ScriptedTimer:
+    """tuning's timer with scripted times: candidate "spiky" runs at 1 ms but 4 of every 9 kept
+    launches stall at 50 ms (mean 23 ms), "steady" always at 2 ms."""
+
+    def head_start(self, fn, launches):
+        return 1
+
+    def batch(self, fns, head):
+        c = fns[0].args[0]
+        kept = [50.0] * 4 + [1.0] * (len(fns) - 5) if c == "spiky" else [2.0] * (len(fns) - 1)
+        return [99.0] + kept, head
+
+
+def test_the_picker_keeps_the_candidate_of_least_median_not_mean(monkeypatch):
+    from kernels.common import tuning
+
+    monkeypatch.setattr(tuning, "_timer", lambda device: _ScriptedTimer())
+    assert tuning.fastest(lambda c: None, ["steady", "spiky"], "cpu") == "spiky"
+    assert tuning.fastest(lambda c: None, ["spiky", "steady"], "cpu") == "spiky"
+    assert statistics.mean([50.0] * 4 + [1.0] * 5) > 2.0  # the mean would have kept "steady"
+
+
+# --- kernlog check's exit status ------------------------------------------------------------------
+
+def _results(ok):
+    return [gate.CheckResult("torch", (3, 5), "fp32", "random", 1e-9, True),
+            gate.CheckResult("torch", (7, 33), "fp32", "random", 0.5 if not ok else 1e-9, ok,
+                             "" if ok else "error 5.00e-01 over tolerance 1e-04")]
+
+
+@pytest.mark.parametrize("ok", [True, False])
+def test_check_exits_nonzero_exactly_when_a_revision_fails(ok, monkeypatch):
+    monkeypatch.setattr(gate, "check_revision", lambda kernel, rev, device, dtypes=None: _results(ok))
+    result = CliRunner().invoke(main, ["--root", str(ROOT), "check", "softmax", "--rev", "torch", "--device", "cpu"])
+    if ok:
+        assert result.exit_code == 0, result.output
+        assert "torch: ok (2 cases, worst rel err 1.0e-09)" in result.output
+    else:
+        assert result.exit_code == 3, result.output
+        assert "torch: FAIL (2 cases, worst rel err 5.0e-01)" in result.output
+        assert "torch 7x33 fp32 random: FAIL error 5.00e-01 over tolerance 1e-04" in result.output
+        assert "failed the correctness gate: torch" in result.output
+
+
+# --- bench rows differing only in dtype -----------------------------------------------------------
+
+def _point(dtype, value, rev="torch"):
+    return {"kernel": "softmax", "revision": rev, "shape": "4096x1024", "dtype": dtype, "metric": "gbps",
+            "value": value, "gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0, "source_sha256": None}
+
+
+def test_a_bench_rerun_of_one_dtype_keeps_the_others_points(tmp_path):
+    import pandas as pd
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    bench._write(root, GPU, kernel, [_point("fp32", 1000.0), _point("bf16", 2000.0)])
+    path = bench._write(root, GPU, kernel, [_point("fp32", 1100.0)])
+    df = pd.read_csv(path, dtype={"shape": str})
+    assert sorted(zip(df["dtype"], df["value"], strict=True)) == [("bf16", 2000.0), ("fp32", 1100.0)]
+
+
+def test_the_sweep_table_has_a_row_per_dtype(tmp_path):
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    bench._write(root, GPU, kernel, [_point("bf16", 2000.0), _point("fp32", 1000.0)])
+    text = report.render(root, [kernel])
+    assert "| bf16 | 4096x1024 | 2000 |" in text and "| fp32 | 4096x1024 | 1000 |" in text
+
+
+# --- the gate's NaN rule --------------------------------------------------------------------------
+
+def test_a_number_where_the_reference_is_nan_fails_the_gate():
+    import torch
+
+    ref = torch.tensor([[0.25, 0.25, 0.25, 0.25], [float("nan")] * 4], dtype=torch.float32)
+    out = ref.clone()
+    assert gate.compare(out, ref) == (0.0, "")
+    out[1] = 0.25  # a softmax of an all -inf row that invented numbers
+    assert gate.compare(out, ref)[1] == "4 NaN in the reference missing from the output"
+    out = ref.clone()
+    out[0, 0] = float("nan")  # NaN where the reference has a number
+    assert gate.compare(out, ref)[1] == "1 elements non-finite or unwritten"
