@@ -247,6 +247,8 @@ def diff(a: dict, b: dict, bands: Bands | None = None, retimed: dict | None = No
     diffs, warns = differences(sa, sb, time_band.rel)
     warns += [f"{x}: its source changed since it was profiled; the re-timing ran today's source"
               for x in (retimed or {}).get("stale", [])]
+    warns += [f"{s['label']} is an imported ncu report: its wall time is ncu's duration of one launch"
+              for s, rec in ((sa, a), (sb, b)) if rec["timing"].get("source") == "ncu duration" and not retimed]
     flags = impossible(a, bands("dram_gbps").rel) + impossible(b, bands("dram_gbps").rel)
     return {"a": sa, "b": sb, "differs": diffs, "bands": bands.describe(),
             "timing": dict(asdict(verdict), source="interleaved re-timing" if retimed else "stored samples",

@@ -59,10 +59,11 @@ def largest_deltas(a: dict, b: dict, n: int = TOP_DELTAS, bands=None) -> list[di
 def _rate(rec: dict) -> dict:
     ms = rec["metrics"]["wall_ms"]
     gbps = rec["bytes_moved"] / ms / 1e6
-    out = {"us": ms * 1e3, "gbps": gbps, "pct_copy": 100.0 * gbps / rec["ceilings"]["copy_gbps"]}
+    copy, matmul = rec["ceilings"]["copy_gbps"], rec["ceilings"]["matmul_bf16_tflops"]  # null: not measured
+    out = {"us": ms * 1e3, "gbps": gbps, "pct_copy": 100.0 * gbps / copy if copy else None}
     if rec.get("flops"):
         out["tflops"] = rec["flops"] / ms / 1e9
-        out["pct_matmul"] = 100.0 * out["tflops"] / rec["ceilings"]["matmul_bf16_tflops"]
+        out["pct_matmul"] = 100.0 * out["tflops"] / matmul if matmul else None
     return out
 
 

@@ -23,6 +23,10 @@ def render(root: Path, rec: dict, fmt: str = "text") -> str:
              f"captured {rec.get('captured_at', 'unknown')} at commit {git.get('commit') or 'unknown'}"
              + {True: " (dirty)", "unknown": " (whether the tree was dirty: unknown)"}.get(git.get("dirty"), ""),
              f"change: {rec.get('change', '')}"]
+    imp = rec.get("imported")
+    if imp:
+        lines.insert(2, f"imported from {imp.get('file')} (sha256 {str(imp.get('sha256'))[:16]}...), not captured "
+                        "by kernlog: the source it ran is unknown")
     if rec.get("predicts"):
         lines.append(f"predicts: {rec['predicts']}")
     if rec.get("config"):
@@ -30,13 +34,17 @@ def render(root: Path, rec: dict, fmt: str = "text") -> str:
     lo, hi, unit = units.pair("ms", t["p05_ms"], t["p95_ms"])
     med = units.quantity("ms", t["median_ms"])
     gbps = achieved_gbps(rec)
-    lines.append(f"wall time: median {med} (p05 {lo}, p95 {hi} {unit}; {t['n']} samples)"
-                 + (f"; {units.quantity('GB/s', gbps)} achieved" if gbps else ""))
+    what = (f"time: {med}, ncu's duration of the profiled launch (no wall-time samples)"
+            if t.get("source") == "ncu duration" else f"wall time: median {med} (p05 {lo}, p95 {hi} {unit}; "
+            f"{t['n']} samples)")
+    lines.append(what + (f"; {units.quantity('GB/s', gbps)} achieved" if gbps else ""))
     clocks = t.get("clocks") or {}
     if clocks.get("sm_mhz"):
         lines.append(f"clocks while timed: SM {clocks['sm_mhz']['median']:.0f} MHz, memory "
                      f"{(clocks.get('mem_mhz') or {}).get('median', float('nan')):.0f} MHz")
     for key, value in rec["metrics"].items():
+        if key == "wall_ms" and t.get("source") == "ncu duration":
+            continue  # the time line above says what it is
         m = metric(key)
         lines.append(f"  {m.label:<38} {units.quantity(m.unit, value):>18}")
     facts = rec.get("facts") or {}

@@ -230,10 +230,11 @@ def _is_num(v) -> bool:
 _TYPES = {"str": str, "int": int, "list": list, "dict": dict, "null": type(None)}  # and "num": int or float
 
 # What readers of a profile (show, diff, list, the log) rely on: dotted field -> accepted
-# types. Other fields are provenance for people and may come and go.
+# types. Other fields are provenance for people and may come and go. A null source hash and
+# ceilings: an imported report (kernlog.importer) ran no source kernlog knows, measured no ceiling.
 FIELDS = {
     "kernel": "str", "revision": "str", "kind": "str", "role": "str", "change": "str", "predicts": "str|null",
-    "shape": "list", "dtype": "str", "source_sha256": "str", "bytes_moved": "int", "flops": "num|null",
+    "shape": "list", "dtype": "str", "source_sha256": "str|null", "bytes_moved": "int", "flops": "num|null",
     "gpu": "dict", "gpu.slug": "str", "gpu.name": "str",
     "metrics": "dict", "metrics.wall_ms": "num",
     "facts": "dict", "facts.kernels": "list", "facts.main_kernel": "str|null", "facts.occupancy_limiter": "str|null",
@@ -241,7 +242,7 @@ FIELDS = {
     "timing": "dict", "timing.samples_ms": "list", "timing.median_ms": "num", "timing.p05_ms": "num",
     "timing.p95_ms": "num", "timing.n": "int",
     "ncu": "dict", "ncu.report": "str", "ncu.report_bytes": "int", "ncu.clock_control": "str",
-    "ceilings": "dict", "ceilings.copy_gbps": "num", "ceilings.matmul_bf16_tflops": "num",
+    "ceilings": "dict", "ceilings.copy_gbps": "num|null", "ceilings.matmul_bf16_tflops": "num|null",
     "versions": "dict", "versions.ncu": "str", "versions.torch": "str", "versions.triton": "str|null",
     "git": "dict", "git.commit": "str|null",
 }
@@ -284,7 +285,7 @@ def _problems(rec: dict) -> Iterator[tuple[str, str]]:
                  "ceilings.matmul_bf16_tflops"):
         head, leaf = name.split(".")
         v = rec[head][leaf]
-        if not (math.isfinite(v) and v > 0):
+        if not (v is None and head == "ceilings") and not (math.isfinite(v) and v > 0):
             yield "bad number", f"has {name} = {v!r}, expected a positive finite number"
     for i, f in enumerate(rec["findings"]):
         if not (isinstance(f, dict) and all(isinstance(f.get(k), str) for k in ("rule", "title", "message"))
