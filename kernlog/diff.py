@@ -202,6 +202,8 @@ def differences(sa: dict, sb: dict, clock_band: float) -> tuple[list[str], list[
     for key, name in (("kernel", "kernel"), ("shape", "shape"), ("dtype", "dtype"), ("gpu", "GPU"),
                       ("driver", "driver")):
         va, vb = sa[key], sb[key]
+        if key == "driver" and "unknown" in (va, vb):  # an imported report records none
+            continue
         if va != vb:
             show = (lambda v: format_shape(tuple(v))) if key == "shape" else str
             diffs.append(f"{name} {show(va)} vs {show(vb)}")

@@ -94,6 +94,8 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
         rec = store.load_profile(root, json_path)
     except store.ProfileError:
         return "broken"
+    if rec.get("imported") and rec.get("source_sha256") is None:
+        return "imported"
     return "current" if rec.get("source_sha256") == rev.sha256() else "stale"
 
 
@@ -206,7 +208,8 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             todo.append(r)
         else:
             why = {"current": "at this source hash", "stale": "but its source changed since (stale)",
-                   "broken": "but its stored pair fails verification (`kernlog list` says why)"}[state]
+                   "broken": "but its stored pair fails verification (`kernlog list` says why)",
+                   "imported": "from an imported report"}[state]
             progress(f"skip {kernel.name}/{r.name}: profiled on {gpu['slug']} {why}; --force replaces it")
     if not todo:
         return []

@@ -401,3 +401,19 @@ def test_another_tuned_config_is_named_in_the_header():
     assert any("picked another config" in w for w in d["warnings"])
     b["config"] = dict(a["config"])
     assert not [x for x in diff.diff(a, b)["differs"] if "config" in x]
+
+
+def test_an_imported_profile_is_bounded_by_the_spec_not_the_event_timed_copy():
+    rec = make_record("torch", median_ms=0.1)
+    rec["metrics"]["wall_ms"] = rec["bytes_moved"] / 3200e6  # 3.2 TB/s: over the 3.0 copy, under the 3.35 spec
+    assert impossible(rec, 0.035)
+    rec["timing"]["source"] = "ncu duration"
+    assert impossible(rec, 0.035) == []
+    rec["metrics"]["wall_ms"] = rec["bytes_moved"] / 3400e6
+    assert "spec peak" in impossible(rec, 0.035)[0]
+
+
+def test_an_unknown_driver_is_no_difference():
+    a, b = make_record("torch"), make_record("torch", seed=1)
+    b["gpu"] = dict(b["gpu"], driver="unknown")
+    assert not [x for x in diff.diff(a, b)["differs"] if x.startswith("driver")]
