@@ -71,3 +71,11 @@ def test_bench_times_each_revision_and_a_same_size_copy_in_one_run(tmp_path):
     copy = df[df["revision"] == bench.COPY]
     # no commit where the tree has no git (NaN, which no set of NaNs equals): compare as text
     assert copy["source_sha256"].isna().all() and set(copy["commit"].fillna("")) == set(df["commit"].fillna(""))
+
+
+def test_agreement_is_relative_to_the_reference_norm_however_small():
+    import torch
+
+    ref = torch.tensor([3e-6, 4e-6])  # norm 5e-6: a softmax row of 131072 averages 7.6e-6
+    assert bench.agree(torch.tensor([3e-6, 4.5e-6]), ref) == pytest.approx(0.1, rel=1e-5)
+    assert bench.agree(torch.zeros(2), torch.zeros(2)) == 0.0  # an all-zero reference divides by no zero

@@ -273,3 +273,60 @@ def test_a_number_where_the_reference_is_nan_fails_the_gate():
     out = ref.clone()
     out[0, 0] = float("nan")  # NaN where the reference has a number
     assert gate.compare(out, ref)[1] == "1 elements non-finite or unwritten"
+
+
+# --- messages and stamps --------------------------------------------------------------------------
+
+def test_an_unknown_revision_lists_the_known_ones():
+    result = CliRunner().invoke(main, ["--root", str(ROOT), "check", "vector_add", "--rev", "v9"])
+    assert result.exit_code == 2
+    names = ", ".join(r.name for r in load_kernel(ROOT, "vector_add").revisions)
+    assert f"kernlog: unknown revision 'v9' of vector_add; known: {names}" in result.output
+
+
+def test_capture_time_is_utc_to_the_second():
+    import re
+
+    from kernlog import provenance
+
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", provenance.now())
+
+
+def test_without_torch_a_gpu_or_ncu_profiling_says_which_is_missing(monkeypatch):
+    import sys
+
+    import torch
+
+    from kernlog import profiler, provenance
+    from kernlog.errors import NoGpu
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(NoGpu) as exc:
+        profiler.require_gpu()
+    assert str(exc.value) == "torch is not installed: profiling needs torch with CUDA"
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(NoGpu) as exc:
+        profiler.require_gpu()
+    assert str(exc.value) == ("no CUDA GPU visible: `kernlog profile` and `kernlog bench` run on a GPU machine "
+                              "(diff, show, list and report work here from profiles/)")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(provenance, "find_ncu", lambda: None)
+    with pytest.raises(NoGpu) as exc:
+        profiler.require_gpu()
+    assert str(exc.value) == "ncu (Nsight Compute) not found on PATH"
+    monkeypatch.setattr(provenance, "find_ncu", lambda: "/opt/ncu/ncu")
+    assert profiler.require_gpu() == "/opt/ncu/ncu"
+
+
+def test_require_reads_the_caps_of_the_device_it_is_given(monkeypatch):
+    from kernlog import cuda
+
+    from .helpers import H100
+
+    asked = []
+    monkeypatch.setattr(cuda, "device_caps", lambda device=None: asked.append(device) or H100)
+    assert cuda.require("cuda:1") is H100 and asked == ["cuda:1"]
+    assert cuda.require("cuda:0", smem=H100.smem_per_block_optin) is H100
+    with pytest.raises(Exception, match="needs 228 KiB of shared memory per block, this GPU"):
+        cuda.require("cuda:0", smem=H100.smem_per_block_optin + 1024)
