@@ -330,3 +330,35 @@ def test_require_reads_the_caps_of_the_device_it_is_given(monkeypatch):
     assert cuda.require("cuda:0", smem=H100.smem_per_block_optin) is H100
     with pytest.raises(Exception, match="needs 228 KiB of shared memory per block, this GPU"):
         cuda.require("cuda:0", smem=H100.smem_per_block_optin + 1024)
+
+
+# --- diff's text --------------------------------------------------------------------------------------
+
+def test_verdict_lines_read_exactly():
+    v = diff.Verdict("faster", 0.5, 0.0123, 0.5, "default", 60, 61)
+    assert v.line() == "wall time: FASTER: median ratio 0.500 (p=0.012, band +-50.0% default, 60 vs 61 samples)"
+    v = diff.Verdict("inconclusive", 1.1, None, 0.02, "calibrated", 5, 6, "outside the band")
+    assert v.line() == ("wall time: INCONCLUSIVE: median ratio 1.100 (p n/a, band +-2.0% calibrated, 5 vs 6 samples)"
+                        "; outside the band")
+
+
+def test_diff_cells_carry_stall_shares_and_the_ratio():
+    assert diff._cells({"unit": "cycles/inst", "a": 2.0, "b": 6.0, "share_a": 50.0, "share_b": 75.0, "ratio": 3.0}) \
+        == ("2 (50%)", "6 (75%)", "cycles/inst", "3.000x")
+    assert diff._cells({"unit": "cycles/inst", "a": None, "b": 6.0, "share_a": None, "share_b": 20.0,
+                        "ratio": None}) == ("not collected", "6 (20%)", "cycles/inst", "")
+    assert diff._cells({"unit": "cycles/inst", "a": 6.0, "b": None, "share_a": 20.0, "share_b": None,
+                        "ratio": None}) == ("6 (20%)", "not collected", "cycles/inst", "")
+    assert diff._cells({"unit": "MB", "a": 250.0, "b": 125.0, "ratio": 0.5}) == ("250", "125", "MB", "0.500x")
+
+
+def test_largest_moves_carry_their_figures_and_leave_wall_time_to_the_verdict():
+    a = {"dram_mb": 100.0, "dram_gbps": 1000.0, "instructions": 10.0, "wall_ms": 1.0, "spill_insts": 0.0}
+    b = {"dram_mb": 100.0, "dram_gbps": 2000.0, "instructions": 30.0, "wall_ms": 2.0, "spill_insts": 500.0}
+    assert report.largest_deltas(a, b) == [
+        {"label": "register-spill instructions", "unit": "inst", "a": 0.0, "b": 500.0, "pct": float("inf"),
+         "judgement": "worse"},  # from none: no ratio, listed first
+        {"label": "warp instructions executed", "unit": "M inst", "a": 10.0, "b": 30.0, "pct": 200.0,
+         "judgement": "worse"},
+        {"label": "DRAM throughput", "unit": "GB/s", "a": 1000.0, "b": 2000.0, "pct": 100.0, "judgement": "better"}]
+    assert len(report.largest_deltas(a, b, n=2)) == 2
