@@ -7,7 +7,7 @@ import statistics
 import pytest
 from click.testing import CliRunner
 
-from kernlog import bench, diff, gate, metrics, report, store, timing
+from kernlog import bench, diff, gate, metrics, report, store, timing, units
 from kernlog.cli import main
 from kernlog.metrics import metric
 from kernlog.registry import load_kernel
@@ -362,3 +362,36 @@ def test_largest_moves_carry_their_figures_and_leave_wall_time_to_the_verdict():
          "judgement": "worse"},
         {"label": "DRAM throughput", "unit": "GB/s", "a": 1000.0, "b": 2000.0, "pct": 100.0, "judgement": "better"}]
     assert len(report.largest_deltas(a, b, n=2)) == 2
+
+
+# --- units ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("unit, values, shown, mult", [
+    ("ms", (0.0012,), "us", 1e3), ("ms", (2.5,), "ms", 1.0), ("ms", (5e-7,), "ns", 1e6),
+    ("us", (1.0,), "us", 1.0),  # exactly one of a unit is shown in it
+    ("ms", (0.0012, 2.5), "ms", 1.0),  # the larger value picks the unit
+    ("M inst", (0.0005,), "inst", 1e6), ("M inst", (30.0,), "M inst", 1.0), ("M inst", (2500.0,), "G inst", 1e-3),
+    ("K sectors", (2000.0,), "M sectors", 1e-3), ("sectors", (5e6,), "M sectors", 1e-6),
+    ("threads", (5.0,), "threads", 1.0), ("%", (50.0,), "%", 1.0),
+    ("ms", (None, 0.0), "ms", 1.0), ("ms", (float("inf"),), "ms", 1.0),
+    ("GB/s", (2500.0,), "TB/s", 1e-3), ("B", (4096.0,), "KB", 1e-3), ("MB", (-3000.0,), "GB", 1e-3),
+])
+def test_common_unit_shows_one_to_three_digits(unit, values, shown, mult):
+    got_shown, got_mult = units.common_unit(unit, *values)
+    assert got_shown == shown and got_mult == pytest.approx(mult)
+
+
+@pytest.mark.parametrize("v, text", [
+    (None, "not collected"), (float("inf"), "inf"), (0.0, "0"), (1e6, "1.000e+06"), (-1e6, "-1.000e+06"),
+    (999999.0, "1e+06"), (1e-3, "0.001"), (0.000999, "9.990e-04"), (-2e-4, "-2.000e-04"), (12.34567, "12.35"),
+])
+def test_numbers_print_four_digits_or_scientific_at_the_extremes(v, text):
+    assert units.number(v) == text
+
+
+def test_pairs_and_quantities_share_one_unit():
+    assert units.number(12.34567, 6) == "12.3457"
+    assert units.pair("ms", 0.0012, 0.0024) == ("1.2", "2.4", "us")
+    assert units.pair("ms", None, 0.5) == ("not collected", "500", "us")
+    assert units.quantity("ms", 0.0012) == "1.2 us" and units.quantity("ms", None) == "not collected"
+    assert units.quantity("", 3.0) == "3" and units.quantity("%", 50.0) == "50 %"
