@@ -395,3 +395,63 @@ def test_pairs_and_quantities_share_one_unit():
     assert units.pair("ms", None, 0.5) == ("not collected", "500", "us")
     assert units.quantity("ms", 0.0012) == "1.2 us" and units.quantity("ms", None) == "not collected"
     assert units.quantity("", 3.0) == "3" and units.quantity("%", 50.0) == "50 %"
+
+
+# --- kernlog show ---------------------------------------------------------------------------------
+
+def _shown():
+    rec = make_record("v1_block_smem", median_ms=0.1)
+    rec.update(_path="profiles/x.json", config={"BLOCK": 256}, git={"commit": "abc", "dirty": True},
+               change="one block per row", predicts="duration 10x",
+               metrics={"wall_ms": 0.1, "duration_us": 85.12, "dram_mb": 246.9, "block_size": 256.0,
+                        "stall_barrier": 5.3},
+               facts={"occupancy_limiter": "registers", "kernels": [{"name": "k1"}, {"name": "k2"}]},
+               findings=[{"title": "Long Scoreboard Stalls", "speedup_pct": 45.3, "message": "wait less"},
+                         {"title": "High Throughput", "speedup_pct": None, "message": "busy"}])
+    rec["timing"].update(median_ms=0.1, p05_ms=0.098, p95_ms=0.102, n=60,
+                         clocks={"sm_mhz": {"median": 1755.0}, "mem_mhz": {"median": 2619.0}})
+    return rec
+
+
+def test_show_prints_every_value_with_its_unit():
+    from kernlog import show
+
+    assert show.render(ROOT, _shown()).splitlines() == [
+        "softmax/v1_block_smem  8192x4096 fp32  on NVIDIA H100 80GB HBM3  (profiles/x.json)",
+        "captured 2026-11-22T00:00:00+00:00 at commit abc (dirty)",
+        "change: one block per row",
+        "predicts: duration 10x",
+        "config picked: {'BLOCK': 256}",
+        "wall time: median 100 us (p05 98, p95 102 us; 60 samples); 2.684 TB/s achieved",
+        "clocks while timed: SM 1755 MHz, memory 2619 MHz",
+        "  wall time (median, no ncu)                         100 us",
+        "  ncu duration                                     85.12 us",
+        "  DRAM bytes read+written                          246.9 MB",
+        "  block size                                    256 threads",
+        "  stall: barrier                            5.3 cycles/inst",
+        "  occupancy limiter: registers; kernels: k1, k2",
+        "- Long Scoreboard Stalls (est. speedup 45%): wait less",
+        "- High Throughput: busy"]
+
+
+def test_show_of_an_imported_report_says_what_is_unknown():
+    import json
+
+    from kernlog import show
+
+    rec = _shown()
+    rec.update(git={"commit": None, "dirty": "unknown"}, imported={"file": "a.ncu-rep", "sha256": "f" * 64},
+               config=None, predicts="", facts={})
+    rec["timing"].update(source="ncu duration", clocks={})
+    lines = show.render(ROOT, rec).splitlines()
+    assert lines[1:4] == [
+        "captured 2026-11-22T00:00:00+00:00 at commit unknown (whether the tree was dirty: unknown)",
+        "imported from a.ncu-rep (sha256 ffffffffffffffff...), not captured by kernlog: the source it ran is unknown",
+        "change: one block per row"]
+    assert lines[4] == "time: 100 us, ncu's duration of the profiled launch (no wall-time samples); 2.684 TB/s achieved"
+    assert not any("wall time" in ln or "predicts" in ln or "config" in ln for ln in lines)
+    assert "  occupancy limiter: not collected; kernels: " in lines
+    data = json.loads(show.render(ROOT, rec, fmt="json"))
+    assert "_path" not in data and data["flags"] == [] and data["revision"] == "v1_block_smem"
+    rec["metrics"]["wall_ms"] = 0.05  # 5.4 TB/s: over the H100's copy ceiling
+    assert show.render(ROOT, rec).splitlines()[-1].startswith("IMPOSSIBLE: ")
