@@ -455,3 +455,77 @@ def test_show_of_an_imported_report_says_what_is_unknown():
     assert "_path" not in data and data["flags"] == [] and data["revision"] == "v1_block_smem"
     rec["metrics"]["wall_ms"] = 0.05  # 5.4 TB/s: over the H100's copy ceiling
     assert show.render(ROOT, rec).splitlines()[-1].startswith("IMPOSSIBLE: ")
+
+
+# --- kernlog diff's text and markdown -------------------------------------------------------------
+
+def _step_pair():
+    a, b = make_record("v0_naive", median_ms=0.2), make_record("v1_block_smem", median_ms=0.1, seed=1)
+    a["metrics"] = {"wall_ms": a["metrics"]["wall_ms"], "dram_mb": 500.0, "block_size": 256.0, "stall_barrier": 2.0,
+                    "instructions": 10.0, "l2_hit_pct": 50.0}
+    b["metrics"] = {"wall_ms": b["metrics"]["wall_ms"], "dram_mb": 250.0, "block_size": 512.0, "stall_barrier": 6.0,
+                    "instructions": 10.0, "l2_hit_pct": 50.0}
+    a["findings"] = [{"title": "Gone", "rule": "R1", "message": "m", "speedup_pct": 5.0}]
+    b["findings"] = [{"title": "New", "rule": "R2", "message": "m", "speedup_pct": 5.0}]
+    return diff.diff(a, b)
+
+
+HEAD = ["wall time: FASTER: median ratio 0.500 (p=3.6e-21, band +-3.5% default (time), 60 vs 60 samples)"]
+BANDS = "default bands (no noise calibration for this GPU; `kernlog noise` measures one)"
+
+
+def test_diff_text_shows_the_moves_hides_the_rest_and_lists_findings():
+    d = _step_pair()
+    assert diff.render(d).splitlines() == [
+        "softmax/v0_naive -> softmax/v1_block_smem  (8192x4096 fp32, NVIDIA H100 80GB HBM3)", *HEAD,
+        f"noise bands: {BANDS}",
+        "metric                                before             after  unit           ratio  judgement",
+        "wall time (median, no ncu)             200.2               100  us            0.500x  better",
+        "DRAM bytes read+written                  500               250  MB            0.500x  better",
+        "block size                               256               512  threads       2.000x  changed",
+        "stall: barrier                      2 (100%)          6 (100%)  cycles/inst   3.000x  worse",
+        "(18 rows same or not collected; --all shows them)",
+        "finding appeared: New (R2)",
+        "finding gone: Gone (R1)"]
+    full = diff.render(d, all_rows=True).splitlines()
+    assert len(full) == 3 + 1 + 22 + 2 and not any("--all shows them" in ln for ln in full)
+    assert ("ncu duration                           not collected     not collected  us"
+            "                    not collected") in full
+    assert "L2 hit rate                                       50                50  %             1.000x  same" in full
+
+
+def test_diff_markdown_has_the_table_with_bands_and_the_findings():
+    assert diff.render(_step_pair(), "md").splitlines() == [
+        "**softmax/v0_naive → softmax/v1_block_smem** (8192x4096 fp32, NVIDIA H100 80GB HBM3)", "", *HEAD, "",
+        f"Noise bands: {BANDS}.", "",
+        "| metric | before | after | unit | ratio | judgement | band |",
+        "| --- | ---: | ---: | --- | ---: | --- | --- |",
+        "| wall time (median, no ncu) | 200.2 | 100 | us | 0.500x | better | ±3.5% |",
+        "| DRAM bytes read+written | 500 | 250 | MB | 0.500x | better | ±1.0% |",
+        "| block size | 256 | 512 | threads | 2.000x | changed | ±0.0% |",
+        "| stall: barrier | 2 (100%) | 6 (100%) | cycles/inst | 3.000x | worse | ±10.0% +0.05 |",
+        "", "Findings that appeared:", "", "- New (R2)", "", "Findings that went away:", "", "- Gone (R1)"]
+
+
+def test_diff_of_two_shapes_is_per_element_and_warns():
+    a = make_record("v0_naive", median_ms=0.2)
+    b = make_record("v0_naive", median_ms=0.05, seed=1, shape=(4096, 4096))
+    a["metrics"] = {"wall_ms": a["metrics"]["wall_ms"], "dram_mb": 500.0}
+    b["metrics"] = {"wall_ms": b["metrics"]["wall_ms"], "dram_mb": 125.0}
+    b["bytes_moved"] *= 8  # 21 TB/s: impossible
+    d = diff.diff(a, b)
+    warn = "warning: shapes differ: times and amounts are compared per element"
+    flag = ("IMPOSSIBLE: softmax/v0_naive: achieved bandwidth (bytes moved / wall time) 21471 GB/s exceeds the GPU's "
+            "spec peak 3350 GB/s: a measurement bug, not a win")
+    assert diff.render(d).splitlines() == [
+        "softmax/v0_naive -> softmax/v0_naive  (8192x4096 fp32, NVIDIA H100 80GB HBM3; differs: shape 8192x4096 vs "
+        "4096x4096)",
+        "wall time: FASTER: median ratio 0.500 (p=3.5e-21, band +-3.5% default (time), 60 vs 60 samples)",
+        f"noise bands: {BANDS}",
+        "metric                                              before             after  unit           ratio  judgement",
+        "wall time (median, no ncu) (per element)             5.966             2.981  ps/elem       0.500x  better",
+        "DRAM bytes read+written (per element)                 14.9             7.451  B/elem        0.500x  better",
+        "(19 rows same or not collected; --all shows them)", warn, flag]
+    md = diff.render(d, "md").splitlines()
+    assert md[-3:] == ["", warn, flag]
+    assert "| DRAM bytes read+written (per element) | 14.9 | 7.451 | B/elem | 0.500x | better | ±1.0% |" in md
