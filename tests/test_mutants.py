@@ -529,3 +529,36 @@ def test_diff_of_two_shapes_is_per_element_and_warns():
     md = diff.render(d, "md").splitlines()
     assert md[-3:] == ["", warn, flag]
     assert "| DRAM bytes read+written (per element) | 14.9 | 7.451 | B/elem | 0.500x | better | ±1.0% |" in md
+
+
+# --- noise: spread of calibration runs ------------------------------------------------------------
+
+def test_spread_handles_zero_medians_long_runs_and_lone_values():
+    from kernlog import noise
+
+    s = noise.spread([{"a": 1.0, "z": 0.0, "w": -1.0}, {"z": 0.0, "w": 1.0, "b": 2.0}, {"b": 4.0, "z": 0.0}])
+    assert "a" not in s  # one value: no spread, and the keys after it still count
+    assert s["b"] == {"median": 3.0, "abs": 2.0, "rel": pytest.approx(2 / 3), "sigma_rel": pytest.approx(2 / 3 / 1.128),
+                      "n": 2, "configs": 1}
+    assert s["z"]["rel"] == 0.0 and s["z"]["sigma_rel"] == 0.0  # always zero: no noise
+    assert s["w"]["rel"] is None and s["w"]["sigma_rel"] is None  # median zero, values not: no relative band
+    long = noise.spread([{"x": v} for v in [1.0] * 10 + [2.0]])
+    assert long["x"]["n"] == 11 and long["x"]["sigma_rel"] == pytest.approx(1.0 / 3.078)  # d2 of 10 beyond the table
+
+
+def test_spread_keeps_the_widest_launch_config_and_the_first_of_equals():
+    from kernlog import noise
+
+    def runs(block, values):
+        return [{"block_size": block, "x": v} for v in values]
+
+    s = noise.spread(runs(128.0, [1.0, 1.1]) + runs(256.0, [2.0, 2.2]))  # the same relative spread
+    assert s["x"]["median"] == pytest.approx(1.05) and s["x"]["configs"] == 2
+    s = noise.spread(runs(128.0, [1.0, 1.01]) + runs(256.0, [1.0, 1.5]))
+    assert s["x"]["abs"] == pytest.approx(0.5)
+    s = noise.spread(runs(128.0, [1.0, 1.5]) + runs(256.0, [1.0, 1.01]))
+    assert s["x"]["abs"] == pytest.approx(0.5)
+    s = noise.spread(runs(128.0, [-1.0, 1.0]) + runs(256.0, [1.0, 1.01]))  # a group with no relative band
+    assert s["x"]["abs"] == pytest.approx(0.01)
+    s = noise.spread(runs(256.0, [1.0, 1.01]) + runs(128.0, [-1.0, 1.0]))
+    assert s["x"]["abs"] == pytest.approx(0.01)
