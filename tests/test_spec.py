@@ -58,3 +58,22 @@ def test_no_revision_may_take_the_copy_columns_name():
     rev = Revision(COPY, "torch", (), lambda: None, "a copy")
     with pytest.raises(ValueError, match="copy column"):
         Kernel("k", (rev,), None, None, None, None, (), (), (1,))
+
+
+def test_a_kernel_refuses_duplicate_names_the_copy_column_and_an_unknown_ceiling():
+    from kernlog.spec import COPY, Kernel
+
+    def rev(name):
+        return Revision(name, "torch", (), lambda: None, "", "")
+
+    def kernel(names, ceiling="copy"):
+        return Kernel("k", tuple(rev(n) for n in names), None, None, None, None, ((1,),), ((1,),), (1,),
+                      ceiling=ceiling)
+
+    assert kernel(["a", "b"], "matmul").ceiling == "matmul" and kernel(["a"]).revision("a").name == "a"
+    with pytest.raises(ValueError, match="^kernel k: duplicate revision names$"):
+        kernel(["a", "a"])
+    with pytest.raises(ValueError, match=f"^kernel k: '{COPY}' is the sweep's copy column, not a revision name$"):
+        kernel([COPY])
+    with pytest.raises(ValueError, match="^kernel k: ceiling must be 'copy' or 'matmul'$"):
+        kernel(["a"], "flops")
