@@ -562,3 +562,18 @@ def test_spread_keeps_the_widest_launch_config_and_the_first_of_equals():
     assert s["x"]["abs"] == pytest.approx(0.01)
     s = noise.spread(runs(256.0, [1.0, 1.01]) + runs(128.0, [-1.0, 1.0]))
     assert s["x"]["abs"] == pytest.approx(0.01)
+
+
+def test_a_retimed_diff_judges_the_new_samples_and_says_so():
+    from .helpers import samples
+
+    a, b = make_record("v0_naive", median_ms=0.2), make_record("v1_block_smem", median_ms=0.1, seed=1)
+    retimed = {"a": samples(0.1, seed=3), "b": samples(0.1, seed=4), "rounds": 3, "round_ratios": [1.0] * 3,
+               "clocks": None, "stale": ["softmax/v0_naive"]}
+    d = diff.diff(a, b, retimed=retimed)
+    assert d["timing"]["verdict"] == "same" and d["timing"]["rounds"] == 3
+    text = diff.render(d).splitlines()
+    assert text[1].startswith("wall time: SAME: median ratio 1.0") and text[1].endswith(" [interleaved re-timing]")
+    assert ("warning: softmax/v0_naive: its source changed since it was profiled; the re-timing ran today's source"
+            in text)
+    assert "[interleaved re-timing]" not in diff.render(diff.diff(a, b))
