@@ -577,3 +577,36 @@ def test_a_retimed_diff_judges_the_new_samples_and_says_so():
     assert ("warning: softmax/v0_naive: its source changed since it was profiled; the re-timing ran today's source"
             in text)
     assert "[interleaved re-timing]" not in diff.render(diff.diff(a, b))
+
+
+def test_diff_names_every_difference_of_the_sides_and_warns():
+    a = make_record("v6_autotuned", median_ms=0.2)
+    a.update(_path="p/a.json", config={"BLOCK": 256, "W": 4})
+    a["timing"]["clocks"] = {"sm_mhz": {"median": 2000.0}, "mem_mhz": {"median": 2619.0}}
+    sa = diff.side(a)
+    assert sa == {"label": "softmax/v6_autotuned", "kernel": "softmax", "revision": "v6_autotuned",
+                  "shape": [8192, 4096], "dtype": "fp32", "gpu": "NVIDIA H100 80GB HBM3",
+                  "gpu_slug": "nvidia-h100-80gb-hbm3", "driver": "580.159.04", "commit": "0" * 40, "path": "p/a.json",
+                  "selector": "softmax/v6_autotuned@8192x4096.fp32.nvidia-h100-80gb-hbm3", "sm_mhz": 2000.0,
+                  "mem_mhz": 2619.0, "config": {"BLOCK": 256, "W": 4}}
+    assert diff.side(dict(a, git=None, timing={}))["commit"] is None
+    sb = dict(sa, sm_mhz=1500.0, mem_mhz=1593.0, config={"BLOCK": 512, "W": 8}, driver="590", dtype="bf16")
+    assert diff.differences(sa, sb, 0.25) == (
+        ["dtype fp32 vs bf16", "driver 580.159.04 vs 590", "tuned config BLOCK: 256 vs 512; W: 4 vs 8",
+         "memory clock 2619 vs 1593 MHz"],  # the SM clocks are exactly 25% apart: inside the band
+        ["the same revision picked another config: its metrics moved with the config, not noise",
+         "the sides ran at memory clocks 2619 and 1593 MHz, 39.2% apart (band 25.0%): part of any timing change is "
+         "the clock"])
+    sc = dict(sa, kernel="vector_add", revision="torch", shape=[4096], gpu="NVIDIA H200", config=None)
+    assert diff.differences(sa, sc, 0.25) == (
+        ["kernel softmax vs vector_add", "shape 8192x4096 vs 4096", "GPU NVIDIA H100 80GB HBM3 vs NVIDIA H200"],
+        ["the two sides are different kernels: they compute different things",
+         "shapes differ: times and amounts are compared per element",
+         "different GPUs: timings compare the hardware as much as the code; default noise bands apply"])
+    assert diff.differences(sa, dict(sa, driver="unknown"), 0.25) == ([], [])
+
+
+def test_findings_are_matched_by_rule_and_title():
+    a = [{"rule": "R", "title": "T1"}, {"rule": "R", "title": "T2"}]
+    b = [{"rule": "R", "title": "T2"}, {"rule": "S", "title": "T1"}]
+    assert diff.finding_changes(a, b) == ([{"rule": "S", "title": "T1"}], [{"rule": "R", "title": "T1"}])
