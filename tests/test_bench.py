@@ -79,3 +79,15 @@ def test_agreement_is_relative_to_the_reference_norm_however_small():
     ref = torch.tensor([3e-6, 4e-6])  # norm 5e-6: a softmax row of 131072 averages 7.6e-6
     assert bench.agree(torch.tensor([3e-6, 4.5e-6]), ref) == pytest.approx(0.1, rel=1e-5)
     assert bench.agree(torch.zeros(2), torch.zeros(2)) == 0.0  # an all-zero reference divides by no zero
+
+
+def test_the_csv_is_sorted_long_format_with_six_significant_digits_and_no_index(tmp_path):
+    root = scratch_repo(tmp_path)
+    kernel = type("K", (), {"name": "softmax"})
+    bench._write(root, GPU, kernel, [_row("v5_tuned", "65536", 1.23456789), _row("torch", "4096x1024", 2.0)])
+    path = bench._write(root, GPU, kernel, [_row("torch", "65536", 3.0)])
+    assert path.read_text().splitlines() == [
+        "kernel,revision,shape,dtype,metric,value",
+        "softmax,torch,4096x1024,fp32,gbps,2",
+        "softmax,torch,65536,fp32,gbps,3",
+        "softmax,v5_tuned,65536,fp32,gbps,1.23457"]
