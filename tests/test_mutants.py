@@ -610,3 +610,18 @@ def test_findings_are_matched_by_rule_and_title():
     a = [{"rule": "R", "title": "T1"}, {"rule": "R", "title": "T2"}]
     b = [{"rule": "R", "title": "T2"}, {"rule": "S", "title": "T1"}]
     assert diff.finding_changes(a, b) == ([{"rule": "S", "title": "T1"}], [{"rule": "R", "title": "T1"}])
+
+
+def test_a_side_prints_as_the_selector_that_names_it():
+    from kernlog import select
+
+    assert select.Side("softmax", "v7", (1024, 131072), "bf16", "nvidia-h200").text() == \
+        "softmax/v7@1024x131072.bf16.nvidia-h200"
+    assert select.Side("softmax", "v7", dtype="bf16").text() == "softmax/v7@bf16"
+    assert select.Side("softmax", "v7").text() == "softmax/v7"
+
+
+def test_a_field_of_the_wrong_type_is_named_with_what_it_holds():
+    rec = make_record("torch")
+    assert next(store._problems(dict(rec, dtype=None))) == ("field of wrong type", "has dtype null, expected str")
+    assert next(store._problems(dict(rec, dtype=3))) == ("field of wrong type", "has dtype a int, expected str")
