@@ -417,3 +417,33 @@ def test_an_unknown_driver_is_no_difference():
     a, b = make_record("torch"), make_record("torch", seed=1)
     b["gpu"] = dict(b["gpu"], driver="unknown")
     assert not [x for x in diff.diff(a, b)["differs"] if x.startswith("driver")]
+
+
+def test_two_ambiguous_sides_meet_on_the_one_key_they_share(tmp_path):
+    root = scratch_repo(tmp_path)
+    for shape in ((4096, 1024), (1024, 4096)):
+        put(root, make_record("torch", shape=shape))
+    for shape in ((1024, 4096), (2048, 2048)):
+        put(root, make_record("triton", shape=shape))
+    a, b = select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+    assert tuple(a["shape"]) == tuple(b["shape"]) == (1024, 4096)
+
+
+def test_the_declared_profile_shape_wins_before_anything_else(tmp_path):
+    root = scratch_repo(tmp_path)
+    for shape in ((8192, 4096), (1024, 4096)):
+        put(root, make_record("torch", shape=shape))
+        put(root, make_record("triton", shape=shape))
+    a, b = select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+    assert tuple(a["shape"]) == tuple(b["shape"]) == (8192, 4096)
+    a, b = select.resolve_pair(root, select.parse_side("softmax/torch@1024x4096"), select.parse_side("softmax/triton"))
+    assert tuple(a["shape"]) == (1024, 4096) and tuple(b["shape"]) == (8192, 4096)  # each side its own default
+
+
+def test_a_settled_side_is_followed_on_dtype_and_gpu_when_the_shape_differs(tmp_path):
+    root = scratch_repo(tmp_path)
+    put(root, make_record("torch", shape=(4096, 1024)))
+    put(root, make_record("triton", shape=(2048, 2048), dtype="fp32"))
+    put(root, make_record("triton", shape=(2048, 2048), dtype="bf16"))
+    a, b = select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+    assert b["dtype"] == "fp32" and tuple(a["shape"]) == (4096, 1024)
