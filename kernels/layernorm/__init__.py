@@ -25,7 +25,10 @@ def make_inputs(shape, dtype, gen, device, case="random"):
     # by 1/sqrt(eps) ~ 316: shifted by 300 it tests nothing but that rounding (torch's own CPU
     # bf16 kernel missed by 6e-2 about one run in six). Shift only rows with a spread.
     if case == "shifted" and cols > 1:
-        x = x + 300.0
+        # Unit spread in every row first: a row of 5 draws could spread 0.1, and 300 +- 0.1 in
+        # fp32 (2^-24 of 300 is 1.8e-4 of 0.1) failed the 1e-4 L2 tolerance in ~14 of 20000
+        # draws with torch itself on the CPU: a flaky test, not a wrong kernel.
+        x = (x - x.mean(-1, keepdim=True)) / x.std(-1, keepdim=True) + 300.0
     w = 1.0 + 0.5 * torch.randn(cols, generator=gen, device=gen.device)
     b = 0.5 * torch.randn(cols, generator=gen, device=gen.device)
     x, w, b = (t.to(device=device, dtype=torch_dtype(dtype)) for t in (x, w, b))
