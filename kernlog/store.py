@@ -173,17 +173,6 @@ def save_profile(root: Path, record: dict, report_tmp: Path, force: bool) -> Pat
     return json_path
 
 
-def load_json(path: Path) -> dict:
-    """A profile's JSON, parsed, with its schema checked (nothing else: load_profile verifies)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise KernlogError(f"cannot read profile {path}: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise KernlogError(f"{path} is not a kernlog profile (schema {SCHEMA})")
-    return data
-
-
 class ProfileError(KernlogError):
     """A stored profile that cannot be trusted, in one line: the file, what is wrong, the fix.
 
@@ -381,23 +370,6 @@ def iter_profiles(root: Path, kernel: str | None = None, bad: str = "raise") -> 
             if bad == "raise":
                 raise
             yield err
-
-
-def find_profile(root: Path, kernel: str, revision: str, shape: Shape | None = None,
-                 dtype: str | None = None, gpu: str | None = None) -> dict:
-    matches = [r for r in iter_profiles(root, kernel)
-               if r["revision"] == revision and (shape is None or tuple(r["shape"]) == tuple(shape))
-               and (dtype is None or r["dtype"] == dtype) and (gpu is None or r["gpu"]["slug"] == gpu)]
-    if not matches:
-        what = f"{kernel}/{revision}" + (f" {format_shape(shape)}" if shape else "") + (f" {dtype}" if dtype else "")
-        raise KernlogError(f"no stored profile for {what}" + (f" on {gpu}" if gpu else "")
-                           + "; run `kernlog profile` on a GPU machine, or see `kernlog list`")
-    if len(matches) > 1:
-        choices = ", ".join(sorted(f"{format_shape(tuple(r['shape']))} {r['dtype']} on {r['gpu']['slug']}"
-                                   for r in matches))
-        raise KernlogError(f"{kernel}/{revision} has {len(matches)} profiles ({choices}); "
-                           "pick one with --shape, --dtype or --gpu")
-    return matches[0]
 
 
 def load_ceilings(root: Path, gpu: str) -> dict:

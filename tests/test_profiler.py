@@ -240,7 +240,7 @@ def test_profile_end_to_end_on_gpu(tmp_path):
     opts = profiler.Options(shape=(256, 1024), sections=("SpeedOfLight", "LaunchStats"))
     written = profiler.profile(root, kernel, [kernel.revision("torch")], opts, lambda s: None)
     assert len(written) == 1
-    rec = store.load_json(written[0])
+    rec = store.load_profile(root, written[0])
     assert rec["metrics"]["duration_us"] > 0 and rec["timing"]["n"] >= 20
     assert written[0].with_suffix(".ncu-rep").stat().st_size > 1000
     assert profiler.profile(root, kernel, [kernel.revision("torch")], opts, lambda s: None) == []
