@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
-from . import units
+from . import hotspots, units
 from .ceiling import impossible
 from .metrics import CATALOG, metric
 from .noise import Band, Bands, default_band
@@ -256,7 +256,25 @@ def diff(a: dict, b: dict, bands: Bands | None = None, retimed: dict | None = No
             "timing": dict(asdict(verdict), source="interleaved re-timing" if retimed else "stored samples",
                            **({k: retimed.get(k) for k in ("rounds", "round_ratios", "clocks")} if retimed else {})),
             "rows": [asdict(r) for r in rows], "findings_appeared": appeared, "findings_gone": gone,
+            "hot_lines": hotspots.moved(a.get("hotspots"), b.get("hotspots")),
             "warnings": warns, "flags": flags}
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _hot_rows(d: dict) -> list[tuple[str, str, str, str, str]]:
+    """(before, after, where, stalls, text) of each source line whose share of the samples moved."""
+    out = []
+    for h in d.get("hot_lines", []):
+        where = h["where_a"] if h["where_a"] == h["where_b"] or not h["where_b"] else (
+            h["where_b"] if not h["where_a"] else f"{h['where_a']} -> {h['where_b']}")
+        stalls = " -> ".join(dict.fromkeys(s or "issuing" for s, share in ((h["stall_a"], h["share_a"]),
+                                                                            (h["stall_b"], h["share_b"]))
+                                           if share is not None))
+        out.append((_share(h["share_a"]), _share(h["share_b"]), where, stalls, h["text"]))
+    return out
 
 
 def _ratio(r: dict) -> str:
@@ -305,6 +323,11 @@ def render(d: dict, fmt: str = "text", all_rows: bool = False) -> str:
                              ("Findings that went away", d["findings_gone"])):
             if items:
                 out += ["", f"{title}:", ""] + [f"- {f['title']} ({f['rule']})" for f in items]
+        if d.get("hot_lines"):
+            out += ["", "Source lines whose share of the warp samples moved:", "",
+                    "| before | after | line | leading stall | code |", "| ---: | ---: | --- | --- | --- |"]
+            out += [f"| {a} | {b} | `{w}` | {st} | `{t.replace('|', chr(92) + '|')}` |"
+                    for a, b, w, st, t in _hot_rows(d)]
         out += [""] if d["warnings"] or d["flags"] else []
     else:
         out += [_title(d), _verdict_line(d), f"noise bands: {d['bands']}"]
@@ -318,6 +341,9 @@ def render(d: dict, fmt: str = "text", all_rows: bool = False) -> str:
             out.append(f"({hidden} rows same or not collected; --all shows them)")
         for title, items in (("finding appeared", d["findings_appeared"]), ("finding gone", d["findings_gone"])):
             out += [f"{title}: {f['title']} ({f['rule']})" for f in items]
+        if d.get("hot_lines"):
+            out.append("source lines whose share of the warp samples moved (before -> after, leading stall):")
+            out += [f"  {a:>4} -> {b:>4}  {w:<44} {st:<32} {t}" for a, b, w, st, t in _hot_rows(d)]
     out += [f"warning: {w_}" for w_ in d["warnings"]]
     out += [f"IMPOSSIBLE: {f}" for f in d["flags"]]
     return "\n".join(out)

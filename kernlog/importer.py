@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import metrics, provenance, store
+from . import hotspots, metrics, provenance, store
 from .errors import KernlogError
 from .registry import kernel_names, load_kernel
 from .spec import NAME_RE, format_shape, parse_shape
@@ -202,6 +202,7 @@ def build_record(root: Path, report: Path, kernel, rev_name: str, shape, dtype: 
         "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape), "ceiling": kernel.ceiling,
         "ceilings": ceilings if ceilings.get("copy_gbps") else NOT_MEASURED,
         "metrics": values, "facts": facts, "findings": metrics.findings(actions),
+        "hotspots": hotspots.of_revision(actions, root),
         "timing": {"samples_ms": [ms], "median_ms": ms, "p05_ms": ms, "p95_ms": ms, "n": 1,
                    "source": TIMING_SOURCE, "clocks": None},
         "ncu": dict(_ncu_settings(sess.get("command")), replay_passes=metrics.replay_passes(actions)),

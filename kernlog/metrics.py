@@ -139,13 +139,18 @@ def occupancy_limiter(action) -> str | None:
     return min(limits, key=limits.get) if limits else None
 
 
+def main_action(actions):
+    """The kernel that ran longest of a revision's launches: the one its facts describe."""
+    durations = [_value(a, "gpu__time_duration.sum") or 0.0 for a in actions]
+    return actions[durations.index(max(durations))]
+
+
 def summarize(actions) -> tuple[dict[str, float | None], dict]:
     """(metrics, facts) for the kernels one revision launched. `facts` holds strings: the
     main kernel's name and its occupancy limiter."""
     if not actions:
         raise KernlogError("the report holds no profiled kernel for this revision")
-    durations = [_value(a, "gpu__time_duration.sum") or 0.0 for a in actions]
-    main = actions[durations.index(max(durations))]
+    main = main_action(actions)
     values: dict[str, float | None] = {}
     for m in CATALOG:
         if not m.ncu:
@@ -158,7 +163,8 @@ def summarize(actions) -> tuple[dict[str, float | None], dict]:
     for reason, v in sorted(_stalls(main).items()):
         values[f"stall_{reason}"] = v
     facts = {"main_kernel": main.name(), "occupancy_limiter": occupancy_limiter(main),
-             "kernels": [{"name": a.name(), "duration_us": d * 1e-3} for a, d in zip(actions, durations, strict=False)]}
+             "kernels": [{"name": a.name(), "duration_us": (_value(a, "gpu__time_duration.sum") or 0.0) * 1e-3}
+                         for a in actions]}
     return values, facts
 
 

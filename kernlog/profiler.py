@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import gate, metrics, provenance, store, timing
+from . import gate, hotspots, metrics, provenance, store, timing
 from .clocks import Clocks
 from .errors import GateFailure, KernlogError, NoGpu, Unsupported
 from .spec import Kernel, Revision, Shape, format_shape
@@ -99,13 +99,14 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
     return "current" if rec.get("source_sha256") == rev.sha256() else "stale"
 
 
-def build_record(report: Path, rev: Revision, samples: list[float], range_name: str | None = None,
-                 clocks: dict | None = None) -> dict:
-    """The revision's part of a profile: metrics and findings from the kernels its ncu report
-    holds inside the NVTX range `range_name` (default: the one kernlog.target opens for it),
-    and the timing pass's samples."""
+def build_record(report: Path | list, rev: Revision, samples: list[float], range_name: str | None = None,
+                 clocks: dict | None = None, root: Path | None = None) -> dict:
+    """The revision's part of a profile: metrics, findings and source-line hot spots from the
+    kernels its ncu report (a path, or the report's actions) holds inside the NVTX range
+    `range_name` (default: the one kernlog.target opens for it), and the timing pass's samples."""
     range_name = range_name or RANGE_PREFIX + rev.name
-    actions = metrics.group_by_range(metrics.read_report(report), range_name).get(range_name, [])
+    actions = metrics.read_report(report) if isinstance(report, Path) else report
+    actions = metrics.group_by_range(actions, range_name).get(range_name, [])
     values, facts = metrics.summarize(actions)
     if not samples or not all(map(math.isfinite, samples)):
         raise KernlogError(f"{rev.name}: the timing pass gave no usable samples ({len(samples)}, non-finite "
@@ -115,9 +116,10 @@ def build_record(report: Path, rev: Revision, samples: list[float], range_name: 
     return {"revision": rev.name, "kind": rev.kind, "role": rev.role, "change": rev.change,
             "predicts": rev.predicts, "source_sha256": rev.sha256(), "metrics": values, "facts": facts,
             "findings": metrics.findings(actions),
+            "hotspots": hotspots.of_revision(actions, root or Path.cwd(), rev.sources),
             "timing": dict(summary, samples_ms=[round(x, 5) for x in samples],
                            l2_flush_bytes=timing.FLUSH_BYTES, warmup=3, clocks=clocks),
-            "ncu": {"replay_passes": metrics.replay_passes(actions)}}
+            "ncu": {"replay_passes": metrics.replay_passes(actions), "nvtx_range": range_name}}
 
 
 def _tuning():
@@ -125,10 +127,22 @@ def _tuning():
     return sys.modules.get("kernels.common.tuning")
 
 
-def _profile_one(root: Path, kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, ncu: str,
-                 timer, common: dict, tag: str, progress) -> Path | None:
-    """Gate, timing pass and ncu pass of one revision into profiles/; None if it failed the
-    gate (before or after the timing pass)."""
+@dataclass
+class Timed:
+    """A revision that passed the gate, before and after its timing pass."""
+    rev: Revision
+    tag: str
+    samples: list[float]
+    clocks: dict
+    config: dict
+    check: dict
+    started: float
+
+
+def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
+                   progress) -> Timed | None:
+    """Gate and timing pass of one revision, in this process; None if it failed the gate
+    (before or after the timing pass)."""
     import torch
 
     t0 = time.perf_counter()
@@ -156,30 +170,61 @@ def _profile_one(root: Path, kernel: Kernel, rev: Revision, shape: Shape, dtype:
         return None
     del inputs, out
     torch.cuda.empty_cache()
-    progress(f"{tag}: ncu pass ({len(opts.sections)} sections)" + (f", pinned to {config}" if config else ""))
+    return Timed(rev, tag, samples, timer.clocks.summary(), config,
+                 {"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)}, t0)
+
+
+def batches(timed: list[Timed]) -> list[list[Timed]]:
+    """The revisions grouped for one ncu process each: all of them, unless two picked
+    different configs under one tuning key (the process takes one pick per key)."""
+    groups: list[tuple[dict, list[Timed]]] = []
+    for t in timed:
+        for pins, group in groups:
+            if all(pins.get(k, v) == v for k, v in t.config.items()):
+                pins.update(t.config)
+                group.append(t)
+                break
+        else:
+            groups.append((dict(t.config), [t]))
+    return [group for _, group in groups]
+
+
+def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtype: str, opts: Options, ncu: str,
+              common: dict, progress) -> list[Path]:
+    """One ncu process over the revisions of `batch` (one NVTX range each), their profiles
+    saved as one report and a JSON each."""
+    config = {k: v for t in batch for k, v in t.config.items()}
+    names = [t.rev.name for t in batch]
+    progress(f"ncu pass: {', '.join(names)} in one process ({len(opts.sections)} sections)"
+             + (f", pinned to {config}" if config else ""))
     tmpdir = Path(tempfile.mkdtemp(prefix=".kernlog-", dir=root / "profiles"))
     try:
         report = tmpdir / "report.ncu-rep"
-        cmd = ncu_command(ncu, opts, report, root, kernel.name, shape, dtype, rev.name)
+        cmd = ncu_command(ncu, opts, report, root, kernel.name, shape, dtype, names)
         pins = tmpdir / "pinned.json"
         pins.write_text(json.dumps(config))
         t_ncu = time.perf_counter()
         run_ncu(cmd, opts.ncu_timeout_s, env={PIN_ENV: str(pins)})
         ncu_s = time.perf_counter() - t_ncu
-        record = dict(common, **build_record(report, rev, samples, clocks=timer.clocks.summary()),
-                      captured_at=provenance.now(), config=config,
-                      check={"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
-        passes = record["ncu"]["replay_passes"]
-        record["ncu"].update(command=["ncu"] + [c for c in cmd[1:cmd.index(sys.executable)]
-                                                if c not in ("--export", str(report))],
-                             sections=list(opts.sections), extra_metrics=list(metrics.EXTRA_METRICS),
-                             clock_control=opts.clock_control, cache_control=opts.cache_control,
-                             process_seconds=round(ncu_s, 1))
-        path = store.save_profile(root, record, report, opts.force)
+        actions = metrics.read_report(report)
+        records = []
+        for t in batch:
+            record = dict(common, **build_record(actions, t.rev, t.samples, clocks=t.clocks, root=root),
+                          captured_at=provenance.now(), config=t.config, check=t.check)
+            record["ncu"].update(command=["ncu"] + [c for c in cmd[1:cmd.index(sys.executable)]
+                                                    if c not in ("--export", str(report))],
+                                 sections=list(opts.sections), extra_metrics=list(metrics.EXTRA_METRICS),
+                                 clock_control=opts.clock_control, cache_control=opts.cache_control,
+                                 process_seconds=round(ncu_s, 1), process_revisions=names)
+            records.append(record)
+        del actions
+        paths = store.save_profiles(root, records, report, opts.force)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    progress(f"{tag}: done in {time.perf_counter() - t0:.0f} s (ncu {ncu_s:.0f} s, {passes} passes)")
-    return path
+    for t, rec in zip(batch, records, strict=True):
+        progress(f"{t.tag}: done ({rec['ncu']['replay_passes']} passes; ncu process {ncu_s:.0f} s "
+                 f"for {len(batch)} revision(s))")
+    return paths
 
 
 def ceilings(root: Path, gpu: str, timer, force: bool) -> dict:
@@ -219,19 +264,37 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
               "gpu": gpu, "versions": provenance.versions(ncu), "git": provenance.git_state(root),
               "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape),
               "ceiling": kernel.ceiling, "ceilings": ceil}
-    written, failed, skipped = [], [], []
+    timed, failed, skipped = [], [], []
     for i, rev in enumerate(todo, 1):
         tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
         try:
-            path = _profile_one(root, kernel, rev, shape, dtype, opts, ncu, timer, common, tag, progress)
+            t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress)
         except Unsupported as exc:
             progress(f"{tag}: skipped: {exc}")
             skipped.append(rev.name)
             continue
-        if path is None:
+        if t is None:
             failed.append(rev.name)
         else:
-            written.append(path)
+            timed.append(t)
+    written, ncu_failed = [], []
+    for batch in batches(timed):
+        try:
+            written += _ncu_pass(root, kernel, batch, shape, dtype, opts, ncu, common, progress)
+        except KernlogError as exc:
+            if len(batch) == 1 or isinstance(exc, NoGpu):
+                raise
+            # One revision may take the shared process down: each again in its own, so the
+            # others are still profiled and the culprit is named.
+            progress(f"ncu pass of {len(batch)} revisions failed ({exc}); each again in its own process")
+            for t in batch:
+                try:
+                    written += _ncu_pass(root, kernel, [t], shape, dtype, opts, ncu, common, progress)
+                except KernlogError as one:
+                    progress(f"{t.tag}: ncu pass FAILED, not profiled: {one}")
+                    ncu_failed.append(t.rev.name)
+    if ncu_failed:
+        raise KernlogError(f"the ncu pass failed for {', '.join(ncu_failed)}: not profiled (the lines above say why)")
     if skipped and not written and not failed:
         raise Unsupported(f"this GPU cannot run {', '.join(skipped)}: nothing was profiled")
     if failed:

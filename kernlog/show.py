@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import units
+from . import hotspots, units
 from .ceiling import achieved_gbps, impossible
 from .metrics import metric
 from .noise import bands_for
@@ -50,8 +50,24 @@ def render(root: Path, rec: dict, fmt: str = "text") -> str:
     facts = rec.get("facts") or {}
     lines.append(f"  occupancy limiter: {facts.get('occupancy_limiter') or 'not collected'}; "
                  f"kernels: {', '.join(k['name'] for k in facts.get('kernels', []))}")
+    lines += hot_lines(rec)
     for f in rec.get("findings", []):
         est = f" (est. speedup {f['speedup_pct']:.0f}%)" if f.get("speedup_pct") else ""
         lines.append(f"- {f['title']}{est}: {f['message']}")
     lines += [f"IMPOSSIBLE: {f}" for f in flags]
     return "\n".join(lines)
+
+
+def hot_lines(rec: dict, top: int = 5) -> list[str]:
+    """The profile's most sampled source lines, each with the stall that dominates it."""
+    hot = rec.get("hotspots")
+    if not hot:
+        why = ("its report holds no PC samples (SourceCounters)" if "hotspots" in rec
+               else "profiled before kernlog extracted them; re-profile")
+        return [f"source-line hot spots: not collected ({why})"]
+    out = [f"source-line hot spots of {hot['kernel']} ({hot['samples']} warp samples; share of them, "
+           "and the stall that leads on the line):"]
+    for row in hotspots.lines_table(hot, top):
+        stall = f"{row['stall']} {row['stall_share']:.0%}" if row["stall"] else "issuing"
+        out.append(f"  {row['share']:>4.0%}  {row['where']:<40} {stall:<24} {row['text']}")
+    return out

@@ -1,7 +1,9 @@
 """profiles/: where captured profiles live, and how they are written (atomically) and read.
 
-Layout: profiles/<gpu>/<kernel>/<revision>.<shape>.<dtype>.{json,ncu-rep}, one pair per
-captured revision; profiles/<gpu>/ceilings.json (measured copy bandwidth and matmul rate);
+Layout: profiles/<gpu>/<kernel>/<revision>.<shape>.<dtype>.json, one per captured revision,
+each naming its ncu report beside it: <shape>.<dtype>.<hash>.ncu-rep, which may hold several
+revisions of one `kernlog profile` run (one NVTX range each; profiles from before reports were
+shared name <revision>.<shape>.<dtype>.ncu-rep); profiles/<gpu>/ceilings.json (measured copy bandwidth and matmul rate);
 profiles/<gpu>/<kernel>/bench.csv (the timing sweep, long format).
 
 Integrity. A profile's JSON records the size and sha256 of its report (ncu.report_bytes,
@@ -11,7 +13,7 @@ size alone: they load, their report checked by size only (a same-size replacemen
 until re-profiled; `kernlog list` counts them.
 
 The pair is replaced as one: the JSON is the commit record and names its report, so a
-killed save leaves the old pair or the new one (save_profile says how).
+killed save leaves the old pair or the new one (save_profiles says how).
 """
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ import json
 import math
 import os
 import re
-import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -78,9 +79,20 @@ def dump_json(obj) -> bytes:
 
 
 def staged_name(stem_: str, sha256: str) -> str:
-    """Where save_profile stages a report before its JSON is committed (hidden, named by its
-    hash, so a JSON may name it for the moment the usual name still holds the old report)."""
+    """The hidden name, of its hash, under which an earlier kernlog staged a profile's report
+    before its JSON was committed; a profile a killed save left naming it still loads."""
     return f".{stem_}.{sha256[:16]}.ncu-rep"
+
+
+def report_name(shape: Shape, dtype: str, sha256: str) -> str:
+    """The name of a stored ncu report: its shape, dtype and hash. One report may hold several
+    revisions (one NVTX range each, ncu.nvtx_range in their JSONs); the name changes with the
+    content, so a new report never overwrites one a profile still names."""
+    _safe(dtype)
+    return f"{format_shape(shape)}.{dtype}.{sha256[:16]}.ncu-rep"
+
+
+_REPORT_RE = re.compile(r"[0-9x]+\.[a-z0-9_]+\.[0-9a-f]{16}\.ncu-rep")
 
 
 def file_digest(path: Path) -> tuple[int, str]:
@@ -105,72 +117,93 @@ def _copy_atomic(src: Path, dst: Path) -> None:
         raise
 
 
-def _stage(report_tmp: Path, staged: Path) -> None:
+def _move_in(report_tmp: Path, dst: Path) -> None:
+    """`report_tmp` at `dst`, on disk, atomically (copied where ncu wrote it on another file system)."""
     with open(report_tmp, "rb") as f:
         os.fsync(f.fileno())  # on disk before any JSON names it
     try:
-        os.replace(report_tmp, staged)
+        os.replace(report_tmp, dst)
+        os.chmod(dst, 0o644)
     except OSError as e:
         if e.errno != errno.EXDEV:
             raise
-        _copy_atomic(report_tmp, staged)  # ncu wrote it on another file system
+        _copy_atomic(report_tmp, dst)
         report_tmp.unlink()
 
 
-def _install(staged: Path, rep_path: Path) -> None:
-    """The staged report at the usual name too (a hard link where the file system allows)."""
-    tmp = rep_path.with_name(f".{rep_path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        os.link(staged, tmp)
-    except OSError:
-        shutil.copyfile(staged, tmp)
-    os.replace(tmp, rep_path)
+def _named_reports(folder: Path) -> tuple[set[str], set[str]]:
+    """(reports the folder's JSONs name, stems of JSONs that cannot be read)."""
+    named, unread = set(), set()
+    for j in folder.glob("*.json"):
+        try:
+            named.add(json.loads(j.read_text())["ncu"]["report"])
+        except (OSError, ValueError, KeyError, TypeError):
+            unread.add(j.name[:-len(".json")])
+    return named, unread
 
 
-def _tidy(json_path: Path) -> None:
-    """Remove the temporary and staged files of this profile that its JSON does not name
-    (left by a failed or killed save)."""
-    try:
-        named = json.loads(json_path.read_text())["ncu"]["report"]
-    except (OSError, ValueError, KeyError, TypeError):
-        named = None
-    prefix = "." + json_path.name[:-len(".json")] + "."
-    for p in json_path.parent.glob(".*"):
-        if p.name.startswith(prefix) and p.name != named and p.is_file():
+def _tidy(folder: Path, stems: list[str]) -> None:
+    """Remove what saves leave behind that no JSON in `folder` names: temporary files, the
+    reports of the replaced profiles (`stems`: their usual and staged names) and hashed
+    reports no profile names any more (a killed save's, or one every revision in it was
+    re-profiled out of). While a JSON there cannot be read, no report is removed: it may
+    name any of them."""
+    named, unread = _named_reports(folder)
+    for p in folder.iterdir():
+        if not p.is_file() or p.name in named:
+            continue
+        if p.name.startswith(".") and p.name.endswith(".tmp"):
+            p.unlink(missing_ok=True)
+        elif not unread and (_REPORT_RE.fullmatch(p.name) or any(
+                p.name == f"{s}.ncu-rep" or (p.name.startswith(f".{s}.") and p.name.endswith(".ncu-rep"))
+                for s in stems)):
             p.unlink(missing_ok=True)
 
 
-def save_profile(root: Path, record: dict, report_tmp: Path, force: bool) -> Path:
-    """Write a profile and its ncu report (moved from `report_tmp`) as one pair. Refuses to
-    replace an existing profile unless `force`.
+def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool) -> list[Path]:
+    """Write profiles that share one ncu report (moved in from `report_tmp`): one JSON per
+    record, each naming the report. The records share GPU, kernel, shape and dtype. Refuses
+    to replace an existing profile unless `force`.
 
-    The JSON is the commit record: it names its report and records its size and sha256, and
-    each step below leaves a JSON whose report matches it, so readers see the old pair or
-    the new one, whenever the process dies:
-      1. the new report is staged beside the JSON under a hidden name of its hash;
-      2. the JSON is written (atomically) naming the staged report: the new pair is committed;
-      3. the staged report is linked to the usual name, replacing the old report;
-      4. the JSON is written again, naming the usual name;
-      5. the staged name is removed.
-    Temporary and staged files a failed save leaves are removed (a killed one's, by the next
-    save of that profile)."""
-    json_path, rep_path = profile_paths(root, record["gpu"]["slug"], record["kernel"], record["revision"],
-                                        tuple(record["shape"]), record["dtype"])
-    if json_path.exists() and not force:
-        raise KernlogError(f"{json_path.relative_to(root)} exists; pass --force to replace it")
-    rep_path.parent.mkdir(parents=True, exist_ok=True)
+    Each JSON is the commit record of its profile: it names its report and records its size
+    and sha256, and a reader sees each profile's old pair or its new one, whenever the
+    process dies:
+      1. the report is moved in under report_name(), a name of its hash no JSON uses yet;
+      2. each JSON is written (atomically) naming it: that profile's new pair is committed;
+      3. the reports no JSON names any more (the replaced ones) and temporary files are
+         removed; a killed save's leftovers go with the next save into the folder."""
+    if not records:
+        raise ValueError("save_profiles: no records")
+    first = records[0]
+    key = (first["gpu"]["slug"], first["kernel"], tuple(first["shape"]), first["dtype"])
+    paths = []
+    for rec in records:
+        if (rec["gpu"]["slug"], rec["kernel"], tuple(rec["shape"]), rec["dtype"]) != key:
+            raise ValueError("save_profiles: records of one report share GPU, kernel, shape and dtype")
+        paths.append(profile_paths(root, key[0], key[1], rec["revision"], key[2], key[3])[0])
+    for json_path in paths:
+        if json_path.exists() and not force:
+            raise KernlogError(f"{json_path.relative_to(root)} exists; pass --force to replace it")
+    folder = paths[0].parent
+    folder.mkdir(parents=True, exist_ok=True)
     size, sha = file_digest(report_tmp)
-    staged = rep_path.with_name(staged_name(json_path.name[:-len(".json")], sha))
-    ncu = dict(record["ncu"], report_bytes=size, report_sha256=sha)
+    name = report_name(key[2], key[3], sha)
+    stems = [p.name[:-len(".json")] for p in paths]
     try:
-        _stage(report_tmp, staged)
-        write_atomic(json_path, dump_json(dict(record, ncu=dict(ncu, report=staged.name))))
-        _install(staged, rep_path)
-        write_atomic(json_path, dump_json(dict(record, ncu=dict(ncu, report=rep_path.name))))
-        staged.unlink()
-    finally:
-        _tidy(json_path)
-    return json_path
+        _move_in(report_tmp, folder / name)
+        for rec, json_path in zip(records, paths, strict=True):
+            ncu = dict(rec["ncu"], report=name, report_bytes=size, report_sha256=sha)
+            write_atomic(json_path, dump_json(dict(rec, ncu=ncu)))
+        _tidy(folder, stems)
+    except BaseException:
+        _tidy(folder, stems)  # once more: what the failed step left (the tidy's own included)
+        raise
+    return paths
+
+
+def save_profile(root: Path, record: dict, report_tmp: Path, force: bool) -> Path:
+    """save_profiles of one record: a profile and its own report."""
+    return save_profiles(root, [record], report_tmp, force)[0]
 
 
 class ProfileError(KernlogError):
@@ -324,21 +357,23 @@ def load_profile(root: Path, json_path: Path) -> dict:
     stem_ = rel.name[:-len(".json")]
     ncu = rec["ncu"]
     sha = ncu.get("report_sha256")
-    names = {f"{stem_}.ncu-rep"} | ({staged_name(stem_, sha)} if sha else set())
+    names = {f"{stem_}.ncu-rep"} | ({staged_name(stem_, sha), report_name(said[3], said[4], sha)} if sha else set())
     if ncu["report"] not in names:
-        raise fail("report misnamed", f"{rel} names its report {ncu['report']!r}, expected {stem_}.ncu-rep")
+        expected = report_name(said[3], said[4], sha) if sha else f"{stem_}.ncu-rep"
+        raise fail("report misnamed", f"{rel} names its report {ncu['report']!r}, expected {expected}")
     rep = json_path.parent / ncu["report"]
     rep_rel = rel.with_name(ncu["report"])
     if not rep.is_file():
-        raise fail("ncu report missing", f"{rep_rel}, the ncu report {rel.name} names, is missing")
+        raise fail("ncu report missing", f"{rep_rel}, the ncu report {rel} names, is missing")
     size = rep.stat().st_size
     if size != ncu["report_bytes"]:
         raise fail("ncu report truncated or replaced",
-                   f"{rep_rel} is {size} bytes, the profile recorded {ncu['report_bytes']}: "
-                   "the report is truncated or replaced")
+                   f"{rep_rel}, the ncu report {rel} names, is {size} bytes, the profile recorded "
+                   f"{ncu['report_bytes']}: the report is truncated or replaced")
     if sha and file_digest(rep)[1] != sha:
         raise fail("ncu report replaced",
-                   f"{rep_rel} does not have the sha256 its profile recorded: the report was replaced "
+                   f"{rep_rel}, the ncu report {rel} names, does not have the sha256 {rel.name} "
+                   "recorded: the report was replaced "
                    "(not the one this profile was extracted from)")
     rec["_path"] = str(rel)
     return rec

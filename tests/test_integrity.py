@@ -59,23 +59,29 @@ def edit_json(root, change):
     path.write_text(json.dumps(rec))
 
 
+def report_of(root, name=BAD):
+    """The report the profile `name` (a path without .json) names."""
+    path = root / f"{name}.json"
+    return path.parent / json.loads(path.read_text())["ncu"]["report"]
+
+
 def truncate(root):
-    rep = root / f"{BAD}.ncu-rep"
+    rep = report_of(root)
     rep.write_bytes(rep.read_bytes()[:1000])
 
 
 def remove(root):
-    (root / f"{BAD}.ncu-rep").unlink()
+    report_of(root).unlink()
 
 
 def foreign(root):
     """Another profile's valid report copied over this one's."""
-    shutil.copy(root / "profiles/nvidia-h100-80gb-hbm3/softmax/torch_compile.8192x4096.fp32.ncu-rep",
-                root / f"{BAD}.ncu-rep")
+    shutil.copy(report_of(root, "profiles/nvidia-h100-80gb-hbm3/softmax/torch_compile.8192x4096.fp32"),
+                report_of(root))
 
 
 def same_size_other_bytes(root):
-    rep = root / f"{BAD}.ncu-rep"
+    rep = report_of(root)
     data = bytearray(rep.read_bytes())
     data[len(data) // 2] ^= 0x01
     rep.write_bytes(bytes(data))
@@ -104,10 +110,12 @@ def invalid_json(root):
 
 
 CASES = {
-    "truncated report": (truncate, "ncu-rep is 1000 bytes, the profile recorded 1321356"),
-    "missing report": (remove, "ncu-rep, the ncu report torch.8192x4096.fp32.json names, is missing"),
-    "foreign report": (foreign, "ncu-rep is 123109 bytes, the profile recorded 1321356"),
-    "same-size report, other bytes": (same_size_other_bytes, "does not have the sha256 its profile recorded"),
+    "truncated report": (truncate, "torch.8192x4096.fp32.json names, is 1000 bytes, the profile recorded 1321356"),
+    "missing report": (remove, "ncu-rep, the ncu report profiles/nvidia-h100-80gb-hbm3/softmax/"
+                               "torch.8192x4096.fp32.json names, is missing"),
+    "foreign report": (foreign, "names, is 123109 bytes, the profile recorded 1321356"),
+    "same-size report, other bytes": (same_size_other_bytes,
+                                      "does not have the sha256 torch.8192x4096.fp32.json recorded"),
     "missing samples field": (drop("timing", "samples_ms"), "lacks the field timing.samples_ms"),
     "missing metrics": (drop("metrics"), "lacks the field metrics"),
     "missing gpu name": (drop("gpu", "name"), "lacks the field gpu.name"),
@@ -192,7 +200,8 @@ def test_one_line_per_bad_file_and_the_good_ones_still_listed(repo):
         assert r.exit_code == 2 and "Traceback" not in r.output
         lines = r.stderr.splitlines()
         assert len(lines) == 2, r.stderr
-        assert "v0_naive.8192x4096.fp32.json" in lines[1] and "torch.8192x4096.fp32.ncu-rep" in lines[0]
+        assert ("v0_naive.8192x4096.fp32.json" in lines[1]
+                and "softmax/torch.8192x4096.fp32.json names, is 1000 bytes" in lines[0])
     listed = run(repo, "list").stdout
     assert "nvidia-h100-80gb-hbm3 4096x1024 fp32, nvidia-h100-80gb-hbm3 8192x4096 fp32 UNREADABLE" in listed
     log = (repo / "KERNEL_LOG.md").read_text()
@@ -209,6 +218,9 @@ def test_profiles_from_before_report_hashes_are_listed_with_a_note_not_an_error(
     for path in (repo / "profiles").rglob("*.json"):
         rec = json.loads(path.read_text())
         del rec["ncu"]["report_sha256"]
+        old = path.with_suffix(".ncu-rep")  # and its report under the profile's own name, as then
+        shutil.copy(path.parent / rec["ncu"]["report"], old)
+        rec["ncu"]["report"] = old.name
         path.write_text(json.dumps(rec))
     r = run(repo, "list")
     assert r.exit_code == 0 and r.stderr == ""
@@ -231,6 +243,7 @@ def test_a_killed_forced_save_leaves_a_pair_every_command_reads(repo, tmp_path):
         (root / "KERNEL_LOG.md").write_text(log)
         new = tmp_path / f"new{k}.ncu-rep"
         shutil.copy(SECTIONS_REP, new)
+        record = make_record("torch", median_ms=0.5)  # before the fork: ncu_report's threads do not fork
         pid = os.fork()
         if pid == 0:
             try:
@@ -244,7 +257,7 @@ def test_a_killed_forced_save_leaves_a_pair_every_command_reads(repo, tmp_path):
                     return real(*a, **kw)
 
                 os.replace = dying
-                store.save_profile(root, make_record("torch", median_ms=0.5), new, force=True)
+                store.save_profile(root, record, new, force=True)
                 os._exit(0)
             finally:
                 os._exit(1)

@@ -1,6 +1,7 @@
 """Profiling safety: ncu's command line, its failures, atomic writes, no partial profiles."""
 import json
 import os
+import shutil
 import stat
 import sys
 
@@ -10,7 +11,7 @@ from kernlog import profiler, store
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.registry import load_kernel
 
-from .helpers import GPU, make_record, put, scratch_repo
+from .helpers import CEILINGS, FULL_REP, GPU, ROOT, make_record, put, scratch_repo
 
 
 def fake_ncu(tmp_path, script):
@@ -63,9 +64,9 @@ def test_save_refuses_to_overwrite_without_force(tmp_path):
     rep.write_bytes(b"report-2")
     with pytest.raises(KernlogError, match="--force"):
         store.save_profile(root, dict(rec), rep, force=False)
-    assert path.with_suffix(".ncu-rep").read_bytes() == b"report-1"
+    assert store.report_path(root, store.load_profile(root, path)).read_bytes() == b"report-1"
     store.save_profile(root, dict(rec), rep, force=True)
-    assert path.with_suffix(".ncu-rep").read_bytes() == b"report-2"
+    assert store.report_path(root, store.load_profile(root, path)).read_bytes() == b"report-2"
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
@@ -242,5 +243,78 @@ def test_profile_end_to_end_on_gpu(tmp_path):
     assert len(written) == 1
     rec = store.load_profile(root, written[0])
     assert rec["metrics"]["duration_us"] > 0 and rec["timing"]["n"] >= 20
-    assert written[0].with_suffix(".ncu-rep").stat().st_size > 1000
+    assert store.report_path(root, rec).stat().st_size > 1000
     assert profiler.profile(root, kernel, [kernel.revision("torch")], opts, lambda s: None) == []
+
+
+def _timed(name, config=None):
+    kernel = load_kernel(ROOT, "softmax")
+    return profiler.Timed(kernel.revision(name), name, [0.1] * 20, {}, config or {}, {"cases": 1,
+                                                                                       "worst_rel_error": 0.0}, 0.0)
+
+
+def test_revisions_share_an_ncu_process_unless_their_picks_disagree_on_a_key():
+    a, b = _timed("v5_tuned", {"k5": "(1,)"}), _timed("v6_autotuned", {"k6": "(2,)"})
+    c = _timed("triton", {"k5": "(3,)"})
+    assert [[t.rev.name for t in g] for g in profiler.batches([a, b, c])] == [["v5_tuned", "v6_autotuned"], ["triton"]]
+    same = _timed("torch", {"k5": "(1,)"})
+    assert [len(g) for g in profiler.batches([a, same, b])] == [3]
+
+
+def _fake_profile(monkeypatch, fail=lambda names: False):
+    """profile() on the CPU: the gate and timing pass faked, ncu faked by copying a real report,
+    each revision's record a real one (the report's range "kl")."""
+    calls = []
+
+    def run_ncu(cmd, timeout, env=None):
+        names = tuple(cmd[cmd.index("kernlog.target") + 5:])
+        calls.append((names, json.loads(open(env[profiler.PIN_ENV]).read())))
+        if fail(names):
+            raise KernlogError(f"ncu exited with 1: {names}")
+        shutil.copyfile(FULL_REP, cmd[cmd.index("--export") + 1])
+
+    monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
+    monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(profiler.provenance, "versions", lambda ncu: {"ncu": "2025.3.1", "torch": "2.11.0",
+                                                                       "triton": "3.6.0"})
+    monkeypatch.setattr(profiler.timing, "Timer", lambda: None)
+    monkeypatch.setattr(profiler, "ceilings", lambda *a: CEILINGS)
+    monkeypatch.setattr(profiler, "_gate_and_time",
+                        lambda kernel, rev, *a: _timed(rev.name, {f"{rev.name}|key": "(1,)"}))
+    monkeypatch.setattr(profiler, "run_ncu", run_ncu)
+    def build_record(actions, rev, samples, **kw):
+        rec = make_record(rev.name)
+        return {k: v for k, v in rec.items() if k not in ("captured_at", "check", "config")}
+
+    monkeypatch.setattr(profiler, "build_record", build_record)
+    return calls
+
+
+def test_one_ncu_process_profiles_the_whole_ladder_into_one_shared_report(tmp_path, monkeypatch):
+    root = scratch_repo(tmp_path)
+    calls = _fake_profile(monkeypatch)
+    kernel = load_kernel(root, "softmax")
+    revs = [kernel.revision(n) for n in ("v0_naive", "v5_tuned", "torch")]
+    written = profiler.profile(root, kernel, revs, profiler.Options(), lambda s: None)
+    assert calls == [(("v0_naive", "v5_tuned", "torch"),
+                      {"v0_naive|key": "(1,)", "v5_tuned|key": "(1,)", "torch|key": "(1,)"})]
+    recs = [store.load_profile(root, p) for p in written]
+    assert [r["revision"] for r in recs] == ["v0_naive", "v5_tuned", "torch"]
+    assert len({r["ncu"]["report"] for r in recs}) == 1 and recs[0]["ncu"]["process_revisions"] == [
+        "v0_naive", "v5_tuned", "torch"]
+    assert recs[1]["config"] == {"v5_tuned|key": "(1,)"}  # each its own pick, not the merged pins
+    assert len(list(written[0].parent.glob("*.ncu-rep"))) == 1
+
+
+def test_a_failed_shared_ncu_process_is_retried_one_revision_at_a_time(tmp_path, monkeypatch):
+    root = scratch_repo(tmp_path)
+    calls = _fake_profile(monkeypatch, fail=lambda names: "v5_tuned" in names)
+    kernel = load_kernel(root, "softmax")
+    revs = [kernel.revision(n) for n in ("v0_naive", "v5_tuned", "torch")]
+    with pytest.raises(KernlogError, match="the ncu pass failed for v5_tuned"):
+        profiler.profile(root, kernel, revs, profiler.Options(), lambda s: None)
+    assert [c[0] for c in calls] == [("v0_naive", "v5_tuned", "torch"), ("v0_naive",), ("v5_tuned",), ("torch",)]
+    folder = root / "profiles" / GPU["slug"] / "softmax"
+    assert sorted(p.name for p in folder.glob("*.json")) == ["torch.8192x4096.fp32.json",
+                                                             "v0_naive.8192x4096.fp32.json"]
+    assert len(list(folder.glob("*.ncu-rep"))) == 1  # the same report bytes twice: one hashed name

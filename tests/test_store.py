@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from kernlog import store
+from kernlog.errors import KernlogError
 
 from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
 
@@ -28,16 +29,68 @@ def _report_of(root, json_path):
 def test_save_records_size_and_hash_and_load_verifies_them(root):
     path = put(root, make_record("torch"), report=FULL_REP)
     rec = store.load_profile(root, path)
-    assert rec["ncu"]["report"] == "torch.8192x4096.fp32.ncu-rep" and rec["_path"] == str(path.relative_to(root))
-    assert (rec["ncu"]["report_bytes"], rec["ncu"]["report_sha256"]) == store.file_digest(FULL_REP)
+    size, sha = store.file_digest(FULL_REP)
+    name = f"8192x4096.fp32.{sha[:16]}.ncu-rep"
+    assert rec["ncu"]["report"] == name and rec["_path"] == str(path.relative_to(root))
+    assert (rec["ncu"]["report_bytes"], rec["ncu"]["report_sha256"]) == (size, sha)
     assert store.report_hashed(rec) and store.report_path(root, rec).read_bytes() == FULL_REP.read_bytes()
-    assert sorted(p.name for p in path.parent.iterdir()) == ["torch.8192x4096.fp32.json",
-                                                             "torch.8192x4096.fp32.ncu-rep"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [name, "torch.8192x4096.fp32.json"]
+
+
+def _records(*revs, median_ms=0.12):
+    return [make_record(r, median_ms=median_ms) for r in revs]
+
+
+def test_revisions_of_one_run_share_one_report_and_each_verifies_it(root, tmp_path):
+    rep = tmp_path / "run.ncu-rep"
+    shutil.copy(FULL_REP, rep)
+    paths = store.save_profiles(root, _records("torch", "triton"), rep, force=False)
+    recs = [store.load_profile(root, p) for p in paths]
+    assert {r["ncu"]["report"] for r in recs} == {recs[0]["ncu"]["report"]}
+    assert sorted(p.name for p in paths[0].parent.iterdir()) == sorted(
+        [recs[0]["ncu"]["report"], "torch.8192x4096.fp32.json", "triton.8192x4096.fp32.json"])
+    with pytest.raises(ValueError, match="share GPU, kernel, shape and dtype"):
+        other = make_record("torch_compile")
+        other["dtype"] = "bf16"
+        store.save_profiles(root, [make_record("torch"), other], rep, force=True)
+
+
+def test_a_shared_report_stays_while_a_profile_names_it_and_goes_with_the_last(root, tmp_path):
+    first = tmp_path / "run.ncu-rep"
+    shutil.copy(FULL_REP, first)
+    torch_json, triton_json = store.save_profiles(root, _records("torch", "triton"), first, force=False)
+    shared = store.report_path(root, store.load_profile(root, torch_json))
+    for rev, rep in (("torch", SECTIONS_REP), ("triton", SECTIONS_REP)):
+        again = tmp_path / f"{rev}.ncu-rep"
+        shutil.copy(rep, again)
+        store.save_profile(root, make_record(rev, median_ms=0.5), again, force=True)
+        assert shared.exists() == (rev == "torch")  # triton still named it; then nobody did
+    names = {store.load_profile(root, p)["ncu"]["report"] for p in (torch_json, triton_json)}
+    assert len(names) == 1  # the same bytes: the same hashed name
+    with pytest.raises(KernlogError, match="exists; pass --force"):
+        store.save_profiles(root, _records("torch", "torch_compile"), SECTIONS_REP, force=False)
+    assert not (torch_json.parent / "torch_compile.8192x4096.fp32.json").exists()
+
+
+def test_a_report_beside_a_json_that_cannot_be_read_is_kept(root, tmp_path):
+    put(root, make_record("torch"), report=FULL_REP)
+    bad = put(root, make_record("triton"), report=SECTIONS_REP)
+    named = store.report_path(root, store.load_profile(root, bad))
+    bad.write_text("{")
+    again = tmp_path / "again.ncu-rep"
+    shutil.copy(FULL_REP, again)
+    store.save_profile(root, make_record("torch", median_ms=0.5), again, force=True)
+    assert named.exists()  # the unreadable JSON may name it: kept, for the fix its error names
 
 
 def _drop_hash(path):
+    """The profile as kernlog saved it before reports were hashed: no sha256, the report under
+    the profile's own name."""
     rec = json.loads(path.read_text())
     del rec["ncu"]["report_sha256"]
+    old = path.with_suffix(".ncu-rep")
+    os.replace(path.parent / rec["ncu"]["report"], old)
+    rec["ncu"]["report"] = old.name
     path.write_text(json.dumps(rec))
 
 
@@ -64,7 +117,7 @@ def test_a_report_of_the_same_size_but_other_bytes_is_caught_by_the_hash(root):
     data = bytearray(rep.read_bytes())
     data[-1] ^= 0xFF
     rep.write_bytes(bytes(data))
-    with pytest.raises(store.ProfileError, match="does not have the sha256 its profile recorded") as e:
+    with pytest.raises(store.ProfileError, match="does not have the sha256 torch.8192x4096.fp32.json recorded") as e:
         store.load_profile(root, path)
     assert e.value.short == "ncu report replaced" and e.value.path == str(path.relative_to(root))
 
@@ -73,7 +126,6 @@ def test_a_json_at_the_wrong_path_is_refused(root):
     path = put(root, make_record("torch"))
     other = path.with_name("torch_compile.8192x4096.fp32.json")
     shutil.copy(path, other)
-    shutil.copy(_report_of(root, path), other.with_suffix(".ncu-rep"))
     with pytest.raises(store.ProfileError, match="holds softmax/torch 8192x4096 fp32 .* not what its path says"):
         store.load_profile(root, other)
 
@@ -83,7 +135,8 @@ def test_a_report_named_other_than_beside_its_json_is_refused(root):
     rec = json.loads(path.read_text())
     rec["ncu"]["report"] = "../torch.ncu-rep"
     path.write_text(json.dumps(rec))
-    with pytest.raises(store.ProfileError, match="names its report '../torch.ncu-rep', expected torch.8192x4096"):
+    expected = r"names its report '../torch.ncu-rep', expected 8192x4096\.fp32\.[0-9a-f]{16}\.ncu-rep"
+    with pytest.raises(store.ProfileError, match=expected):
         store.load_profile(root, path)
 
 
@@ -167,7 +220,7 @@ def _state(root):
 
 def _leftovers(root, named=()):
     folder = next((root / "profiles").rglob("torch.*.json")).parent
-    expected = {"torch.8192x4096.fp32.json", "torch.8192x4096.fp32.ncu-rep", *named}
+    expected = {"torch.8192x4096.fp32.json", *named}
     return sorted(p.name for p in folder.iterdir() if p.name not in expected)
 
 
@@ -222,7 +275,8 @@ def test_a_save_killed_at_any_step_leaves_one_whole_pair_and_the_next_save_tidie
         again = base / "again.ncu-rep"
         shutil.copy(FULL_REP, again)
         store.save_profile(r, make_record("torch", median_ms=0.5), again, force=True)
-        assert _state(r) == "new" and _leftovers(r) == []
+        rec = json.loads(next((r / "profiles").rglob("torch.*.json")).read_text())
+        assert _state(r) == "new" and _leftovers(r, named=[rec["ncu"]["report"]]) == []
         if code == 0:
             break
     assert states[0] == "old" and states[-1] == "new" and "old" in states and len(states) > 5
