@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -95,8 +96,24 @@ def report_name(shape: Shape, dtype: str, sha256: str) -> str:
 _REPORT_RE = re.compile(r"[0-9x]+\.[a-z0-9_]+\.[0-9a-f]{16}\.ncu-rep")
 
 
+_DIGESTS: dict = {}  # (path, size, mtime_ns, inode) -> digest: a report shared by many profiles is read once
+
+
 def file_digest(path: Path) -> tuple[int, str]:
-    """(size in bytes, sha256 hex) of a file."""
+    """(size in bytes, sha256 hex) of a file; read once per process while its size, mtime and
+    inode stay the same (a file changed in the last seconds is read each time: the mtime's
+    granularity could hide a second change)."""
+    st = os.stat(path)
+    key = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    digest = _digest(path)
+    if time.time() - st.st_mtime > 2:
+        _DIGESTS[key] = digest
+    return digest
+
+
+def _digest(path: Path) -> tuple[int, str]:
     h, size = hashlib.sha256(), 0
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):

@@ -300,3 +300,27 @@ def test_the_staged_state_a_killed_save_can_leave_is_a_whole_pair(root, tmp_path
     staged.write_bytes(SECTIONS_REP.read_bytes())  # the staged file is verified like any report
     with pytest.raises(store.ProfileError, match="is 123109 bytes, the profile recorded 1321356"):
         store.load_profile(root, path)
+
+
+def test_a_report_shared_by_many_profiles_is_hashed_once_unless_it_just_changed(root, tmp_path, monkeypatch):
+    rep = tmp_path / "run.ncu-rep"
+    shutil.copy(FULL_REP, rep)
+    paths = store.save_profiles(root, _records("torch", "torch_compile", "triton"), rep, force=False)
+    reads = []
+    real = store._digest
+    monkeypatch.setattr(store, "_digest", lambda p: reads.append(p) or real(p))
+    for p in paths:
+        store.load_profile(root, p)
+    assert len(reads) == 3  # written just now: read each time
+    shared = store.report_path(root, store.load_profile(root, paths[0]))
+    os.utime(shared, (1e9, 1e9))
+    reads.clear()
+    for p in paths:
+        store.load_profile(root, p)
+    assert len(reads) == 1
+    data = bytearray(shared.read_bytes())
+    data[-1] ^= 0xFF
+    shared.write_bytes(bytes(data))
+    os.utime(shared, (1e9 + 1, 1e9 + 1))  # another mtime: the cached digest no longer applies
+    with pytest.raises(store.ProfileError, match="does not have the sha256"):
+        store.load_profile(root, paths[0])
