@@ -239,6 +239,22 @@ def show(ctx, rev, shape, dtype, gpu, fmt):
 
 
 @main.command()
+@click.argument("rev", metavar="KERNEL/REVISION[@SELECTOR]")
+@lookup_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+@handled
+def history(ctx, rev, shape, dtype, gpu, fmt):
+    """A revision's profiles across the commits that stored them, each judged against the one
+    before (steps: faster or slower beyond the noise band). Any entry is a diff side:
+    `kernlog diff COMMIT:KERNEL/REVISION KERNEL/REVISION`."""
+    from .history import render, timeline
+    from .select import parse_side
+
+    click.echo(render(timeline(_root(ctx), parse_side(rev, shape, dtype, gpu)), fmt))
+
+
+@main.command()
 @click.argument("rev_a", metavar="REV1")
 @click.argument("rev_b", metavar="REV2")
 @lookup_options
@@ -252,8 +268,9 @@ def show(ctx, rev, shape, dtype, gpu, fmt):
 def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows, retime, rounds):
     """What moved from REV1 to REV2, judged against noise.
 
-    REV is KERNEL/REVISION[@SHAPE.DTYPE.GPU] (any part optional, any order), e.g.
-    softmax/v7_bf16_packed@8192x4096.bf16, or a profile's .json path."""
+    REV is [COMMIT:]KERNEL/REVISION[@SHAPE.DTYPE.GPU] (any part optional, any order), e.g.
+    softmax/v7_bf16_packed@8192x4096.bf16, HEAD~3:softmax/v5_tuned (as that commit stored it),
+    or a profile's .json path."""
     from .diff import render, run
     from .select import parse_side
 

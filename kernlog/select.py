@@ -8,6 +8,10 @@ profile file names: a shape (8192x4096), a dtype (fp32, bf16, fp16) and a GPU sl
     softmax/v5_tuned@nvidia-h200
     softmax/torch@1024x131072.bf16.nvidia-h100-80gb-hbm3
 
+A side may name a commit, as git names a file at one: `REF:KERNEL/REVISION[@SELECTOR]`
+(HEAD~3:softmax/v5_tuned, a9db2df:softmax/torch@1024x131072.bf16): the profile as that
+commit stored it (kernlog.gitrefs).
+
 A path to a profile's .json file is a side too (a profile from another checkout). Where
 a side still has several profiles, the kernel's declared profile shape and first dtype
 win, then the one shape, dtype and GPU both sides share; what remains ambiguous is an
@@ -36,6 +40,7 @@ class Side:
     dtype: str | None = None
     gpu: str | None = None
     path: Path | None = None
+    ref: str | None = None  # a git ref: the profile as that commit stored it
 
     def wants(self, rec: dict) -> bool:
         return ((self.shape is None or tuple(rec["shape"]) == self.shape)
@@ -45,13 +50,15 @@ class Side:
     def text(self) -> str:
         parts = [format_shape(self.shape) if self.shape else None, self.dtype, self.gpu]
         sel = ".".join(p for p in parts if p)
-        return f"{self.kernel}/{self.revision}" + (f"@{sel}" if sel else "")
+        return (f"{self.ref}:" if self.ref else "") + f"{self.kernel}/{self.revision}" + (f"@{sel}" if sel else "")
 
 
 def parse_side(text: str, shape=None, dtype=None, gpu=None) -> Side:
     """`text` as a Side; the selector's parts override the command's --shape/--dtype/--gpu."""
     if text.endswith(".json") and Path(text).is_file():
         return Side("", "", path=Path(text))
+    ref, colon, rest = text.partition(":")
+    ref, text = (ref, rest) if colon else (None, text)
     name, _, sel = text.partition("@")
     kernel, rev = split_rev(name)
     for part in filter(None, sel.split(".")) if sel else ():
@@ -64,7 +71,7 @@ def parse_side(text: str, shape=None, dtype=None, gpu=None) -> Side:
         else:
             raise KernlogError(f"bad selector part {part!r} in {text!r}: expected a shape (8192x4096), "
                                f"a dtype ({', '.join(DTYPES)}) or a GPU slug (nvidia-h100-80gb-hbm3)")
-    return Side(kernel, rev, tuple(shape) if shape else None, dtype, gpu)
+    return Side(kernel, rev, tuple(shape) if shape else None, dtype, gpu, ref=ref)
 
 
 def _load(root: Path, path: Path) -> dict:
@@ -74,6 +81,17 @@ def _load(root: Path, path: Path) -> dict:
     except ValueError:
         rec["_path"] = str(path)
     return rec
+
+
+def stored_at(root: Path, ref: str, kernel: str, revision: str) -> list[dict]:
+    """Every profile of one revision as the commit `ref` stored it (a bad one is an error)."""
+    from . import gitrefs
+
+    commit = gitrefs.resolve(root, ref)
+    sizes = gitrefs.paths(root, commit, f"profiles/*/{kernel}/*")
+    recs = [gitrefs.load_at(root, commit, path, sizes) for path in sorted(sizes)
+            if Path(path).name.startswith(f"{revision}.") and path.endswith(".json")]
+    return [r for r in recs if r["revision"] == revision and r["kernel"] == kernel]
 
 
 def stored(root: Path, kernel: str, revision: str) -> tuple[list[dict], list[store.ProfileError]]:
@@ -99,13 +117,17 @@ def candidates(root: Path, side: Side) -> list[dict]:
     if side.kernel not in known:
         raise KernlogError(f"no kernel {side.kernel!r}; kernels: {', '.join(known)}")
     kernel = load_kernel(root, side.kernel)
-    recs, bad = stored(root, side.kernel, side.revision)
+    recs, bad = (stored_at(root, side.ref, side.kernel, side.revision), []) if side.ref else stored(
+        root, side.kernel, side.revision)
     for e in bad:  # a broken file this side may mean is never passed over for another
         if e.ident is None or side.wants({"shape": e.ident[3], "dtype": e.ident[4], "gpu": {"slug": e.ident[0]}}):
             raise e
     names = [r.name for r in kernel.revisions]
     if side.revision not in names and not recs:
         raise KernlogError(f"no revision {side.revision!r} in {side.kernel}; revisions: {', '.join(names)}")
+    if not recs and side.ref:
+        raise KernlogError(f"{side.kernel}/{side.revision} has no profile at {side.ref} "
+                           "(`kernlog history` lists the commits that stored one)")
     if not recs:
         raise KernlogError(f"{side.kernel}/{side.revision} has no stored profile: run "
                            f"`kernlog profile {side.kernel} --rev {side.revision}` on a GPU machine")

@@ -338,6 +338,12 @@ def _problems(rec: dict) -> Iterator[tuple[str, str]]:
         yield "field of wrong type", f"has ncu.report_sha256 {sha!r}, expected 64 hex digits"
 
 
+def record_problem(rec: dict) -> str | None:
+    """The first way a profile record breaks what readers rely on (FIELDS, samples, metrics),
+    as words after the file's name, or None."""
+    return next((problem for _, problem in _problems(rec)), None)
+
+
 def load_profile(root: Path, json_path: Path) -> dict:
     """A stored profile, verified, with "_path" (its JSON, relative to `root`) added.
 

@@ -1,0 +1,81 @@
+"""Profiles as git holds them: a profile's JSON at any commit, and the commits that changed it.
+
+Every committed version of a profile is an entry of its revision's history (`kernlog
+history`), and a side of a diff may name one: `REF:KERNEL/REV[@SELECTOR]`. Read-only: git
+objects are read with `git show`, the work tree is never touched. A profile read from a
+commit is checked as `store.load_profile` checks one (fields, types, finite samples) and its
+report by the size git records for it; its sha256 is not recomputed (that would read every
+report blob of the history).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from . import store
+from .errors import KernlogError
+
+
+def _git(root: Path, *args: str, binary: bool = False):
+    try:
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=not binary, timeout=60)
+    except FileNotFoundError:
+        raise KernlogError("git is not installed: naming a commit needs git") from None
+    if done.returncode != 0:
+        err = done.stderr if not binary else done.stderr.decode(errors="replace")
+        raise KernlogError(f"git {' '.join(args[:2])} failed: {(err.strip().splitlines() or ['no output'])[-1]}")
+    return done.stdout
+
+
+def resolve(root: Path, ref: str) -> str:
+    """The full commit id `ref` names; one line naming the ref where git knows none."""
+    if not ref or ref.startswith("-"):
+        raise KernlogError(f"bad git ref {ref!r}")
+    try:
+        return _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").strip()
+    except KernlogError:
+        raise KernlogError(f"{ref!r} names no commit of this repository (`git log` lists them)") from None
+
+
+def paths(root: Path, commit: str, pattern: str) -> dict[str, int]:
+    """{path: size} of the files under profiles/ at `commit` matching the glob `pattern`."""
+    import fnmatch
+
+    out = {}
+    for line in _git(root, "ls-tree", "-r", "-l", commit, "--", "profiles/").splitlines():
+        meta, _, path = line.partition("\t")
+        if fnmatch.fnmatch(path, pattern):
+            size = meta.split()[3]
+            out[path] = int(size) if size.isdigit() else -1
+    return out
+
+
+def log(root: Path, path: str) -> list[tuple[str, str]]:
+    """(commit, committer date) of every commit that changed `path`, oldest first."""
+    text = _git(root, "log", "--format=%H%x09%cI", "--", path)
+    return [tuple(line.split("\t")) for line in reversed(text.splitlines()) if line]
+
+
+def load_at(root: Path, commit: str, path: str, sizes: dict[str, int] | None = None) -> dict:
+    """The profile stored at `path` in `commit`, checked; "_path" is "COMMIT:path" (short
+    commit) and "_commit" the full id."""
+    where = f"{commit[:10]}:{path}"
+    try:
+        rec = json.loads(_git(root, "show", f"{commit}:{path}", binary=True))
+    except ValueError as exc:
+        raise KernlogError(f"cannot read profile {where}: not valid JSON ({exc})") from None
+    if not isinstance(rec, dict) or rec.get("schema") != store.SCHEMA:
+        raise KernlogError(f"{where} is not a kernlog profile (schema {store.SCHEMA})")
+    problem = store.record_problem(rec)
+    if problem:
+        raise KernlogError(f"{where} {problem}")
+    report = str(Path(path).parent / rec["ncu"]["report"])
+    if sizes is None:
+        sizes = paths(root, commit, report)
+    if sizes.get(report) != rec["ncu"]["report_bytes"]:
+        recorded = rec["ncu"]["report_bytes"]
+        what = "missing" if report not in sizes else f"{sizes[report]} bytes, the profile recorded {recorded}"
+        raise KernlogError(f"{commit[:10]}:{report}, the ncu report {where} names, is {what}")
+    rec["_path"], rec["_commit"] = where, commit
+    return rec

@@ -1,0 +1,99 @@
+"""`kernlog history KERNEL/REV`: a revision's profiles across the commits that stored them.
+
+Each commit that changed the profile's JSON is an entry (and the work tree's, where it
+differs from HEAD's): when it was captured, the commit profiled, the source hash, the median
+time and the bandwidth, and the verdict against the entry before it, the Mann-Whitney test
+and noise band of `kernlog diff`. A verdict of faster or slower is a step; the note says
+whether the source changed there (the revision's code) or not (the tool, the GPU's driver,
+the machine).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import gitrefs, units
+from .ceiling import achieved_gbps
+from .diff import timing_verdict
+from .noise import bands_for
+from .select import Side, resolve_one
+from .spec import format_shape
+
+
+def entries(root: Path, side: Side) -> tuple[dict, list[dict]]:
+    """(today's profile, every committed version of it oldest first, and the work tree's where
+    it differs from HEAD's). The side picks the profile as `diff` does."""
+    now = resolve_one(root, Side(side.kernel, side.revision, side.shape, side.dtype, side.gpu, side.path))
+    path = now["_path"]
+    recs = []
+    for commit, _date in gitrefs.log(root, path):
+        try:
+            recs.append(gitrefs.load_at(root, commit, path))
+        except Exception as exc:  # noqa: BLE001 - a commit whose files do not load is listed, not fatal
+            recs.append({"_commit": commit, "_path": f"{commit[:10]}:{path}", "_error": str(exc)})
+    head = recs[-1] if recs else None
+    fields = ("timing", "source_sha256", "captured_at")
+    if head is None or "_error" in head or any(head.get(f) != now.get(f) for f in fields):
+        recs.append(dict(now, _commit=None))
+    return now, recs
+
+
+def timeline(root: Path, side: Side) -> dict:
+    now, recs = entries(root, side)
+    rows, prev = [], None
+    for rec in recs:
+        row = {"stored_in": rec["_commit"], "path": rec["_path"]}
+        if "_error" in rec:
+            rows.append(dict(row, error=rec["_error"]))
+            continue
+        git = rec.get("git") or {}
+        row.update(captured_at=rec.get("captured_at"), profiled_at=git.get("commit"), dirty=git.get("dirty"),
+                   source_sha256=rec["source_sha256"], median_ms=rec["timing"]["median_ms"],
+                   gbps=achieved_gbps(rec), n=len(rec["timing"]["samples_ms"]),
+                   driver=(rec.get("gpu") or {}).get("driver"), verdict=None, step=False)
+        if prev is not None:
+            band = bands_for(root, prev, rec)("wall_ms")
+            v = timing_verdict(prev["timing"]["samples_ms"], rec["timing"]["samples_ms"], band)
+            source = prev["source_sha256"] != rec["source_sha256"]
+            row.update(verdict=v.verdict, ratio=v.ratio, p_value=v.p_value, band=v.band,
+                       step=v.verdict in ("faster", "slower"), source_changed=source,
+                       driver_changed=prev.get("gpu", {}).get("driver") != rec.get("gpu", {}).get("driver"))
+        rows.append(row)
+        prev = rec
+    return {"kernel": now["kernel"], "revision": now["revision"], "shape": now["shape"], "dtype": now["dtype"],
+            "gpu": now["gpu"]["slug"], "path": now["_path"], "entries": rows}
+
+
+def _short(commit: str | None) -> str:
+    return commit[:8] if commit else "worktree"
+
+
+def render(t: dict, fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps(t, indent=1, sort_keys=True)
+    out = [f"{t['kernel']}/{t['revision']}  {format_shape(tuple(t['shape']))} {t['dtype']}  on {t['gpu']}  "
+           f"({len(t['entries'])} entries of {t['path']})",
+           f"{'stored in':<9} {'captured':<16} {'profiled at':<11} {'source':<10} {'median':>10} {'GB/s':>7}  "
+           "vs previous"]
+    steps = []
+    for r in t["entries"]:
+        if "error" in r:
+            out.append(f"{_short(r['stored_in']):<9} unreadable: {r['error']}")
+            continue
+        vs = ""
+        if r["verdict"]:
+            vs = f"{r['verdict']} {r['ratio']:.3f}x (p={r['p_value']:.2g}, band +-{100 * r['band']:.1f}%)"
+            vs += "; source changed" if r["source_changed"] else ""
+            vs += "; driver changed" if r["driver_changed"] else ""
+        gbps = f"{r['gbps']:.0f}" if r["gbps"] else "-"
+        prof = _short(r["profiled_at"]) + ("*" if r["dirty"] is True else "")
+        out.append(f"{_short(r['stored_in']):<9} {str(r['captured_at'])[:16]:<16} {prof:<11} "
+                   f"{str(r['source_sha256'])[:10]:<10} {units.quantity('ms', r['median_ms']):>10} {gbps:>7}  "
+                   + ("STEP " if r["step"] else "") + vs)
+        if r["step"]:
+            cause = "its source changed" if r["source_changed"] else "same source: the tool, driver or machine"
+            steps.append(f"step: {r['verdict']} by {abs(1 - r['ratio']):.1%} in {_short(r['stored_in'])} "
+                         f"(profiled at {_short(r['profiled_at'])}; {cause})")
+    out += steps or ["no step: every entry within the noise of the one before"]
+    out.append("(* profiled from a dirty tree)" if any(r.get("dirty") is True for r in t["entries"]) else "")
+    return "\n".join(line for line in out if line)

@@ -1,0 +1,98 @@
+"""History across commits: every committed version of a profile an entry, each judged
+against the one before (a step only beyond the noise), and any entry a side of a diff as
+COMMIT:KERNEL/REV; a git repository built here, its profiles from real H100 reports."""
+import json
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from kernlog.cli import main
+
+from .helpers import make_record, put, scratch_repo
+
+
+def git(root, *args):
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def run(root, *args):
+    return CliRunner().invoke(main, ["--root", str(root), *args])
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = scratch_repo(tmp_path)
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    return root
+
+
+def commit(root, rec, message):
+    put(root, rec)
+    git(root, "add", "-A", "profiles")
+    git(root, "commit", "-qm", message)
+    return git(root, "rev-parse", "HEAD")
+
+
+def version(median_ms, seed, source):
+    rec = make_record("torch", median_ms=median_ms, seed=seed)
+    rec["source_sha256"] = source * 64
+    return rec
+
+
+def test_history_lists_each_commit_and_marks_only_the_step_beyond_noise(repo):
+    c1 = commit(repo, version(0.100, 1, "a"), "first")
+    commit(repo, version(0.1002, 2, "a"), "re-profiled, same source")  # 0.2%: noise
+    c3 = commit(repo, version(0.090, 3, "b"), "faster source")  # 10% faster, new source
+    r = run(repo, "history", "softmax/torch", "--format", "json")
+    assert r.exit_code == 0, r.output
+    t = json.loads(r.stdout)
+    rows = t["entries"]
+    assert [e["stored_in"] for e in rows][0] == c1 and rows[-1]["stored_in"] == c3 and len(rows) == 3
+    assert [e["verdict"] for e in rows] == [None, "same", "faster"]
+    assert [e["step"] for e in rows] == [False, False, True] and rows[2]["source_changed"] is True
+    text = run(repo, "history", "softmax/torch").stdout
+    assert f"step: faster by 10.4% in {c3[:8]}" in text and "its source changed" in text  # medians of noisy samples
+
+
+def test_an_uncommitted_profile_is_the_last_entry(repo):
+    commit(repo, version(0.100, 1, "a"), "first")
+    put(repo, version(0.120, 2, "a"))  # slower, same source, not committed
+    rows = json.loads(run(repo, "history", "softmax/torch", "--format", "json").stdout)["entries"]
+    assert [e["stored_in"] for e in rows][1] is None and rows[1]["verdict"] == "slower"
+    assert "same source: the tool, driver or machine" in run(repo, "history", "softmax/torch").stdout
+
+
+def test_diff_takes_a_commit_side(repo):
+    c1 = commit(repo, version(0.100, 1, "a"), "first")
+    commit(repo, version(0.090, 3, "b"), "faster")
+    r = run(repo, "diff", f"{c1[:7]}:softmax/torch", "softmax/torch", "--format", "json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["timing"]["verdict"] == "faster" and d["timing"]["ratio"] < 0.95
+    same = json.loads(run(repo, "diff", "HEAD:softmax/torch", "softmax/torch", "--format", "json").stdout)
+    assert same["timing"]["ratio"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("side, message", [
+    ("nope:softmax/torch", "'nope' names no commit of this repository"),
+    ("HEAD:softmax/torch_compile", "softmax/torch_compile has no profile at HEAD"),
+])
+def test_a_bad_commit_side_is_one_line(repo, side, message):
+    commit(repo, version(0.100, 1, "a"), "first")
+    r = run(repo, "diff", side, "softmax/torch")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
+
+
+def test_a_commit_whose_report_was_not_committed_is_refused(repo):
+    rec = version(0.100, 1, "a")
+    path = put(repo, rec)
+    git(repo, "add", str(path))  # the JSON alone
+    git(repo, "commit", "-qm", "half a pair")
+    r = run(repo, "diff", "HEAD:softmax/torch", "softmax/torch")
+    assert r.exit_code == 2 and "ncu report" in r.stderr and "is missing" in r.stderr
+    rows = json.loads(run(repo, "history", "softmax/torch", "--format", "json").stdout)["entries"]
+    assert "is missing" in rows[0]["error"] and rows[1]["stored_in"] is None  # listed, not fatal
