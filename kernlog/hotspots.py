@@ -133,10 +133,14 @@ def _key(line: dict) -> str:
     return " ".join(line["text"].split()) if line.get("text") else where(line)
 
 
+MOVE_MIN = 0.01  # a line whose share moved less (one point of the samples) has not moved
+
+
 def moved(a: dict | None, b: dict | None, top: int = 8) -> list[dict]:
     """The lines whose share of the samples moved most from `a` to `b` (stored hot spots of two
-    profiles), matched by their text: {text, where_a, where_b, share_a, share_b, stall_a,
-    stall_b}; a line only one side holds among its stored lines has None on the other."""
+    profiles), by at least MOVE_MIN, matched by their text: {text, where_a, where_b, share_a,
+    share_b, stall_a, stall_b}; a line only one side holds among its stored lines has None on
+    the other."""
     if not a or not b:
         return []
     sides = [{_key(ln): ln for ln in reversed(h["lines"])} for h in (a, b)]  # the hotter of equal texts wins
@@ -147,5 +151,6 @@ def moved(a: dict | None, b: dict | None, top: int = 8) -> list[dict]:
                      "where_a": where(la) if la else None, "where_b": where(lb) if lb else None,
                      "share_a": la["share"] if la else None, "share_b": lb["share"] if lb else None,
                      "stall_a": la["stall"] if la else None, "stall_b": lb["stall"] if lb else None})
+    rows = [r for r in rows if abs((r["share_b"] or 0) - (r["share_a"] or 0)) >= MOVE_MIN]
     rows.sort(key=lambda r: -abs((r["share_b"] or 0) - (r["share_a"] or 0)))
     return rows[:top]

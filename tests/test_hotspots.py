@@ -63,7 +63,10 @@ def test_moved_matches_lines_by_text_and_ranks_by_the_size_of_the_move():
     assert [(r["text"], r["share_a"], r["share_b"]) for r in rows] == [
         ("y = exp(x);", None, 0.5), ("x = load(p);", 0.6, 0.2), ("sync();", 0.1, None)]
     assert rows[1]["where_a"] == "a.cu:10" and rows[1]["where_b"] == "b.cu:12"
-    assert hotspots.moved(a, None) == []
+    assert hotspots.moved(a, None) == [] and hotspots.moved(a, a) == []  # nothing moved, nothing listed
+    a["lines"][1]["share"] = 0.205  # 0.5 points from b's line of the same text: under MOVE_MIN
+    b["lines"].append({"file": "b.cu", "line": 40, "share": 0.2, "stall": "barrier", "text": "sync();"})
+    assert [r["text"] for r in hotspots.moved(a, b)] == ["y = exp(x);", "x = load(p);"]
 
 
 def test_show_lists_the_hot_lines_or_says_why_there_are_none():
@@ -81,3 +84,25 @@ def test_the_capture_stores_hot_spots_in_the_profile():
     rec = make_record("triton")
     assert rec["hotspots"]["samples"] > 0 and rec["hotspots"]["lines"][0]["share"] > 0.1
     assert Path(rec["hotspots"]["lines"][0]["file"]).name in ("standard.py", "ncu_tri.py")
+
+
+def test_diff_renders_the_moved_lines_in_text_and_markdown():
+    from kernlog import diff
+
+    a, b = make_record("v4_vectorized"), make_record("v5_tuned")
+    a["hotspots"] = {"kernel": "k", "samples": 10, "lines": [
+        {"file": "kernels/softmax/v4_vectorized.cu", "line": 49, "share": 0.34, "stall": "long_scoreboard",
+         "text": "mt = fmaxf(mt, v[k]);"},
+        {"file": "kernlog/include/kl_cuda.cuh", "line": 103, "share": 0.10, "stall": "short_scoreboard",
+         "text": "s = a | b;"}]}
+    b["hotspots"] = {"kernel": "k", "samples": 10, "lines": [
+        {"file": "kernlog/include/kl_cuda.cuh", "line": 103, "share": 0.14, "stall": "short_scoreboard",
+         "text": "s = a | b;"}]}
+    d = diff.diff(a, b)
+    text = diff.render(d).splitlines()
+    i = text.index("source lines whose share of the warp samples moved (before -> after, leading stall):")
+    assert text[i + 1].split() == ["34%", "->", "-", "kernels/softmax/v4_vectorized.cu:49", "long_scoreboard",
+                                   "mt", "=", "fmaxf(mt,", "v[k]);"]
+    assert text[i + 2].split()[:5] == ["10%", "->", "14%", "kernlog/include/kl_cuda.cuh:103", "short_scoreboard"]
+    md = diff.render(d, "md")
+    assert "| 10% | 14% | `kernlog/include/kl_cuda.cuh:103` | short_scoreboard | `s = a \\| b;` |" in md

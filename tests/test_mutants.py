@@ -407,7 +407,12 @@ def _shown():
                         "stall_barrier": 5.3},
                facts={"occupancy_limiter": "registers", "kernels": [{"name": "k1"}, {"name": "k2"}]},
                findings=[{"title": "Long Scoreboard Stalls", "speedup_pct": 45.3, "message": "wait less"},
-                         {"title": "High Throughput", "speedup_pct": None, "message": "busy"}])
+                         {"title": "High Throughput", "speedup_pct": None, "message": "busy"}],
+               hotspots={"kernel": "k1", "samples": 200, "lines": [
+                   {"file": "kernels/softmax/v1_block_smem.cu", "line": 12, "share": 0.6, "stall": "barrier",
+                    "stall_share": 0.55, "text": "__syncthreads();", "sass": "BAR.SYNC"},
+                   {"file": None, "line": 64, "share": 0.1, "stall": None, "stall_share": None, "text": None,
+                    "sass": "EXIT"}]})
     rec["timing"].update(median_ms=0.1, p05_ms=0.098, p95_ms=0.102, n=60,
                          clocks={"sm_mhz": {"median": 1755.0}, "mem_mhz": {"median": 2619.0}})
     return rec
@@ -430,6 +435,9 @@ def test_show_prints_every_value_with_its_unit():
         "  block size                                    256 threads",
         "  stall: barrier                            5.3 cycles/inst",
         "  occupancy limiter: registers; kernels: k1, k2",
+        "source-line hot spots of k1 (200 warp samples; share of them, and the stall that leads on the line):",
+        "   60%  kernels/softmax/v1_block_smem.cu:12      barrier 55%              __syncthreads();",
+        "   10%  SASS +0x40                               issuing                  EXIT",
         "- Long Scoreboard Stalls (est. speedup 45%): wait less",
         "- High Throughput: busy"]
 
