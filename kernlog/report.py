@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import store
+from . import hotspots, store
 from .ceiling import impossible
 from .diff import metric_rows, timing_verdict
 from .metrics import CATALOG
@@ -74,6 +74,14 @@ def stale(source_sha256, current: dict, revision: str) -> bool:
     return revision in current and isinstance(source_sha256, str) and source_sha256 != current[revision]
 
 
+HOT_LINES = 3  # source lines per revision in the log
+
+
+def hot_lines(rec: dict) -> list[dict]:
+    """A profile's most sampled source lines, as the log lists them under the revision."""
+    return hotspots.lines_table(rec["hotspots"], HOT_LINES) if rec.get("hotspots") else []
+
+
 def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None) -> dict:
     """One (gpu, shape, dtype) group of profiles as the log shows it; `current` (revision ->
     source hash) marks the profiles taken on an older source; `bands` (kernlog.noise.Bands of
@@ -90,7 +98,7 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
         row = {"rec": r, "rate": _rate(r), "bottleneck": bottleneck(r["metrics"]),
                "stale": stale(r.get("source_sha256"), current, r["revision"]),
                "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3],
-               "impossible": impossible(r, bands("dram_gbps").rel)}
+               "impossible": impossible(r, bands("dram_gbps").rel), "hot": hot_lines(r)}
         wall = r["metrics"]["wall_ms"]
         row["vs_ref"] = 100.0 * ref["metrics"]["wall_ms"] / wall if ref else None
         row["vs_naive"] = steps[0]["metrics"]["wall_ms"] / wall if steps else None

@@ -192,3 +192,22 @@ def test_a_metric_a_profile_lacks_renders_as_not_collected(tmp_path):
     section = report.render(root, [load_kernel(root, "softmax")]).split("<!-- kernlog:begin softmax -->")[1]
     row = next(line for line in section.splitlines() if line.startswith("| torch | reference |"))
     assert "% / –%, " in row and "DRAM – MB moved" in section
+
+
+def test_each_revision_lists_its_hottest_source_lines_with_code(tmp_path):
+    root = scratch_repo(tmp_path)
+    rec = make_record("torch", median_ms=0.12)
+    rec["hotspots"] = {"kernel": "softmax_k", "samples": 500, "lines": [
+        {"file": "kernels/softmax/x.cu", "line": 7, "share": 0.5, "stall": "long_scoreboard", "stall_share": 0.9,
+         "text": "v = x[i];"},
+        {"file": None, "line": 32, "share": 0.2, "stall": None, "stall_share": None, "text": None, "sass": "EXIT"},
+        {"file": "a.cu", "line": 1, "share": 0.1, "stall": "wait", "stall_share": 1.0, "text": "a;"},
+        {"file": "a.cu", "line": 2, "share": 0.05, "stall": "wait", "stall_share": 1.0, "text": "b;"}]}
+    put(root, rec)
+    put(root, dict(make_record("torch_compile", median_ms=0.09, seed=1), hotspots=None))
+    text = report.render(root, [load_kernel(root, "softmax")])
+    assert "- **Where the warps were sampled** (`softmax_k`, 500 samples; share, leading stall, code):" in text
+    assert "  - 50% `kernels/softmax/x.cu:7`, long_scoreboard 90%: `v = x[i];`" in text
+    assert "  - 20% `SASS +0x20`, issuing: `EXIT`" in text
+    assert "`a.cu:1`" in text and "`a.cu:2`" not in text  # the top HOT_LINES only
+    assert text.count("Where the warps were sampled") == 1  # a profile without samples lists none
