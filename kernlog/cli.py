@@ -169,17 +169,34 @@ def check(ctx, kernel_name, revs, device, dtype):
 @click.option("--cache-control", type=click.Choice(["all", "none"]), default="all", show_default=True,
               help="As ncu's --cache-control.")
 @click.option("--section", "sections", multiple=True, help="ncu section (repeatable; default: kernlog's list).")
+@click.option("--at", "at", metavar="REF", help="The revisions as commit REF had them (into .../<kernel>/at/).")
+@click.option("--range", "range_", metavar="A..B", help="--at each commit of A..B, oldest first.")
+@click.option("--skip-hash", "skip_hashes", multiple=True, hidden=True)
 @click.pass_context
 @handled
-def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_control, sections):
-    """Gate, time and ncu-profile a kernel's revisions into profiles/ (needs a GPU and ncu)."""
+def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_control, sections, at, range_,
+            skip_hashes):
+    """Gate, time and ncu-profile a kernel's revisions into profiles/ (needs a GPU and ncu).
+
+    With --at or --range, each commit's tree is exported (the work tree is never touched) and
+    profiled by a process of its own; a revision whose source hash is already profiled on this
+    GPU is skipped, and a commit that fails is recorded in at/<commit>/failed.json and skipped."""
     from .profiler import Options
     from .profiler import profile as run
     from .registry import load_kernel
 
     root = _root(ctx)
+    if at or range_:
+        from .atref import profile_commits
+
+        opts = dict(revs=revs, shape=shape, dtype=dtype, force=force, clock_control=clock_control,
+                    cache_control=cache_control, sections=sections)
+        for path in profile_commits(root, kernel_name, at, range_, opts, progress=lambda s: click.echo(s, err=True)):
+            click.echo(str(path.relative_to(root)))
+        return
     kernel = load_kernel(root, kernel_name)
-    opts = Options(shape=shape, dtype=dtype, force=force, clock_control=clock_control, cache_control=cache_control)
+    opts = Options(shape=shape, dtype=dtype, force=force, clock_control=clock_control, cache_control=cache_control,
+                   skip_hashes=frozenset(skip_hashes))
     if sections:
         opts.sections = tuple(sections)
     written = run(root, kernel, _revisions(kernel, revs), opts, progress=lambda s: click.echo(s, err=True))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import gitrefs, units
+from . import gitrefs, store, units
+from .atref import FAILED
 from .ceiling import achieved_gbps
 from .diff import timing_verdict
 from .noise import bands_for
@@ -35,14 +36,42 @@ def entries(root: Path, side: Side) -> tuple[dict, list[dict]]:
     fields = ("timing", "source_sha256", "captured_at")
     if head is None or "_error" in head or any(head.get(f) != now.get(f) for f in fields):
         recs.append(dict(now, _commit=None))
-    return now, recs
+    folder = (root / path).parent
+    for entry in sorted(folder.glob(f"at/*/{Path(path).name}")):  # `kernlog profile --at`'s
+        try:
+            recs.append(dict(store.load_profile(root, entry), _commit=None, _at=entry.parent.name))
+        except store.ProfileError as exc:
+            recs.append({"_commit": None, "_at": entry.parent.name, "_path": str(entry.relative_to(root)),
+                         "_error": str(exc)})
+    for failed in sorted(folder.glob(f"at/*/{FAILED}")):
+        if not (failed.parent / Path(path).name).exists():
+            try:
+                why = (json.loads(failed.read_text()).get("output") or ["?"])[-1]
+            except (OSError, ValueError, AttributeError):
+                why = "its failed.json is unreadable"
+            recs.append({"_commit": None, "_at": failed.parent.name, "_path": str(failed.relative_to(root)),
+                         "_error": f"not profiled at this commit: {why}"})
+    dates = {}
+    return now, sorted(recs, key=lambda r: _when(root, r, dates))
+
+
+def _when(root: Path, rec: dict, dates: dict) -> str:
+    """Where an entry sits in the timeline: the date of the commit it profiled where git knows
+    it (an --at entry profiles an old commit today), else when it was captured."""
+    commit = rec.get("_at") or ((rec.get("git") or {}).get("commit") if "_error" not in rec else rec.get("_commit"))
+    if isinstance(commit, str) and commit not in dates:
+        try:
+            dates[commit] = gitrefs._git(root, "show", "-s", "--format=%cI", commit).strip() or None
+        except Exception:  # noqa: BLE001 - not a commit git knows ("HEAD" of an old profile, a shallow clone)
+            dates[commit] = None
+    return (dates.get(commit) if isinstance(commit, str) else None) or rec.get("captured_at") or ""
 
 
 def timeline(root: Path, side: Side) -> dict:
     now, recs = entries(root, side)
     rows, prev = [], None
     for rec in recs:
-        row = {"stored_in": rec["_commit"], "path": rec["_path"]}
+        row = {"stored_in": rec["_commit"], "at": rec.get("_at"), "path": rec["_path"]}
         if "_error" in rec:
             rows.append(dict(row, error=rec["_error"]))
             continue
@@ -68,6 +97,10 @@ def _short(commit: str | None) -> str:
     return commit[:8] if commit else "worktree"
 
 
+def _stored(row: dict) -> str:
+    return f"at/{row['at'][:6]}" if row.get("at") else _short(row["stored_in"])
+
+
 def render(t: dict, fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps(t, indent=1, sort_keys=True)
@@ -78,7 +111,7 @@ def render(t: dict, fmt: str = "text") -> str:
     steps = []
     for r in t["entries"]:
         if "error" in r:
-            out.append(f"{_short(r['stored_in']):<9} unreadable: {r['error']}")
+            out.append(f"{_stored(r):<9} {r['error']}")
             continue
         vs = ""
         if r["verdict"]:
@@ -87,12 +120,12 @@ def render(t: dict, fmt: str = "text") -> str:
             vs += "; driver changed" if r["driver_changed"] else ""
         gbps = f"{r['gbps']:.0f}" if r["gbps"] else "-"
         prof = _short(r["profiled_at"]) + ("*" if r["dirty"] is True else "")
-        out.append(f"{_short(r['stored_in']):<9} {str(r['captured_at'])[:16]:<16} {prof:<11} "
+        out.append(f"{_stored(r):<9} {str(r['captured_at'])[:16]:<16} {prof:<11} "
                    f"{str(r['source_sha256'])[:10]:<10} {units.quantity('ms', r['median_ms']):>10} {gbps:>7}  "
                    + ("STEP " if r["step"] else "") + vs)
         if r["step"]:
             cause = "its source changed" if r["source_changed"] else "same source: the tool, driver or machine"
-            steps.append(f"step: {r['verdict']} by {abs(1 - r['ratio']):.1%} in {_short(r['stored_in'])} "
+            steps.append(f"step: {r['verdict']} by {abs(1 - r['ratio']):.1%} in {_stored(r)} "
                          f"(profiled at {_short(r['profiled_at'])}; {cause})")
     out += steps or ["no step: every entry within the noise of the one before"]
     out.append("(* profiled from a dirty tree)" if any(r.get("dirty") is True for r in t["entries"]) else "")

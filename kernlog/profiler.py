@@ -33,6 +33,7 @@ class Options:
     sections: tuple[str, ...] = metrics.SECTIONS
     timing_budget_s: float = 1.0
     ncu_timeout_s: float = 900.0
+    skip_hashes: frozenset = frozenset()  # source hashes profiled elsewhere (--at: an earlier commit's)
 
 
 def require_gpu() -> str:
@@ -249,12 +250,15 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     todo = []
     for r in revs:
         state = "missing" if opts.force else stored_state(root, gpu["slug"], kernel, r, shape, dtype)
+        if state == "missing" and not opts.force and r.sha256() in opts.skip_hashes:
+            state = "known"
         if state == "missing":
             todo.append(r)
         else:
             why = {"current": "at this source hash", "stale": "but its source changed since (stale)",
                    "broken": "but its stored pair fails verification (`kernlog list` says why)",
-                   "imported": "from an imported report"}[state]
+                   "imported": "from an imported report",
+                   "known": "at this source hash, from another commit"}[state]
             progress(f"skip {kernel.name}/{r.name}: profiled on {gpu['slug']} {why}; --force replaces it")
     if not todo:
         return []
