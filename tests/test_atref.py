@@ -110,7 +110,8 @@ def test_a_failing_commit_is_recorded_and_the_range_goes_on(repo):
     failed = repo / "profiles" / GPU["slug"] / "softmax" / "at" / c2[:12] / atref.FAILED
     assert json.loads(failed.read_text())["exit"] == 3
     rows = history.timeline(repo, parse_side("softmax/torch"))["entries"]
-    assert any("not profiled at this commit: kernlog: 1 revision(s) failed the gate" in r.get("error", "") for r in rows)
+    why = "not profiled at this commit: kernlog: 1 revision(s) failed the gate"
+    assert any(why in r.get("error", "") for r in rows)
     again = []
     atref.profile_commits(repo, "softmax", c3, None, {}, progress=lambda s: None, run=fake_process(again),
                           gpu=GPU["slug"])
