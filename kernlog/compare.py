@@ -1,0 +1,118 @@
+"""`kernlog compare BASE [HEAD]`: every profile stored at two refs, paired and judged; the CI gate.
+
+BASE is a git ref; HEAD a ref too, or, left out, the work tree's profiles/. Profiles pair by
+GPU, kernel, revision, shape and dtype; each pair's wall time is judged as `kernlog diff`
+judges it (Mann-Whitney on the stored samples, the GPU's noise band). A pair is a
+regression when it is slower beyond the band (p < ALPHA) by more than the threshold.
+Profiles only one side has are listed, never failed. A pair whose GPU, driver or ncu differ
+is refused (listed, not judged) unless asked for, and then the header says so.
+
+Exit status: 0 no regression; 1 at least one; 2 bad input (an unknown ref, a profile that
+fails verification at either side).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import gitrefs, store
+from .ceiling import achieved_gbps
+from .diff import ALPHA, timing_verdict
+from .noise import bands_for
+from .spec import format_shape
+
+THRESHOLD = 0.03  # and beyond the band: see the README (two H100 leases moved unchanged references by 2.5%)
+
+
+def _key(rec: dict) -> tuple:
+    return rec["gpu"]["slug"], rec["kernel"], rec["revision"], format_shape(tuple(rec["shape"])), rec["dtype"]
+
+
+def at_ref(root: Path, ref: str) -> tuple[str, dict]:
+    """(commit, {key: profile}) of the profiles `ref` stored (profiles/<gpu>/<kernel>/*.json)."""
+    commit = gitrefs.resolve(root, ref)
+    sizes = gitrefs.paths(root, commit, "profiles/*")
+    out = {}
+    for path in sorted(sizes):
+        parts = Path(path).parts
+        if len(parts) == 4 and path.endswith(".json") and parts[3] not in ("ceilings.json",):
+            rec = gitrefs.load_at(root, commit, path, sizes)
+            out[_key(rec)] = rec
+    return commit, out
+
+
+def in_tree(root: Path) -> dict:
+    out, bad = {}, []
+    for rec in store.iter_profiles(root, bad="yield"):
+        if isinstance(rec, store.ProfileError):
+            bad.append(rec)
+        else:
+            out[_key(rec)] = rec
+    if bad:
+        raise bad[0]
+    return out
+
+
+def _setup(rec: dict) -> tuple:
+    return rec["gpu"].get("name"), rec["gpu"].get("driver"), rec["versions"].get("ncu")
+
+
+def compare(root: Path, base: str, head: str | None = None, threshold: float = THRESHOLD,
+            allow_different_setup: bool = False) -> dict:
+    base_commit, a = at_ref(root, base)
+    head_commit, b = at_ref(root, head) if head else (None, in_tree(root))
+    rows = []
+    for key in sorted(set(a) | set(b)):
+        ra, rb = a.get(key), b.get(key)
+        row = {"gpu": key[0], "kernel": key[1], "revision": key[2], "shape": key[3], "dtype": key[4],
+               "base_ms": ra and ra["timing"]["median_ms"], "head_ms": rb and rb["timing"]["median_ms"],
+               "ratio": None, "p_value": None, "band": None, "judgement": None, "regression": False,
+               "source_changed": bool(ra and rb and ra["source_sha256"] != rb["source_sha256"]),
+               "head_gbps": rb and achieved_gbps(rb)}
+        if ra is None or rb is None:
+            row["judgement"] = "only in HEAD" if ra is None else "only in BASE"
+        elif _setup(ra) != _setup(rb) and not allow_different_setup:
+            row["judgement"] = "refused: " + ", ".join(
+                f"{what} {x} -> {y}" for what, x, y in zip(("GPU", "driver", "ncu"), _setup(ra), _setup(rb),
+                                                           strict=True) if x != y)
+        else:
+            band = bands_for(root, ra, rb)("wall_ms")
+            v = timing_verdict(ra["timing"]["samples_ms"], rb["timing"]["samples_ms"], band)
+            row.update(ratio=v.ratio, p_value=v.p_value, band=v.band, judgement=v.verdict,
+                       regression=v.verdict == "slower" and v.ratio - 1 > threshold)
+        rows.append(row)
+    return {"base": base, "base_commit": base_commit, "head": head or "work tree", "head_commit": head_commit,
+            "threshold": threshold, "alpha": ALPHA, "allow_different_setup": allow_different_setup,
+            "regressions": sum(r["regression"] for r in rows), "rows": rows}
+
+
+def _f(v, fmt: str) -> str:
+    return "" if v is None else format(v, fmt)
+
+
+def render(c: dict, fmt: str = "md") -> str:
+    if fmt == "json":
+        return json.dumps(c, indent=1, sort_keys=True)
+    head = c["head"] + (f" ({c['head_commit'][:10]})" if c["head_commit"] else "")
+    out = [f"kernlog compare {c['base']} ({c['base_commit'][:10]}) -> {head}: "
+           f"{c['regressions']} regression(s): slower beyond the noise band at p < {c['alpha']}"
+           + (f" and by more than {c['threshold']:.1%}" if c["threshold"] else ""),
+           ""]
+    if c["allow_different_setup"]:
+        out += ["**Profiles of another GPU, driver or ncu are compared (--allow-different-setup).**", ""]
+    out += ["| gpu | kernel/revision | shape | dtype | base (ms) | head (ms) | ratio | p | band | judgement |",
+            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for r in c["rows"]:
+        judged = ("**REGRESSION** " if r["regression"] else "") + r["judgement"] + (
+            "; source changed" if r["source_changed"] else "")
+        band = "" if r["band"] is None else f"±{100 * r['band']:.1f}%"
+        out.append(f"| {r['gpu']} | {r['kernel']}/{r['revision']} | {r['shape']} | {r['dtype']} | "
+                   f"{_f(r['base_ms'], '.4f')} | {_f(r['head_ms'], '.4f')} | {_f(r['ratio'], '.3f')} | "
+                   f"{_f(r['p_value'], '.2g')} | {band} | {judged} |")
+    return "\n".join(out)
+
+
+def run(root: Path, base: str, head: str | None, threshold: float, allow: bool, fmt: str) -> tuple[str, int]:
+    """(the table, the exit status: 1 where a row regressed, else 0)."""
+    c = compare(root, base, head, threshold, allow)
+    return render(c, fmt), 1 if c["regressions"] else 0

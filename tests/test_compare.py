@@ -1,0 +1,95 @@
+"""`kernlog compare` between two commits on the CPU: a planted regression fails the gate,
+noise does not, another GPU's profile is refused unless asked for, a bad profile at a ref is
+one line and exit 2."""
+import json
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from kernlog.cli import main
+
+from .helpers import make_record, put, scratch_repo
+
+
+def git(root, *args):
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def run(root, *args):
+    return CliRunner().invoke(main, ["--root", str(root), "compare", *args])
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = scratch_repo(tmp_path)
+    (root / ".gitignore").write_text("kernels\n")
+    git(root, "init", "-q")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    put(root, make_record("torch", median_ms=0.100, seed=1))
+    put(root, make_record("torch_compile", median_ms=0.090, seed=2))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    return root
+
+
+def head(root, **recs):
+    for rec in recs.values():
+        put(root, rec)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "head")
+
+
+def test_a_planted_regression_exits_1_and_is_named(repo):
+    head(repo, torch=make_record("torch", median_ms=0.110, seed=3))  # 10% slower
+    r = run(repo, "HEAD~1", "HEAD")
+    assert r.exit_code == 1, r.output
+    row = next(ln for ln in r.stdout.splitlines() if "softmax/torch |" in ln)
+    assert "**REGRESSION** slower" in row and "| 1.098 |" in row
+    assert "1 regression(s)" in r.stdout.splitlines()[0]
+
+
+def test_noise_exits_0(repo):
+    head(repo, torch=make_record("torch", median_ms=0.1003, seed=4), torch_compile=make_record(
+        "torch_compile", median_ms=0.0898, seed=5))
+    r = run(repo, "HEAD~1", "HEAD", "--format", "json")
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.stdout)
+    assert c["regressions"] == 0 and {row["judgement"] for row in c["rows"]} <= {"same", "inconclusive"}
+
+
+def test_the_threshold_lets_a_small_slowdown_pass(repo):
+    head(repo, torch=make_record("torch", median_ms=0.104, seed=3))  # 4% slower: beyond the band
+    assert run(repo, "HEAD~1", "HEAD", "--threshold", "0.05").exit_code == 0
+    assert run(repo, "HEAD~1", "HEAD", "--threshold", "0.03").exit_code == 1
+
+
+def test_the_work_tree_is_the_default_head_and_one_side_only_is_listed(repo):
+    put(repo, make_record("triton", median_ms=0.2))
+    c = json.loads(run(repo, "HEAD", "--format", "json").stdout)
+    assert c["head"] == "work tree" and c["regressions"] == 0
+    assert [r["judgement"] for r in c["rows"] if r["revision"] == "triton"] == ["only in HEAD"]
+
+
+def test_another_driver_is_refused_unless_asked(repo):
+    rec = make_record("torch", median_ms=0.2, seed=3)
+    rec["gpu"] = dict(rec["gpu"], driver="590.1")
+    head(repo, torch=rec)
+    r = run(repo, "HEAD~1", "HEAD")
+    assert r.exit_code == 0 and "refused: driver 580.159.04 -> 590.1" in r.stdout
+    asked = run(repo, "HEAD~1", "HEAD", "--allow-different-setup")
+    assert asked.exit_code == 1 and "another GPU, driver or ncu are compared" in asked.stdout
+
+
+@pytest.mark.parametrize("ref, message", [("nope", "'nope' names no commit"),
+                                          ("HEAD", "lacks the field metrics")])
+def test_bad_input_is_one_line_and_exit_2(repo, ref, message):
+    path = next((repo / "profiles").rglob("torch.*.json"))
+    rec = json.loads(path.read_text())
+    del rec["metrics"]
+    path.write_text(json.dumps(rec))
+    git(repo, "commit", "-qam", "broken")
+    r = run(repo, ref, "HEAD~1")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
