@@ -381,7 +381,7 @@ def report(ctx, check_only):
         # Written even with bad files: the log names each where its figures would be, and the
         # exit below is non-zero, so the gap is never silent.
         write_atomic(path, text.encode())
-        plots = rpt.plot_sweeps(root, sections)
+        plots = rpt.plot_all(root, sections)
         click.echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))
     for line in rpt.stale_figures(sections):
         click.echo(f"warning: {line} (marked stale in the log)", err=True)

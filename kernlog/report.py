@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import hotspots, store
+from . import hotspots, roofline, store
 from .ceiling import impossible
 from .diff import metric_rows, timing_verdict
 from .metrics import CATALOG
@@ -19,25 +19,7 @@ from .spec import COPY, format_shape
 
 LOG = "KERNEL_LOG.md"
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
-MEMORY_BOUND_PCT = 60.0
-COMPUTE_BOUND_PCT = 60.0
 TOP_DELTAS = 5
-
-
-def bottleneck(m: dict) -> str:
-    """Which ceiling the kernel presses against, argued from its ncu metrics."""
-    mem, dram, sm = m.get("memory_pct"), m.get("dram_pct"), m.get("compute_pct")
-    if mem is None or sm is None:
-        return "not collected"
-    stalls = sorted(((v, k[6:]) for k, v in m.items() if k.startswith("stall_") and v), reverse=True)
-    top = f"; top stall {stalls[0][1].replace('_', ' ')} ({stalls[0][0]:.1f} cycles/inst)" if stalls else ""
-    if max(mem, dram or 0) >= MEMORY_BOUND_PCT and max(mem, dram or 0) >= sm:
-        return f"memory-bound: DRAM {dram or 0:.0f}% / memory {mem:.0f}% of peak"
-    if sm >= COMPUTE_BOUND_PCT:
-        return f"compute-bound: SM {sm:.0f}% of peak"
-    occ = m.get("achieved_occupancy_pct")
-    return (f"latency/occupancy-bound: memory {mem:.0f}%, SM {sm:.0f}% of peak, "
-            f"occupancy {occ or 0:.0f}%{top}")
 
 
 def top_stalls(m: dict, n: int = 3) -> list[tuple[str, float]]:
@@ -82,7 +64,7 @@ def hot_lines(rec: dict) -> list[dict]:
     return hotspots.lines_table(rec["hotspots"], HOT_LINES) if rec.get("hotspots") else []
 
 
-def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None) -> dict:
+def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None, kernel=None) -> dict:
     """One (gpu, shape, dtype) group of profiles as the log shows it; `current` (revision ->
     source hash) marks the profiles taken on an older source; `bands` (kernlog.noise.Bands of
     the GPU) judge each step against noise."""
@@ -95,7 +77,8 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
     ref = refs[0] if refs else None
     rows, prev = [], None
     for r in recs:
-        row = {"rec": r, "rate": _rate(r), "bottleneck": bottleneck(r["metrics"]),
+        roof = roofline.place(r, kernel)
+        row = {"rec": r, "rate": _rate(r), "roof": roof, "bottleneck": roof["label"],
                "stale": stale(r.get("source_sha256"), current, r["revision"]),
                "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3],
                "impossible": impossible(r, bands("dram_gbps").rel), "hot": hot_lines(r)}
@@ -190,11 +173,14 @@ def collect(root: Path, kernels: list) -> list[dict]:
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
         sweeps = [s for s in (_sweep(root, g, kernel.name, order, current) for g in gpus) if s]
-        sections.append({"kernel": kernel, "order": order,
-                         "ladders": [dict(ladder(v, order, current, Bands(load_calibrations(root, k[0]), k[0])),
-                                          gpu=v[0]["gpu"], shape=k[1], dtype=k[2],
-                                          ceilings=v[0]["ceilings"])
-                                     for k, v in sorted(groups.items())],
+        ladders = [dict(ladder(v, order, current, Bands(load_calibrations(root, k[0]), k[0]), kernel),
+                        gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])
+                   for k, v in sorted(groups.items())]
+        for lad in ladders:
+            placed = any(row["roof"]["intensity"] is not None for row in lad["rows"])
+            lad["roofline"] = (f"reports/{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
+                               if placed else None)
+        sections.append({"kernel": kernel, "order": order, "ladders": ladders,
                          "sweeps": sweeps,
                          "revisions": {r.name: r for r in kernel.revisions},
                          "unreadable": [e for e in bad if Path(e.path).parts[-2] == kernel.name]})
@@ -304,6 +290,64 @@ def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
             plt.close(fig)
             written.append(path)
     return written
+
+
+MARKERS = "osD^vP*Xh<>p"
+
+
+def plot_rooflines(root: Path, sections: list[dict]) -> list[Path]:
+    """One SVG per ladder whose revisions have an intensity: each revision a point (achieved
+    TFLOP/s at its FLOP per DRAM byte), the ladder's steps joined by arrows in ladder order,
+    references hollow, under the measured bandwidth slope and the compute ceiling."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "kernlog"
+    import matplotlib.pyplot as plt
+
+    written = []
+    for s in sections:
+        for lad in s["ladders"]:
+            if not lad["roofline"]:
+                continue
+            rows = [r for r in lad["rows"] if r["roof"]["intensity"] is not None]
+            fig, ax = plt.subplots(figsize=(7, 4.5))
+            xs = [r["roof"]["intensity"] for r in rows]
+            bw, peak = rows[0]["roof"]["bandwidth_gbps"], rows[0]["roof"]["peak_tflops"]
+            lo, hi = min(xs) / 4, max(max(xs) * 4, (peak * 1e3 / bw * 2) if peak else 0)
+            grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+            roof = [min(x * bw / 1e3, peak) if peak else x * bw / 1e3 for x in grid]
+            ax.plot(grid, roof, color="black", linewidth=1.5,
+                    label=f"roof: copy {bw:.0f} GB/s" + (f", {rows[0]['roof']['peak_name']} {peak:.0f} TFLOP/s"
+                                                         if peak else ""))
+            steps = []
+            for i, r in enumerate(rows):
+                rec, pt = r["rec"], (r["roof"]["intensity"], r["roof"]["achieved"])
+                ref = rec["role"] == "reference"
+                ax.plot(*pt, linestyle="none", marker=MARKERS[i % len(MARKERS)], markersize=8, color=f"C{i % 10}",
+                        markerfacecolor="none" if ref else f"C{i % 10}",
+                        label=f"{rec['revision']} ({100 * r['roof']['pct_of_roof']:.0f}% of roof)")
+                if rec["role"] == "step":
+                    steps.append(pt)
+            for a, b in zip(steps, steps[1:], strict=False):
+                ax.annotate("", xy=b, xytext=a, arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8})
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("FLOP per DRAM byte (measured bytes)")
+            ax.set_ylabel("TFLOP/s achieved (wall time)")
+            ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}")
+            ax.legend(fontsize=7, loc="lower right")
+            path = root / lad["roofline"]
+            path.parent.mkdir(exist_ok=True)
+            fig.tight_layout()
+            fig.savefig(path, metadata={"Date": None})
+            plt.close(fig)
+            written.append(path)
+    return written
+
+
+def plot_all(root: Path, sections: list[dict]) -> list[Path]:
+    return plot_sweeps(root, sections) + plot_rooflines(root, sections)
 
 
 def _x(shape: str, axis: int) -> int:

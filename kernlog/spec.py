@@ -100,6 +100,7 @@ class Kernel:
     dtypes: tuple[str, ...] = ("fp32", "bf16")
     cases: tuple[str, ...] = ("random",)  # input families the gate draws; the first is timed and profiled
     flops: Callable[[Shape], int] = _no_flops
+    flops_per_element: float = 0.0  # a model of the arithmetic per output element, for the roofline only
     ceiling: str = "copy"  # the roofline term that bounds it: "copy" (bandwidth) or "matmul"
     sweep_axis: int = -1  # which shape entry the sweep plot puts on its x axis
     extra_check: Callable[[Inputs, Any], str | None] | None = None

@@ -54,15 +54,6 @@ def test_prose_outside_generated_blocks_survives(tmp_path):
         rendered + "\nClosing notes by hand.\n"
 
 
-def test_bottleneck_is_argued_from_metrics():
-    assert report.bottleneck({"memory_pct": 90, "dram_pct": 88, "compute_pct": 20}).startswith("memory-bound")
-    assert report.bottleneck({"memory_pct": 30, "dram_pct": 10, "compute_pct": 85}).startswith("compute-bound")
-    low = report.bottleneck({"memory_pct": 20, "dram_pct": 15, "compute_pct": 10, "achieved_occupancy_pct": 12,
-                             "stall_long_scoreboard": 30.0, "stall_barrier": 2.0})
-    assert low.startswith("latency/occupancy-bound") and "long scoreboard" in low
-    assert report.bottleneck({}) == "not collected"
-
-
 def test_largest_moves_skip_noise_and_rank_by_size():
     a = {"duration_us": 100.0, "dram_mb": 500.0, "stall_barrier": 0.0, "stall_long_scoreboard": 30.0,
          "achieved_occupancy_pct": 50.0, "instructions": 10.0}
@@ -211,3 +202,19 @@ def test_each_revision_lists_its_hottest_source_lines_with_code(tmp_path):
     assert "  - 20% `SASS +0x20`, issuing: `EXIT`" in text
     assert "`a.cu:1`" in text and "`a.cu:2`" not in text  # the top HOT_LINES only
     assert text.count("Where the warps were sampled") == 1  # a profile without samples lists none
+
+
+def test_each_ladder_embeds_its_roofline_chart_written_the_same_each_time(tmp_path):
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    kernels = [load_kernel(root, "softmax")]
+    sections = report.collect(root, kernels)
+    text = report.render(root, kernels, sections)
+    name = "reports/softmax_roofline_nvidia-h100-80gb-hbm3_8192x4096_fp32.svg"
+    assert f"![roofline of softmax 8192x4096 fp32]({name})" in text
+    assert "| % of roofline |" in text
+    paths = report.plot_rooflines(root, sections)
+    assert [str(p.relative_to(root)) for p in paths] == [name]
+    first = (root / name).read_bytes()
+    report.plot_rooflines(root, sections)
+    assert (root / name).read_bytes() == first

@@ -82,6 +82,7 @@ REVISIONS = (
 )
 
 KERNEL = Kernel(
+    flops_per_element=2,  # for the roofline: the keep test and the scale
     name="dropout",
     revisions=REVISIONS,
     make_inputs=make_inputs,

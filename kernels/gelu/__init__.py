@@ -72,6 +72,7 @@ REVISIONS = (
 )
 
 KERNEL = Kernel(
+    flops_per_element=9,  # for the roofline: the tanh form: cube, two multiply-adds, tanh, add, two multiplies
     name="gelu",
     revisions=REVISIONS,
     make_inputs=make_inputs,

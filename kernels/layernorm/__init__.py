@@ -77,6 +77,7 @@ REVISIONS = (
 )
 
 KERNEL = Kernel(
+    flops_per_element=8,  # for the roofline: two sums, subtract, square, normalize, scale and shift
     name="layernorm",
     revisions=REVISIONS,
     make_inputs=make_inputs,

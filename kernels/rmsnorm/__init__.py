@@ -71,6 +71,7 @@ REVISIONS = (
 )
 
 KERNEL = Kernel(
+    flops_per_element=5,  # for the roofline: square, sum, scale by the rsqrt, weight
     name="rmsnorm",
     revisions=REVISIONS,
     make_inputs=make_inputs,

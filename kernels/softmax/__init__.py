@@ -110,6 +110,7 @@ REFERENCES = (
 )
 
 KERNEL = Kernel(
+    flops_per_element=5,  # for the roofline: max, subtract, exp, sum, scale
     name="softmax",
     revisions=CUDA_REVISIONS + (TRITON,) + REFERENCES,
     make_inputs=make_inputs,

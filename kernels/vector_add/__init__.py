@@ -102,6 +102,7 @@ REVISIONS = (
 )
 
 KERNEL = Kernel(
+    flops_per_element=1,  # for the roofline: the add
     name="vector_add",
     revisions=REVISIONS,
     make_inputs=make_inputs,
