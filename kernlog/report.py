@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import hotspots, roofline, store
+from . import hotspots, predictions, roofline, store
 from .ceiling import impossible
 from .diff import metric_rows, timing_verdict
 from .metrics import CATALOG
@@ -64,7 +64,8 @@ def hot_lines(rec: dict) -> list[dict]:
     return hotspots.lines_table(rec["hotspots"], HOT_LINES) if rec.get("hotspots") else []
 
 
-def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None, kernel=None) -> dict:
+def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None, kernel=None,
+           claims: dict | None = None) -> dict:
     """One (gpu, shape, dtype) group of profiles as the log shows it; `current` (revision ->
     source hash) marks the profiles taken on an older source; `bands` (kernlog.noise.Bands of
     the GPU) judge each step against noise."""
@@ -94,6 +95,11 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
         if r["role"] == "step":
             prev = r
         rows.append(row)
+    by_rev = {row["rec"]["revision"]: row for row in rows}
+    for row in rows:  # each prediction judged against this ladder's measurements
+        entry = (claims or {}).get(row["rec"]["revision"], {})
+        row["judged"] = predictions.judge(entry.get("claims"), row, by_rev, row["rec"]["dtype"], bands("wall_ms").rel)
+        row["unchecked"] = entry.get("unchecked")
     return {"rows": rows, "ref": ref["revision"] if ref else None, "tuned": steps[-1]["revision"] if steps else None}
 
 
@@ -173,7 +179,8 @@ def collect(root: Path, kernels: list) -> list[dict]:
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
         sweeps = [s for s in (_sweep(root, g, kernel.name, order, current) for g in gpus) if s]
-        ladders = [dict(ladder(v, order, current, Bands(load_calibrations(root, k[0]), k[0]), kernel),
+        claims = predictions.load(root, kernel.name)
+        ladders = [dict(ladder(v, order, current, Bands(load_calibrations(root, k[0]), k[0]), kernel, claims),
                         gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])
                    for k, v in sorted(groups.items())]
         for lad in ladders:

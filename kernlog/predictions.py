@@ -1,0 +1,101 @@
+"""Predictions judged: each revision's prediction as claims a profile can check, and the verdict.
+
+A kernel's claims live in kernels/<op>/predictions.toml (data, outside every revision's
+source hash), one table per revision, each claim one measured quantity and a bound:
+
+    [v1_block_smem]
+    claims = [
+      {what = "ld_sectors_per_request", at_most = 4.5},        # a metric of this profile
+      {what = "speedup", at_least = 10},                      # over the previous step, wall time
+      {what = "speed_vs:torch", at_least = 1.0},               # over another revision of the ladder
+      {what = "leading_stall", is = "barrier"},
+      {what = "ratio_vs_previous:stall_barrier", at_most = 0.3, dtype = "fp32"},
+    ]
+    unchecked = "what the profile cannot show (other shapes: the sweep)"
+
+Quantities: any metric of the profile; pct_copy, tbps, tflops, pct_matmul, pct_roof;
+speedup (previous step's wall time over this one's); speed_vs:REV; ratio_vs_previous:METRIC;
+leading_stall. A speed claim (speedup, speed_vs) meets its bound within the timing noise
+band: a tie is a tie. `dtype` limits a claim to ladders of that dtype. A ladder's verdict per
+revision: met (every claim that applies holds), missed (none does), partly (some do), or
+not checkable (no claim applies there).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import tomllib
+
+from .errors import KernlogError
+
+SPEED = ("speedup", "speed_vs:")
+
+
+def load(root: Path, kernel: str) -> dict[str, dict]:
+    path = Path(root) / "kernels" / kernel / "predictions.toml"
+    if not path.exists():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise KernlogError(f"{path.relative_to(root)}: not valid TOML ({exc})") from None
+    for rev, entry in data.items():
+        for c in entry.get("claims", []):
+            if "what" not in c or not ({"at_least", "at_most", "is"} & set(c)):
+                raise KernlogError(f"{path.relative_to(root)}: a claim of {rev} needs `what` and a bound "
+                                   "(at_least, at_most or is)")
+    return data
+
+
+def value(what: str, row: dict, rows: dict):
+    """The measured quantity `what` names, for `row` of a ladder whose rows by revision are `rows`."""
+    m = row["rec"]["metrics"]
+    if what == "speedup":
+        return row.get("speedup")
+    if what.startswith("speed_vs:"):
+        other = rows.get(what.split(":", 1)[1])
+        return other["rec"]["metrics"]["wall_ms"] / m["wall_ms"] if other else None
+    if what.startswith("ratio_vs_previous:"):
+        base = rows.get(row.get("base"))
+        key = what.split(":", 1)[1]
+        a, b = (base["rec"]["metrics"].get(key) if base else None), m.get(key)
+        return b / a if a and b is not None else None
+    if what == "leading_stall":
+        stalls = {k[6:]: v for k, v in m.items() if k.startswith("stall_") and v}
+        return max(stalls, key=stalls.get) if stalls else None
+    rate = row["rate"]
+    derived = {"pct_copy": rate.get("pct_copy"), "tbps": rate["gbps"] / 1e3, "tflops": rate.get("tflops"),
+               "pct_matmul": rate.get("pct_matmul"),
+               "pct_roof": 100 * row["roof"]["pct_of_roof"] if row.get("roof", {}).get("pct_of_roof") else None}
+    return derived[what] if what in derived else m.get(what)
+
+
+def _text(c: dict) -> str:
+    bound = (f"is {c['is']}" if "is" in c else
+             " and ".join(f"{'>=' if k == 'at_least' else '<='} {c[k]:g}" for k in ("at_least", "at_most") if k in c))
+    return f"{c['what']} {bound}"
+
+
+def judge(claims: list[dict], row: dict, rows: dict, dtype: str, time_band: float) -> dict | None:
+    """{"verdict", "claims": [{"text", "value", "ok"}]} of the claims that apply to `row`, or
+    None where there are no claims for it at all."""
+    if not claims:
+        return None
+    out = []
+    for c in claims:
+        if c.get("dtype", dtype) != dtype:
+            continue
+        v = value(c["what"], row, rows)
+        if v is None:
+            out.append({"text": _text(c), "value": None, "ok": None, "tie": False})
+            continue
+        slack = time_band if c["what"].startswith(SPEED) else 0.0
+        ok = (v == c["is"]) if "is" in c else (
+            ("at_least" not in c or v >= c["at_least"] * (1 - slack))
+            and ("at_most" not in c or v <= c["at_most"] * (1 + slack)))
+        tie = bool(ok) and slack > 0 and (v < c.get("at_least", v) or v > c.get("at_most", v))
+        out.append({"text": _text(c), "value": v, "ok": bool(ok), "tie": tie})
+    judged = [c["ok"] for c in out if c["ok"] is not None]
+    verdict = ("not checkable here" if not judged else "met" if all(judged) else "missed" if not any(judged)
+               else "partly")
+    return {"verdict": verdict, "claims": out}

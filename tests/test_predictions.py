@@ -1,0 +1,65 @@
+"""Predictions judged: claims read from kernels/<op>/predictions.toml, each checked against
+a ladder row, a speed claim met within the noise band (a tie), dtype-limited claims, and the
+verdict met / partly / missed / not checkable."""
+import pytest
+
+from kernlog import predictions
+from kernlog.errors import KernlogError
+
+from .helpers import ROOT
+
+
+def row(rev, wall_ms, base=None, speedup=None, **metrics):
+    return {"rec": {"revision": rev, "metrics": dict(wall_ms=wall_ms, **metrics)}, "base": base, "speedup": speedup,
+            "rate": {"gbps": 2800.0, "pct_copy": 93.0}, "roof": {"pct_of_roof": 0.9}}
+
+
+def ladder():
+    rows = [row("v1", 1.0, stall_barrier=10.0, stall_long_scoreboard=3.0, ld_sectors=300.0),
+            row("v2", 0.5, base="v1", speedup=2.0, stall_barrier=2.0, stall_long_scoreboard=4.0, ld_sectors=100.0),
+            row("torch", 0.51)]
+    return rows, {r["rec"]["revision"]: r for r in rows}
+
+
+def test_every_claim_met_is_met_and_values_are_the_measured_ones():
+    rows, by = ladder()
+    claims = [{"what": "speedup", "at_least": 1.9}, {"what": "ratio_vs_previous:stall_barrier", "at_most": 0.3},
+              {"what": "tbps", "at_least": 2.7}, {"what": "leading_stall", "is": "long_scoreboard"},
+              {"what": "pct_copy", "at_least": 90, "at_most": 95}]
+    j = predictions.judge(claims, rows[1], by, "fp32", 0.02)
+    assert j["verdict"] == "met"
+    assert [c["value"] for c in j["claims"]] == [2.0, 0.2, 2.8, "long_scoreboard", 93.0]
+
+
+def test_a_speed_claim_inside_the_noise_band_is_a_tie_not_a_miss():
+    rows, by = ladder()
+    (c,) = predictions.judge([{"what": "speed_vs:torch", "at_least": 1.03}], rows[1], by, "fp32", 0.02)["claims"]
+    assert c["ok"] and c["tie"] and c["value"] == pytest.approx(1.02)
+    (c,) = predictions.judge([{"what": "speed_vs:torch", "at_least": 1.05}], rows[1], by, "fp32", 0.02)["claims"]
+    assert not c["ok"]
+    (c,) = predictions.judge([{"what": "pct_copy", "at_least": 94}], rows[1], by, "fp32", 0.02)["claims"]
+    assert not c["ok"]  # not a speed: no slack
+
+
+def test_partly_missed_not_checkable_and_dtype_limits():
+    rows, by = ladder()
+    half = [{"what": "speedup", "at_least": 1.5}, {"what": "speedup", "at_least": 3}]
+    assert predictions.judge(half, rows[1], by, "fp32", 0.02)["verdict"] == "partly"
+    assert predictions.judge(half[1:], rows[1], by, "fp32", 0.02)["verdict"] == "missed"
+    bf16_only = [{"what": "speedup", "at_least": 1.5, "dtype": "bf16"}]
+    assert predictions.judge(bf16_only, rows[1], by, "fp32", 0.02) == {"verdict": "not checkable here", "claims": []}
+    missing = predictions.judge([{"what": "dram_pct", "at_least": 5}], rows[1], by, "fp32", 0.02)
+    assert missing["verdict"] == "not checkable here" and missing["claims"][0]["value"] is None
+    assert predictions.judge(None, rows[1], by, "fp32", 0.02) is None
+
+
+def test_every_kernels_claims_load_and_a_bad_file_is_one_line(tmp_path):
+    for kernel in ("softmax", "vector_add", "dropout", "gelu", "layernorm", "rmsnorm", "matmul_relu"):
+        assert predictions.load(ROOT, kernel), kernel
+    (tmp_path / "kernels" / "k").mkdir(parents=True)
+    (tmp_path / "kernels" / "k" / "predictions.toml").write_text("[v1]\nclaims = [{what = 'speedup'}]\n")
+    with pytest.raises(KernlogError, match="needs `what` and a bound"):
+        predictions.load(tmp_path, "k")
+    (tmp_path / "kernels" / "k" / "predictions.toml").write_text("[v1\n")
+    with pytest.raises(KernlogError, match="not valid TOML"):
+        predictions.load(tmp_path, "k")
