@@ -96,11 +96,31 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
             prev = r
         rows.append(row)
     by_rev = {row["rec"]["revision"]: row for row in rows}
+    arc = _arc(rows, by_rev, bands("wall_ms"))
     for row in rows:  # each prediction judged against this ladder's measurements
         entry = (claims or {}).get(row["rec"]["revision"], {})
         row["judged"] = predictions.judge(entry.get("claims"), row, by_rev, row["rec"]["dtype"], bands("wall_ms").rel)
         row["unchecked"] = entry.get("unchecked")
-    return {"rows": rows, "ref": ref["revision"] if ref else None, "tuned": steps[-1]["revision"] if steps else None}
+    return {"rows": rows, "ref": ref["revision"] if ref else None, "tuned": steps[-1]["revision"] if steps else None,
+            "arc": arc}
+
+
+def _arc(rows: list[dict], by_rev: dict, band) -> dict | None:
+    """The ladder's arc for the front page: the naive step, the fastest revision and every one
+    tied with it (not faster or slower beyond noise), and the speed of the fastest against
+    each reference."""
+    mine = [r for r in rows if r["rec"]["role"] != "reference"]
+    if not mine:
+        return None
+    best = min(mine, key=lambda r: r["rec"]["metrics"]["wall_ms"])
+    ties = [r["rec"]["revision"] for r in mine if r is not best and timing_verdict(
+        best["rec"]["timing"]["samples_ms"], r["rec"]["timing"]["samples_ms"], band).verdict != "slower"]
+    naive = next((r for r in rows if r["rec"]["role"] == "step"), None)
+    wall = best["rec"]["metrics"]["wall_ms"]
+    refs = {name: by_rev[name]["rec"]["metrics"]["wall_ms"] / wall for name in ("torch", "torch_compile")
+            if name in by_rev}
+    return {"best": best, "ties": ties, "naive": naive["rec"]["revision"] if naive else None,
+            "vs_naive": naive["rec"]["metrics"]["wall_ms"] / wall if naive else None, "refs": refs}
 
 
 def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None) -> dict | None:
@@ -182,7 +202,8 @@ def collect(root: Path, kernels: list) -> list[dict]:
         claims = predictions.load(root, kernel.name)
         ladders = [dict(ladder(v, order, current, Bands(load_calibrations(root, k[0]), k[0]), kernel, claims),
                         gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])
-                   for k, v in sorted(groups.items())]
+                   for k, v in sorted(groups.items(), key=lambda kv: (
+                       (kv[0][1], kv[0][2]) != (format_shape(kernel.profile_shape), kernel.dtypes[0]), kv[0]))]
         for lad in ladders:
             placed = any(row["roof"]["intensity"] is not None for row in lad["rows"])
             lad["roofline"] = (f"reports/{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"

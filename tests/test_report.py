@@ -1,6 +1,8 @@
 """KERNEL_LOG.md rendering from profiles/ alone, its hand-written prose, and --check."""
 import json
 
+import pytest
+
 from kernlog import report
 from kernlog.registry import load_kernel
 
@@ -97,8 +99,10 @@ def test_summary_of_a_shape_profiled_without_a_reference_says_so(tmp_path):
     put(root, make_record("v7_bf16_packed", median_ms=0.19, shape=(1024, 131072), dtype="bf16"))
     summary = report.render(root, [load_kernel(root, "softmax")]).split("<!-- kernlog:end summary -->")[0]
     row = next(line for line in summary.splitlines() if "1024x131072" in line)
-    assert "v7_bf16_packed" in row and "no reference profiled" in row
+    assert "v7_bf16_packed" in row and row.split("|")[9:11] == [" – ", " – "]  # x F.*, x torch.compile
     assert "None" not in summary
+    text = report.render(root, [load_kernel(root, "softmax")])
+    assert text.index("### softmax 8192x4096 fp32") < text.index("### softmax 1024x131072 bf16")  # declared first
 
 
 def _bench(root, points):
@@ -218,3 +222,15 @@ def test_each_ladder_embeds_its_roofline_chart_written_the_same_each_time(tmp_pa
     first = (root / name).read_bytes()
     report.plot_rooflines(root, sections)
     assert (root / name).read_bytes() == first
+
+
+def test_the_front_page_names_ties_with_the_fastest_rather_than_one_inside_the_noise(tmp_path):
+    root = scratch_repo(tmp_path)
+    put(root, make_record("v4_vectorized", median_ms=0.1000, seed=1))
+    put(root, make_record("v5_tuned", median_ms=0.0999, seed=2))  # 0.1% apart: a tie
+    put(root, make_record("v0_naive", median_ms=1.0, seed=3))
+    put(root, make_record("torch", median_ms=0.13, seed=4))
+    summary = report.render(root, [load_kernel(root, "softmax")]).split("<!-- kernlog:end summary -->")[0]
+    row = next(line for line in summary.splitlines() if "8192x4096" in line).split("|")
+    assert row[5].strip() == "v0_naive" and row[6].strip() in ("v5_tuned ≈ v4_vectorized", "v4_vectorized ≈ v5_tuned")
+    assert float(row[8]) == pytest.approx(10.0, rel=0.05) and float(row[9]) == pytest.approx(1.3, rel=0.05)
