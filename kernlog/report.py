@@ -300,11 +300,12 @@ def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
             for ax, dtype in zip(axes[0], dtypes, strict=False):
                 rows = [r for r in sw["rows"] if r["dtype"] == dtype]
                 x = [_x(r["shape"], s["kernel"].sweep_axis) for r in rows]
-                for rev in sw["revisions"]:
+                for i, rev in enumerate(sw["revisions"]):
                     pts = sorted((xi, r["values"][rev]) for xi, r in zip(x, rows, strict=True)
                                  if r["values"][rev] is not None)
-                    if pts:
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=rev)
+                    if pts:  # colour, marker and line style all vary: no two of 12+ series alike
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)],
+                                linestyle=("-", "--", "-.", ":")[i // 10 % 4], color=f"C{i % 10}", label=rev)
                 ax.axhline(sw["ceiling"], color="grey", linestyle="--", label="ceiling")
                 ax.set_xscale("log", base=2)
                 ax.set_xlabel("row length" if s["kernel"].sweep_axis == -1 and "x" in rows[0]["shape"] else "size")
