@@ -362,6 +362,7 @@ def noise(ctx, revs, shape, dtype, runs):
 @handled
 def report(ctx, check_only):
     """Render KERNEL_LOG.md (and reports/*.svg) from profiles/ alone."""
+    from . import prose
     from . import report as rpt
     from .registry import kernel_names, load_kernel
     from .store import write_atomic
@@ -375,6 +376,7 @@ def report(ctx, check_only):
     if check_only:
         if not bad and (not path.exists() or path.read_text() != text):
             raise KernlogError(f"{rpt.LOG} is out of date: run `kernlog report` and commit the result")
+        prose.check(text)
         if not bad:
             click.echo(f"{rpt.LOG} is up to date")
     else:
@@ -382,6 +384,9 @@ def report(ctx, check_only):
         # exit below is non-zero, so the gap is never silent.
         write_atomic(path, text.encode())
         plots = rpt.plot_all(root, sections)
+        for n, fig in prose.unsourced(text):
+            click.echo(f"warning: {rpt.LOG} line {n}: the figure {fig!r} comes from no profile "
+                       "(`report --check` fails on it)", err=True)
         click.echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))
     for line in rpt.stale_figures(sections):
         click.echo(f"warning: {line} (marked stale in the log)", err=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import hotspots, predictions, roofline, store
+from . import hotspots, predictions, prose, roofline, store
 from .ceiling import impossible
 from .diff import metric_rows, timing_verdict
 from .metrics import CATALOG
@@ -281,7 +281,7 @@ def render(root: Path, kernels: list, sections: list[dict] | None = None) -> str
     """KERNEL_LOG.md as it should read; pass `sections` (from collect) to reuse them."""
     path = root / LOG
     text = path.read_text() if path.exists() else HEADER
-    return splice(text, render_blocks(collect(root, kernels) if sections is None else sections))
+    return prose.fill(root, splice(text, render_blocks(collect(root, kernels) if sections is None else sections)))
 
 
 def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:

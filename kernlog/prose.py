@@ -1,0 +1,102 @@
+"""Figures in the log's hand-written prose: live values, or dated history, never silent.
+
+A figure in the prose outside the generated blocks is written as a marker that `kernlog
+report` fills from the stored profiles:
+
+    v5 reaches <!--fig softmax/v5_tuned@8192x4096.fp32 tbps .2f-->2.88<!--/fig--> TB/s
+
+(KERNEL/REV[@SELECTOR] as diff names a profile; a quantity: us, ms, tbps, gbps, pct_copy,
+tflops, pct_roof, speedup:REV (REV's wall time over this one's), or any metric of the
+profile; a format, default .3g). Re-rendering rewrites the value, so `report --check`
+fails as soon as a stored figure moves and the prose has not been re-rendered.
+
+A figure that is a record of its time (what a dead end measured, a sweep of an older
+commit) sits inside `<!--history DATE COMMIT-->...<!--/history-->`, which says when it was
+true. Any other number with a unit in the prose is unsourced: `report --check` names each
+and fails.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .errors import KernlogError
+
+FIG = re.compile(r"<!--fig (?P<spec>[^>]*?)-->(?P<value>.*?)<!--/fig-->", re.S)
+HISTORY = re.compile(r"<!--history (?P<when>[^>]*?)-->.*?<!--/history-->", re.S)
+BLOCK = re.compile(r"<!-- kernlog:begin (\S+) -->.*?<!-- kernlog:end \1 -->", re.S)
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+# A number followed by a unit a measurement carries (not a shape like 8192x4096: no digit after the x).
+FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?\s?(?:%|x(?![\w\d])|us\b|µs|ms\b|TB/s|GB/s|TFLOP/s|MB\b)")
+MAX_LISTED = 8
+
+
+def quantity(root: Path, rec: dict, what: str, resolve) -> float:
+    from .roofline import place
+
+    m = rec["metrics"]
+    ms = m["wall_ms"]
+    gbps = rec["bytes_moved"] / ms / 1e6
+    simple = {"us": ms * 1e3, "ms": ms, "tbps": gbps / 1e3, "gbps": gbps,
+              "pct_copy": 100 * gbps / rec["ceilings"]["copy_gbps"] if rec["ceilings"].get("copy_gbps") else None,
+              "tflops": rec["flops"] / ms / 1e9 if rec.get("flops") else None}
+    if what in simple:
+        value = simple[what]
+    elif what == "pct_roof":
+        from .registry import load_kernel
+
+        pct = place(rec, load_kernel(root, rec["kernel"]))["pct_of_roof"]
+        value = None if pct is None else 100 * pct
+    elif what.startswith("speedup:"):
+        value = resolve(what.split(":", 1)[1])["metrics"]["wall_ms"] / ms
+    else:
+        value = m.get(what)
+    if value is None:
+        raise KernlogError(f"the figure {what!r} of {rec['kernel']}/{rec['revision']} is not in its profile")
+    return value
+
+
+def fill(root: Path, text: str) -> str:
+    """`text` with every figure marker's value rendered from the stored profiles; a marker
+    that names no profile or quantity is an error naming it."""
+    from .select import parse_side, resolve_one
+
+    def sub(match):
+        spec = match.group("spec").split()
+        if len(spec) not in (2, 3):
+            raise KernlogError(f"figure marker <!--fig {match.group('spec')}-->: expected KERNEL/REV[@SELECTOR] "
+                               "QUANTITY [FORMAT]")
+        side = parse_side(spec[0])
+        rec = resolve_one(root, side)
+        sel = spec[0].partition("@")[2]
+
+        def other(rev):
+            return resolve_one(root, parse_side(f"{side.kernel}/{rev}" + (f"@{sel}" if sel else "")))
+
+        value = quantity(root, rec, spec[1], other)
+        return f"<!--fig {match.group('spec')}-->{format(value, spec[2] if len(spec) == 3 else '.3g')}<!--/fig-->"
+
+    return FIG.sub(sub, text)
+
+
+def unsourced(text: str) -> list[tuple[int, str]]:
+    """(line, figure) of every measured-looking figure in the prose that is neither a marker's
+    value nor inside a dated history region (generated blocks and code are not prose)."""
+    def blank(m):  # keep the line count
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    for pattern in (BLOCK, HISTORY, FIG, CODE):
+        text = pattern.sub(blank, text)
+    text = re.sub(r"<!--.*?-->", blank, text, flags=re.S)
+    return [(text.count("\n", 0, m.start()) + 1, m.group(0)) for m in FIGURE.finditer(text)]
+
+
+def check(text: str) -> None:
+    """Raise naming the unsourced figures of the prose, if any."""
+    found = unsourced(text)
+    if found:
+        listed = "; ".join(f"line {n}: {fig!r}" for n, fig in found[:MAX_LISTED])
+        more = f" and {len(found) - MAX_LISTED} more" if len(found) > MAX_LISTED else ""
+        raise KernlogError(f"{len(found)} figure(s) in the log's prose come from no profile: {listed}{more}; "
+                           "write each as <!--fig KERNEL/REV QUANTITY-->value<!--/fig--> or inside a dated "
+                           "<!--history DATE COMMIT-->...<!--/history--> region (README: Prose)")

@@ -1,0 +1,66 @@
+"""Prose that cannot go stale: a figure marker is filled from the profiles, so changing a
+stored figure makes `report --check` fail on the prose that quoted it; an unsourced figure
+fails the check; a dated history region is exempt."""
+from click.testing import CliRunner
+
+from kernlog import prose
+from kernlog.cli import main
+
+from .helpers import make_record, put, scratch_repo
+
+PROSE = ("# KERNEL_LOG\n\nThe tuned step runs at <!--fig softmax/torch_compile tbps .2f-->?<!--/fig--> TB/s, "
+         "<!--fig softmax/torch_compile speedup:torch .2f-->?<!--/fig-->x eager.\n")
+
+
+def run(root, *args):
+    return CliRunner().invoke(main, ["--root", str(root), "report", *args])
+
+
+def repo_with(tmp_path, text=PROSE):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    root = scratch_repo(tmp_path)
+    put(root, make_record("torch", median_ms=0.12))
+    put(root, make_record("torch_compile", median_ms=0.10, seed=1))
+    (root / "KERNEL_LOG.md").write_text(text)
+    return root
+
+
+def test_a_changed_stored_figure_fails_the_check_on_the_prose_that_quoted_it(tmp_path):
+    root = repo_with(tmp_path)
+    assert run(root).exit_code == 0
+    log = (root / "KERNEL_LOG.md").read_text()
+    rec = make_record("torch_compile", median_ms=0.10, seed=1)
+    tbps = rec["bytes_moved"] / rec["metrics"]["wall_ms"] / 1e9
+    assert f"-->{tbps:.2f}<!--/fig--> TB/s" in log and "-->1.20<!--/fig-->x eager" in log
+    assert run(root, "--check").exit_code == 0
+    put(root, make_record("torch_compile", median_ms=0.08, seed=1))  # re-profiled: a new figure
+    r = run(root, "--check")
+    assert r.exit_code == 2 and "KERNEL_LOG.md is out of date" in r.stderr
+    run(root)
+    assert "-->1.50<!--/fig-->x eager" in (root / "KERNEL_LOG.md").read_text()
+
+
+def test_an_unsourced_figure_fails_the_check_and_a_dated_one_does_not(tmp_path):
+    root = repo_with(tmp_path, PROSE + "\nIt once ran at 2.5 TB/s and was 13x faster.\n")
+    run(root)
+    r = run(root, "--check")
+    assert r.exit_code == 2 and "2 figure(s) in the log's prose come from no profile" in r.stderr
+    assert "line 5: '2.5 TB/s'; line 5: '13x'" in r.stderr
+    dated = PROSE + "\n<!--history 2026-11-22 abc1234-->\nIt once ran at 2.5 TB/s, `x = 3%`.\n<!--/history-->\n"
+    root2 = repo_with(tmp_path / "b", dated)
+    run(root2)
+    assert run(root2, "--check").exit_code == 0
+
+
+def test_the_figure_pattern_spares_shapes_names_and_code():
+    text = "8192x4096 fp32 on an NVIDIA H100 80GB HBM3, `v[i] *= 2x`, ```\n3.0 TB/s\n```, but 0.95x and 96% and 65 us"
+    assert [f for _, f in prose.unsourced(text)] == ["0.95x", "96%", "65 us"]
+
+
+def test_a_marker_naming_no_profile_or_quantity_is_one_line(tmp_path):
+    for text, message in (("<!--fig softmax/v9 tbps-->1<!--/fig-->", "no revision 'v9'"),
+                          ("<!--fig softmax/torch nope-->1<!--/fig-->", "the figure 'nope' of softmax/torch"),
+                          ("<!--fig softmax/torch-->1<!--/fig-->", "expected KERNEL/REV[@SELECTOR] QUANTITY")):
+        root = repo_with(tmp_path / str(abs(hash(text))), "# KERNEL_LOG\n\n" + text + "\n")
+        r = run(root)
+        assert r.exit_code == 2 and message in r.stderr and "Traceback" not in r.output, r.output
