@@ -32,10 +32,21 @@ def largest_deltas(a: dict, b: dict, n: int = TOP_DELTAS, bands=None) -> list[di
     holds), the largest relative moves first; wall time is the verdict's, not listed here."""
     rows = [r for r in metric_rows(a, b, bands) if r.judgement in ("better", "worse") and r.metric != "wall_ms"]
     out = [{"label": r.label, "unit": r.unit, "a": r.a, "b": r.b,
-            "pct": 100.0 * (r.ratio - 1) if r.ratio is not None else float("inf"), "judgement": r.judgement}
-           for r in rows]
-    out.sort(key=lambda r: (-min(abs(r["pct"]), 1e9), r["label"]))
+            "pct": 100.0 * (r.ratio - 1) if r.ratio is not None else float("inf"), "judgement": r.judgement,
+            "weight": _weight(r, a, b)} for r in rows]
+    out.sort(key=lambda r: (-r["weight"], r["label"]))
     return out[:n]
+
+
+def _weight(row, a: dict, b: dict) -> float:
+    """How much a move matters to time. A stall: the warp-cycles it gained or lost (cycles per
+    instruction times instructions) as a share of all the stalled cycles before, so a tiny
+    stall that tripled ranks low. Any other metric: its relative change, capped at 10x."""
+    if row.metric.startswith("stall_") and a.get("instructions") and b.get("instructions"):
+        total = sum(v for k, v in a.items() if k.startswith("stall_") and v) * a["instructions"]
+        moved = (b.get(row.metric) or 0) * b["instructions"] - (a.get(row.metric) or 0) * a["instructions"]
+        return abs(moved) / total if total else 0.0
+    return min(abs(row.ratio - 1), 10.0) if row.ratio is not None else 10.0
 
 
 def _rate(rec: dict) -> dict:

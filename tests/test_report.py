@@ -234,3 +234,18 @@ def test_the_front_page_names_ties_with_the_fastest_rather_than_one_inside_the_n
     row = next(line for line in summary.splitlines() if "8192x4096" in line).split("|")
     assert row[5].strip() == "v0_naive" and row[6].strip() in ("v5_tuned ≈ v4_vectorized", "v4_vectorized ≈ v5_tuned")
     assert float(row[8]) == pytest.approx(10.0, rel=0.05) and float(row[9]) == pytest.approx(1.3, rel=0.05)
+
+
+def test_largest_moves_rank_a_stall_by_the_cycles_it_moved_not_its_percent():
+    a = {"instructions": 100.0, "stall_long_scoreboard": 40.0, "stall_barrier": 1.0, "stall_wait": 2.0,
+         "dram_mb": 500.0}
+    b = {"instructions": 100.0, "stall_long_scoreboard": 30.0, "stall_barrier": 3.0, "stall_wait": 2.0,
+         "dram_mb": 480.0}
+    moves = report.largest_deltas(a, b)
+    labels = [m["label"] for m in moves]
+    # barrier tripled (+200%) but moved 2 of 43 stalled cycles per instruction; long scoreboard
+    # fell 25% and moved 10 of them: it leads
+    assert labels.index("stall: long scoreboard") < labels.index("stall: barrier")
+    weights = {m["label"]: m["weight"] for m in moves}
+    assert weights["stall: long scoreboard"] == pytest.approx(10 / 43)
+    assert weights["stall: barrier"] == pytest.approx(2 / 43)
