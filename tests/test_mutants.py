@@ -357,10 +357,11 @@ def test_largest_moves_carry_their_figures_and_leave_wall_time_to_the_verdict():
     b = {"dram_mb": 100.0, "dram_gbps": 2000.0, "instructions": 30.0, "wall_ms": 2.0, "spill_insts": 500.0}
     assert report.largest_deltas(a, b) == [
         {"label": "register-spill instructions", "unit": "inst", "a": 0.0, "b": 500.0, "pct": float("inf"),
-         "judgement": "worse"},  # from none: no ratio, listed first
+         "judgement": "worse", "weight": 10.0},  # from none: no ratio, the capped weight, listed first
         {"label": "warp instructions executed", "unit": "M inst", "a": 10.0, "b": 30.0, "pct": 200.0,
-         "judgement": "worse"},
-        {"label": "DRAM throughput", "unit": "GB/s", "a": 1000.0, "b": 2000.0, "pct": 100.0, "judgement": "better"}]
+         "judgement": "worse", "weight": 2.0},
+        {"label": "DRAM throughput", "unit": "GB/s", "a": 1000.0, "b": 2000.0, "pct": 100.0, "judgement": "better",
+         "weight": 1.0}]
     assert len(report.largest_deltas(a, b, n=2)) == 2
 
 
