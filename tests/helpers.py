@@ -65,3 +65,21 @@ def put(root: Path, rec: dict, report: Path = SECTIONS_REP) -> Path:
     tmp = root / "profiles" / f".put-{rec['revision']}.ncu-rep"
     shutil.copyfile(report, tmp)
     return store.save_profile(root, json.loads(json.dumps(rec)), tmp, force=True)
+
+
+def git(root: Path, *args: str) -> str:
+    """Run git in `root`; its stdout, stripped (a failing command raises)."""
+    import subprocess
+
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def git_repo(path: Path) -> Path:
+    """scratch_repo at `path` as a git repository (kernels/, a link to this repository's, ignored)."""
+    path.mkdir(parents=True, exist_ok=True)
+    root = scratch_repo(path)
+    (root / ".gitignore").write_text("kernels\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    return root

@@ -11,22 +11,12 @@ from kernlog import atref, history
 from kernlog.errors import KernlogError
 from kernlog.select import parse_side
 
-from .helpers import GPU, make_record, put, scratch_repo
-
-
-def git(root, *args):
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+from .helpers import GPU, git, git_repo, make_record, put
 
 
 @pytest.fixture
 def repo(tmp_path):
-    (tmp_path / "repo").mkdir()
-    root = scratch_repo(tmp_path / "repo")
-    (root / ".gitignore").write_text("kernels\n")  # a link to this repository's kernels/, not committed
-    git(root, "init", "-q")
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
-    return root
+    return git_repo(tmp_path / "repo")
 
 
 def commit(root, message, marker):

@@ -2,18 +2,13 @@
 noise does not, another GPU's profile is refused unless asked for, a bad profile at a ref is
 one line and exit 2."""
 import json
-import subprocess
 
 import pytest
 from click.testing import CliRunner
 
 from kernlog.cli import main
 
-from .helpers import make_record, put, scratch_repo
-
-
-def git(root, *args):
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+from .helpers import git, git_repo, make_record, put
 
 
 def run(root, *args):
@@ -22,11 +17,7 @@ def run(root, *args):
 
 @pytest.fixture
 def repo(tmp_path):
-    root = scratch_repo(tmp_path)
-    (root / ".gitignore").write_text("kernels\n")
-    git(root, "init", "-q")
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
+    root = git_repo(tmp_path)
     put(root, make_record("torch", median_ms=0.100, seed=1))
     put(root, make_record("torch_compile", median_ms=0.090, seed=2))
     git(root, "add", "-A")

@@ -2,18 +2,13 @@
 against the one before (a step only beyond the noise), and any entry a side of a diff as
 COMMIT:KERNEL/REV; a git repository built here, its profiles from real H100 reports."""
 import json
-import subprocess
 
 import pytest
 from click.testing import CliRunner
 
 from kernlog.cli import main
 
-from .helpers import make_record, put, scratch_repo
-
-
-def git(root, *args):
-    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout.strip()
+from .helpers import git, git_repo, make_record, put
 
 
 def run(root, *args):
@@ -22,11 +17,7 @@ def run(root, *args):
 
 @pytest.fixture
 def repo(tmp_path):
-    root = scratch_repo(tmp_path)
-    git(root, "init", "-q")
-    git(root, "config", "user.email", "t@example.com")
-    git(root, "config", "user.name", "t")
-    return root
+    return git_repo(tmp_path)
 
 
 def commit(root, rec, message):
