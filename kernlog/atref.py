@@ -34,7 +34,7 @@ def commits(root: Path, spec: str) -> list[str]:
     if ".." in spec:
         a, _, b = spec.partition("..")
         base, tip = gitrefs.resolve(root, a or "HEAD"), gitrefs.resolve(root, b or "HEAD")
-        out = gitrefs._git(root, "rev-list", "--reverse", f"{base}..{tip}").split()
+        out = gitrefs.git(root, "rev-list", "--reverse", f"{base}..{tip}").split()
         if not out:
             raise KernlogError(f"{spec} holds no commit (is {a} an ancestor of {b}?)")
         return out

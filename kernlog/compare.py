@@ -29,16 +29,9 @@ def _key(rec: dict) -> tuple:
 
 
 def at_ref(root: Path, ref: str) -> tuple[str, dict]:
-    """(commit, {key: profile}) of the profiles `ref` stored (profiles/<gpu>/<kernel>/*.json)."""
+    """(commit, {key: profile}) of the profiles `ref` stored."""
     commit = gitrefs.resolve(root, ref)
-    sizes = gitrefs.paths(root, commit, "profiles/*")
-    out = {}
-    for path in sorted(sizes):
-        parts = Path(path).parts
-        if len(parts) == 4 and path.endswith(".json") and parts[3] not in ("ceilings.json",):
-            rec = gitrefs.load_at(root, commit, path, sizes)
-            out[_key(rec)] = rec
-    return commit, out
+    return commit, {_key(rec): rec for rec in gitrefs.profiles_at(root, commit)}
 
 
 def in_tree(root: Path) -> dict:

@@ -17,7 +17,7 @@ from . import store
 from .errors import KernlogError
 
 
-def _git(root: Path, *args: str, binary: bool = False):
+def git(root: Path, *args: str, binary: bool = False):
     try:
         done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=not binary, timeout=60)
     except FileNotFoundError:
@@ -33,27 +33,37 @@ def resolve(root: Path, ref: str) -> str:
     if not ref or ref.startswith("-"):
         raise KernlogError(f"bad git ref {ref!r}")
     try:
-        return _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").strip()
+        return git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").strip()
     except KernlogError:
         raise KernlogError(f"{ref!r} names no commit of this repository (`git log` lists them)") from None
 
 
-def paths(root: Path, commit: str, pattern: str) -> dict[str, int]:
-    """{path: size} of the files under profiles/ at `commit` matching the glob `pattern`."""
-    import fnmatch
-
+def paths(root: Path, commit: str) -> dict[str, int]:
+    """{path: size} of every file under profiles/ at `commit`."""
     out = {}
-    for line in _git(root, "ls-tree", "-r", "-l", commit, "--", "profiles/").splitlines():
+    for line in git(root, "ls-tree", "-r", "-l", commit, "--", "profiles/").splitlines():
         meta, _, path = line.partition("\t")
-        if fnmatch.fnmatch(path, pattern):
-            size = meta.split()[3]
-            out[path] = int(size) if size.isdigit() else -1
+        size = meta.split()[3]
+        out[path] = int(size) if size.isdigit() else -1
+    return out
+
+
+def profiles_at(root: Path, commit: str, kernel: str | None = None, revision: str | None = None) -> list[dict]:
+    """Every profile `commit` stored (of `kernel`, of `revision`), each checked by load_at:
+    the JSONs of profiles/<gpu>/<kernel>/, not those of its noise/ or at/ folders."""
+    sizes = paths(root, commit)
+    out = []
+    for path in sorted(sizes):
+        parts = Path(path).parts
+        if (len(parts) == 4 and path.endswith(".json") and kernel in (None, parts[2])
+                and (revision is None or parts[3].startswith(f"{revision}."))):
+            out.append(load_at(root, commit, path, sizes))
     return out
 
 
 def log(root: Path, path: str) -> list[tuple[str, str]]:
     """(commit, committer date) of every commit that changed `path`, oldest first."""
-    text = _git(root, "log", "--format=%H%x09%cI", "--", path)
+    text = git(root, "log", "--format=%H%x09%cI", "--", path)
     return [tuple(line.split("\t")) for line in reversed(text.splitlines()) if line]
 
 
@@ -62,7 +72,7 @@ def load_at(root: Path, commit: str, path: str, sizes: dict[str, int] | None = N
     commit) and "_commit" the full id."""
     where = f"{commit[:10]}:{path}"
     try:
-        rec = json.loads(_git(root, "show", f"{commit}:{path}", binary=True))
+        rec = json.loads(git(root, "show", f"{commit}:{path}", binary=True))
     except ValueError as exc:
         raise KernlogError(f"cannot read profile {where}: not valid JSON ({exc})") from None
     if not isinstance(rec, dict) or rec.get("schema") != store.SCHEMA:
@@ -72,7 +82,7 @@ def load_at(root: Path, commit: str, path: str, sizes: dict[str, int] | None = N
         raise KernlogError(f"{where} {problem}")
     report = str(Path(path).parent / rec["ncu"]["report"])
     if sizes is None:
-        sizes = paths(root, commit, report)
+        sizes = paths(root, commit)
     if sizes.get(report) != rec["ncu"]["report_bytes"]:
         recorded = rec["ncu"]["report_bytes"]
         what = "missing" if report not in sizes else f"{sizes[report]} bytes, the profile recorded {recorded}"

@@ -16,6 +16,7 @@ from . import gitrefs, store, units
 from .atref import FAILED
 from .ceiling import achieved_gbps
 from .diff import timing_verdict
+from .errors import KernlogError
 from .noise import bands_for
 from .select import Side, resolve_one
 from .spec import format_shape
@@ -30,7 +31,7 @@ def entries(root: Path, side: Side) -> tuple[dict, list[dict]]:
     for commit, _date in gitrefs.log(root, path):
         try:
             recs.append(gitrefs.load_at(root, commit, path))
-        except Exception as exc:  # noqa: BLE001 - a commit whose files do not load is listed, not fatal
+        except KernlogError as exc:  # a commit whose files do not load is listed, not fatal
             recs.append({"_commit": commit, "_path": f"{commit[:10]}:{path}", "_error": str(exc)})
     head = recs[-1] if recs else None
     fields = ("timing", "source_sha256", "captured_at")
@@ -61,8 +62,8 @@ def _when(root: Path, rec: dict, dates: dict) -> str:
     commit = rec.get("_at") or ((rec.get("git") or {}).get("commit") if "_error" not in rec else rec.get("_commit"))
     if isinstance(commit, str) and commit not in dates:
         try:
-            dates[commit] = gitrefs._git(root, "show", "-s", "--format=%cI", commit).strip() or None
-        except Exception:  # noqa: BLE001 - not a commit git knows ("HEAD" of an old profile, a shallow clone)
+            dates[commit] = gitrefs.git(root, "show", "-s", "--format=%cI", commit).strip() or None
+        except KernlogError:  # not a commit git knows ("HEAD" of an old profile, a shallow clone)
             dates[commit] = None
     return (dates.get(commit) if isinstance(commit, str) else None) or rec.get("captured_at") or ""
 

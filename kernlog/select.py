@@ -87,10 +87,7 @@ def stored_at(root: Path, ref: str, kernel: str, revision: str) -> list[dict]:
     """Every profile of one revision as the commit `ref` stored it (a bad one is an error)."""
     from . import gitrefs
 
-    commit = gitrefs.resolve(root, ref)
-    sizes = gitrefs.paths(root, commit, f"profiles/*/{kernel}/*")
-    recs = [gitrefs.load_at(root, commit, path, sizes) for path in sorted(sizes)
-            if Path(path).name.startswith(f"{revision}.") and path.endswith(".json")]
+    recs = gitrefs.profiles_at(root, gitrefs.resolve(root, ref), kernel, revision)
     return [r for r in recs if r["revision"] == revision and r["kernel"] == kernel]
 
 

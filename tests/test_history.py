@@ -88,3 +88,15 @@ def test_a_commit_whose_report_was_not_committed_is_refused(repo):
     rows = json.loads(run(repo, "history", "softmax/torch", "--format", "json").stdout)["entries"]
     errors = [e for e in rows if "error" in e]
     assert len(rows) == 2 and len(errors) == 1 and "is missing" in errors[0]["error"]  # listed, not fatal
+
+
+def test_a_commit_side_takes_the_profile_not_the_noise_calibration_of_that_name(repo):
+    c1 = commit(repo, version(0.100, 1, "a"), "first")
+    noise = repo / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "noise"
+    noise.mkdir()
+    (noise / "torch.8192x4096.fp32.json").write_text('{"revision": "torch", "runs": []}')  # not a profile
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a calibration")
+    r = run(repo, "diff", "HEAD:softmax/torch", f"{c1[:7]}:softmax/torch", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["timing"]["ratio"] == pytest.approx(1.0)
