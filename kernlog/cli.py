@@ -242,12 +242,17 @@ def lookup_options(fn):
     return fn
 
 
-@main.command()
-@click.argument("rev", metavar="KERNEL/REVISION[@SELECTOR]")
-@lookup_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-@click.pass_context
-@handled
+def one_profile_command(fn):
+    """A command on one stored revision: KERNEL/REVISION[@SELECTOR], --shape/--dtype/--gpu, --format."""
+    fn = handled(fn)
+    fn = click.pass_context(fn)
+    fn = click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")(fn)
+    fn = lookup_options(fn)
+    fn = click.argument("rev", metavar="KERNEL/REVISION[@SELECTOR]")(fn)
+    return main.command()(fn)
+
+
+@one_profile_command
 def show(ctx, rev, shape, dtype, gpu, fmt):
     """One stored revision's metrics and ncu findings."""
     from .show import render
@@ -255,12 +260,7 @@ def show(ctx, rev, shape, dtype, gpu, fmt):
     click.echo(render(_root(ctx), _lookup(_root(ctx), rev, shape, dtype, gpu), fmt))
 
 
-@main.command()
-@click.argument("rev", metavar="KERNEL/REVISION[@SELECTOR]")
-@lookup_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
-@click.pass_context
-@handled
+@one_profile_command
 def history(ctx, rev, shape, dtype, gpu, fmt):
     """A revision's profiles across the commits that stored them, each judged against the one
     before (steps: faster or slower beyond the noise band). Any entry is a diff side:

@@ -139,6 +139,12 @@ def occupancy_limiter(action) -> str | None:
     return min(limits, key=limits.get) if limits else None
 
 
+def ranked_stalls(values: dict) -> list[tuple[str, float]]:
+    """(reason, cycles per issued instruction) of the stalls in a profile's metrics, the largest first."""
+    return sorted(((k[len("stall_"):], v) for k, v in values.items() if k.startswith("stall_") and v),
+                  key=lambda kv: (kv[1], kv[0]), reverse=True)
+
+
 def main_action(actions):
     """The kernel that ran longest of a revision's launches: the one its facts describe."""
     durations = [_value(a, "gpu__time_duration.sum") or 0.0 for a in actions]

@@ -27,6 +27,7 @@ from pathlib import Path
 import tomllib
 
 from .errors import KernlogError
+from .metrics import ranked_stalls
 
 SPEED = ("speedup", "speed_vs:")
 
@@ -61,8 +62,8 @@ def value(what: str, row: dict, rows: dict):
         a, b = (base["rec"]["metrics"].get(key) if base else None), m.get(key)
         return b / a if a and b is not None else None
     if what == "leading_stall":
-        stalls = {k[6:]: v for k, v in m.items() if k.startswith("stall_") and v}
-        return max(stalls, key=stalls.get) if stalls else None
+        stalls = ranked_stalls(m)
+        return stalls[0][0] if stalls else None
     rate = row["rate"]
     derived = {"pct_copy": rate.get("pct_copy"), "tbps": rate["gbps"] / 1e3, "tflops": rate.get("tflops"),
                "pct_matmul": rate.get("pct_matmul"),

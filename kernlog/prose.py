@@ -32,14 +32,14 @@ MAX_LISTED = 8
 
 
 def quantity(root: Path, rec: dict, what: str, resolve) -> float:
+    from .report import rate
     from .roofline import place
 
     m = rec["metrics"]
     ms = m["wall_ms"]
-    gbps = rec["bytes_moved"] / ms / 1e6
-    simple = {"us": ms * 1e3, "ms": ms, "tbps": gbps / 1e3, "gbps": gbps,
-              "pct_copy": 100 * gbps / rec["ceilings"]["copy_gbps"] if rec["ceilings"].get("copy_gbps") else None,
-              "tflops": rec["flops"] / ms / 1e9 if rec.get("flops") else None}
+    r = rate(rec)
+    simple = {"us": r["us"], "ms": ms, "tbps": r["gbps"] / 1e3, "gbps": r["gbps"], "pct_copy": r["pct_copy"],
+              "tflops": r.get("tflops")}
     if what in simple:
         value = simple[what]
     elif what == "pct_roof":

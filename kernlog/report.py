@@ -13,7 +13,7 @@ import jinja2
 from . import hotspots, predictions, prose, roofline, store
 from .ceiling import impossible
 from .diff import metric_rows, timing_verdict
-from .metrics import CATALOG
+from .metrics import CATALOG, ranked_stalls
 from .noise import Bands, load_calibrations
 from .spec import COPY, format_shape
 
@@ -23,8 +23,7 @@ TOP_DELTAS = 5
 
 
 def top_stalls(m: dict, n: int = 3) -> list[tuple[str, float]]:
-    stalls = sorted(((v, k[6:]) for k, v in m.items() if k.startswith("stall_") and v), reverse=True)
-    return [(name.replace("_", " "), v) for v, name in stalls[:n]]
+    return [(name.replace("_", " "), v) for name, v in ranked_stalls(m)[:n]]
 
 
 def largest_deltas(a: dict, b: dict, n: int = TOP_DELTAS, bands=None) -> list[dict]:
@@ -43,13 +42,13 @@ def _weight(row, a: dict, b: dict) -> float:
     instruction times instructions) as a share of all the stalled cycles before, so a tiny
     stall that tripled ranks low. Any other metric: its relative change, capped at 10x."""
     if row.metric.startswith("stall_") and a.get("instructions") and b.get("instructions"):
-        total = sum(v for k, v in a.items() if k.startswith("stall_") and v) * a["instructions"]
+        total = sum(v for _, v in ranked_stalls(a)) * a["instructions"]
         moved = (b.get(row.metric) or 0) * b["instructions"] - (a.get(row.metric) or 0) * a["instructions"]
         return abs(moved) / total if total else 0.0
     return min(abs(row.ratio - 1), 10.0) if row.ratio is not None else 10.0
 
 
-def _rate(rec: dict) -> dict:
+def rate(rec: dict) -> dict:
     ms = rec["metrics"]["wall_ms"]
     gbps = rec["bytes_moved"] / ms / 1e6
     copy, matmul = rec["ceilings"]["copy_gbps"], rec["ceilings"]["matmul_bf16_tflops"]  # null: not measured
@@ -90,7 +89,7 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
     rows, prev = [], None
     for r in recs:
         roof = roofline.place(r, kernel)
-        row = {"rec": r, "rate": _rate(r), "roof": roof, "bottleneck": roof["label"],
+        row = {"rec": r, "rate": rate(r), "roof": roof, "bottleneck": roof["label"],
                "stale": stale(r.get("source_sha256"), current, r["revision"]),
                "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3],
                "impossible": impossible(r, bands("dram_gbps").rel), "hot": hot_lines(r)}
@@ -107,7 +106,7 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
             prev = r
         rows.append(row)
     by_rev = {row["rec"]["revision"]: row for row in rows}
-    arc = _arc(rows, by_rev, bands("wall_ms"))
+    arc = _arc(rows, by_rev, bands("wall_ms"), steps[0]["revision"] if steps else None)
     for row in rows:  # each prediction judged against this ladder's measurements
         entry = (claims or {}).get(row["rec"]["revision"], {})
         row["judged"] = predictions.judge(entry.get("claims"), row, by_rev, row["rec"]["dtype"], bands("wall_ms").rel)
@@ -116,22 +115,20 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
             "arc": arc}
 
 
-def _arc(rows: list[dict], by_rev: dict, band) -> dict | None:
-    """The ladder's arc for the front page: the naive step, the fastest revision and every one
-    tied with it (not faster or slower beyond noise), and the speed of the fastest against
-    each reference."""
+def _arc(rows: list[dict], by_rev: dict, band, naive: str | None) -> dict | None:
+    """The ladder's arc for the front page: the first step (`naive`), the fastest revision and
+    every one tied with it (not faster or slower beyond noise), and the speed of the fastest
+    against each reference."""
     mine = [r for r in rows if r["rec"]["role"] != "reference"]
     if not mine:
         return None
     best = min(mine, key=lambda r: r["rec"]["metrics"]["wall_ms"])
     ties = [r["rec"]["revision"] for r in mine if r is not best and timing_verdict(
         best["rec"]["timing"]["samples_ms"], r["rec"]["timing"]["samples_ms"], band).verdict != "slower"]
-    naive = next((r for r in rows if r["rec"]["role"] == "step"), None)
     wall = best["rec"]["metrics"]["wall_ms"]
     refs = {name: by_rev[name]["rec"]["metrics"]["wall_ms"] / wall for name in ("torch", "torch_compile")
             if name in by_rev}
-    return {"best": best, "ties": ties, "naive": naive["rec"]["revision"] if naive else None,
-            "vs_naive": naive["rec"]["metrics"]["wall_ms"] / wall if naive else None, "refs": refs}
+    return {"best": best, "ties": ties, "naive": naive, "vs_naive": best["vs_naive"], "refs": refs}
 
 
 def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None) -> dict | None:
@@ -295,14 +292,27 @@ def render(root: Path, kernels: list, sections: list[dict] | None = None) -> str
     return prose.fill(root, splice(text, render_blocks(collect(root, kernels) if sections is None else sections)))
 
 
-def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
-    """One SVG per kernel and GPU: throughput against size, a line per revision."""
+def _pyplot():
+    """matplotlib's pyplot, headless, its SVG ids salted so a re-render writes the same bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "kernlog"
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def _save(plt, fig, path: Path) -> None:
+    path.parent.mkdir(exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Date": None})  # no date: the same data, the same file
+    plt.close(fig)
+
+
+def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
+    """One SVG per kernel and GPU: throughput against size, a line per revision."""
+    plt = _pyplot()
     written = []
     for s in sections:
         for sw in s["sweeps"]:
@@ -324,10 +334,7 @@ def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
                 ax.set_title(f"{s['kernel'].name} {dtype} ({sw['gpu']})")
                 ax.legend(fontsize=7)
             path = root / "reports" / f"{s['kernel'].name}_sweep.svg"
-            path.parent.mkdir(exist_ok=True)
-            fig.tight_layout()
-            fig.savefig(path, metadata={"Date": None})
-            plt.close(fig)
+            _save(plt, fig, path)
             written.append(path)
     return written
 
@@ -339,12 +346,7 @@ def plot_rooflines(root: Path, sections: list[dict]) -> list[Path]:
     """One SVG per ladder whose revisions have an intensity: each revision a point (achieved
     TFLOP/s at its FLOP per DRAM byte), the ladder's steps joined by arrows in ladder order,
     references hollow, under the measured bandwidth slope and the compute ceiling."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    matplotlib.rcParams["svg.hashsalt"] = "kernlog"
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     written = []
     for s in sections:
         for lad in s["ladders"]:
@@ -378,10 +380,7 @@ def plot_rooflines(root: Path, sections: list[dict]) -> list[Path]:
             ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}")
             ax.legend(fontsize=7, loc="lower right")
             path = root / lad["roofline"]
-            path.parent.mkdir(exist_ok=True)
-            fig.tight_layout()
-            fig.savefig(path, metadata={"Date": None})
-            plt.close(fig)
+            _save(plt, fig, path)
             written.append(path)
     return written
 

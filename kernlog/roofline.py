@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+from .metrics import ranked_stalls
+
 BOUND = 0.6  # of the roof it sits under: below this, the roof is not what limits it
 # Dense fp32 (CUDA cores, no tensor cores), TFLOP/s, from NVIDIA's spec sheets (SXM parts).
 SPEC_FP32_TFLOPS = {"NVIDIA H100 80GB HBM3": 66.9, "NVIDIA H200": 66.9}
@@ -82,10 +84,10 @@ def label(p: dict, m: dict, rec: dict) -> str:
         unit = f"DRAM {m['dram_pct']:.0f}% of peak" if p["side"] == "memory" and m.get("dram_pct") is not None else (
             f"SM {m['compute_pct']:.0f}% of peak" if m.get("compute_pct") is not None else "")
         return f"{p['side']}-bound: {pct:.0%} of the {roof}" + (f" ({unit})" if unit else "") + extra
-    stalls = sorted(((v, k[6:]) for k, v in m.items() if k.startswith("stall_") and v), reverse=True)
+    stalls = ranked_stalls(m)
     held = []
     if m.get("achieved_occupancy_pct") is not None:
         held.append(f"occupancy {m['achieved_occupancy_pct']:.0f}%")
     if stalls:
-        held.append(f"top stall {stalls[0][1].replace('_', ' ')} ({stalls[0][0]:.1f} cycles/inst)")
+        held.append(f"top stall {stalls[0][0].replace('_', ' ')} ({stalls[0][1]:.1f} cycles/inst)")
     return f"latency-bound: {pct:.0%} of the {roof} it sits under" + (f"; {', '.join(held)}" if held else "") + extra
