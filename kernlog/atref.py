@@ -5,10 +5,15 @@ never touched) and profiled there by a `kernlog profile` process of its own: tod
 on that commit's kernels/. Its profiles then move under
 profiles/<gpu>/<kernel>/at/<commit:12>/, beside today's, which they never replace;
 `kernlog history` lists them with the committed versions, by the date of the commit
-profiled. A revision whose source hash already has a profile on this GPU (today's or an
-at/ entry) is skipped. A commit whose process fails (a revision that does not build or
-fails the gate, kernels written for an older tool) is recorded in at/<commit:12>/failed.json
-and skipped; --range goes on with the next.
+profiled.
+
+Before any GPU work the commits are planned on the CPU: --range visits only the commits
+that change a file under kernels/ (SOURCE_PATHS), and each commit profiles only
+the revisions whose (name, source hash) no profile on this GPU has yet -- today's, an at/
+entry, or an older commit of the range. On a host with several GPUs the commits are
+profiled side by side, one per GPU (kernlog.spread). A commit whose process fails (a
+revision that does not build or fails the gate, kernels written for an older tool) is
+recorded in at/<commit:12>/failed.json and skipped; --range goes on with the next.
 """
 from __future__ import annotations
 
@@ -22,21 +27,29 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import gitrefs, store
+from . import gitrefs, spread, store
 from .errors import KernlogError
 
 FAILED = "failed.json"
+# What of a commit's tree a revision's hash can cover: the operator folders and the picker and
+# shared code beside them. The tool's own files in a hash (provenance.KIND_FILES, kl_cuda.cuh)
+# are today's tool's: the commit's copies never run.
+SOURCE_PATHS = ("kernels",)
+# The processes for a commit start here, so that `kernlog` is today's tool (installed or this
+# checkout), never the copy inside the commit's tree.
+TOOL_HOME = Path(__file__).resolve().parent.parent
 
 
-def commits(root: Path, spec: str) -> list[str]:
+def commits(root: Path, spec: str, paths: tuple[str, ...] | None = None) -> list[str]:
     """The commits `spec` names, oldest first: one ref, or A..B as git reads it (B's
-    ancestors that are not A's)."""
+    ancestors that are not A's) that change a file under `paths` (default SOURCE_PATHS)."""
+    paths = paths or SOURCE_PATHS
     if ".." in spec:
         a, _, b = spec.partition("..")
         base, tip = gitrefs.resolve(root, a or "HEAD"), gitrefs.resolve(root, b or "HEAD")
-        out = gitrefs.git(root, "rev-list", "--reverse", f"{base}..{tip}").split()
+        out = gitrefs.git(root, "rev-list", "--reverse", f"{base}..{tip}", "--", *paths).split()
         if not out:
-            raise KernlogError(f"{spec} holds no commit (is {a} an ancestor of {b}?)")
+            raise KernlogError(f"{spec} holds no commit that changes {', '.join(paths)} (is {a} an ancestor of {b}?)")
         return out
     return [gitrefs.resolve(root, spec)]
 
@@ -53,18 +66,34 @@ def at_dir(root: Path, gpu: str, kernel: str, commit: str) -> Path:
     return store.kernel_dir(root, gpu, kernel) / "at" / commit[:12]
 
 
-def known_hashes(root: Path, gpu: str, kernel: str) -> set[str]:
-    """Source hashes already profiled on this GPU: today's profiles and every at/ entry."""
+def known(root: Path, gpu: str, kernel: str) -> set[tuple[str, str]]:
+    """(revision, source hash) of every profile on this GPU: today's and every at/ entry.
+    A hash alone names no revision: a kernel's torch and torch_compile share their op's."""
     folder = store.kernel_dir(root, gpu, kernel)
     out = set()
     for path in [*folder.glob("*.json"), *folder.glob("at/*/*.json")]:
         try:
-            sha = json.loads(path.read_text()).get("source_sha256")
-        except (OSError, ValueError, AttributeError):
+            rec = json.loads(path.read_text())
+        except (OSError, ValueError):
             continue
-        if isinstance(sha, str):
-            out.add(sha)
+        if isinstance(rec, dict) and isinstance(rec.get("revision"), str) and isinstance(rec.get("source_sha256"), str):
+            out.add((rec["revision"], rec["source_sha256"]))
     return out
+
+
+def tree_hashes(tree: Path, kernel: str) -> dict[str, str] | None:
+    """revision -> source hash, as today's tool reads `tree`'s kernels/ (a process of its
+    own: each tree's kernels package is a different module of one name); None where that
+    tree's kernel does not load."""
+    code = ("import json, sys; from pathlib import Path; from kernlog.registry import load_kernel; "
+            "k = load_kernel(Path(sys.argv[1]), sys.argv[2]); "
+            "print(json.dumps({r.name: r.sha256() for r in k.revisions}))")
+    done = subprocess.run([sys.executable, "-c", code, str(tree), kernel], capture_output=True, text=True,
+                          cwd=TOOL_HOME, timeout=300)
+    try:
+        return json.loads(done.stdout.splitlines()[-1]) if done.returncode == 0 else None
+    except (ValueError, IndexError):
+        return None
 
 
 def export(root: Path, commit: str, dest: Path) -> None:
@@ -83,17 +112,14 @@ def export(root: Path, commit: str, dest: Path) -> None:
 
 
 def _run(cmd: list[str], env: dict, timeout: float) -> tuple[int, str]:
-    try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return 124, f"no result in {timeout:.0f} s"
-    return done.returncode, done.stdout + done.stderr
+    return spread.run(cmd, env, timeout, cwd=TOOL_HOME)
 
 
 def profile_at(root: Path, kernel: str, commit: str, gpu: str, args: list[str], progress: Callable[[str], None],
-               run=_run, timeout: float = 3600.0) -> list[Path]:
+               run=_run, timeout: float = 3600.0, env: dict | None = None) -> list[Path]:
     """Profile `kernel` as `commit` had it (`args`: profile's options) into at/<commit:12>/;
-    the JSONs written there. A failed process is recorded there (failed.json), not raised."""
+    the JSONs written there. A failed process is recorded there (failed.json), not raised.
+    `env`: more of the process's environment (the GPU it may use)."""
     dest = at_dir(root, gpu, kernel, commit)
     with tempfile.TemporaryDirectory(prefix="kernlog-at-") as tmp:
         tree = Path(tmp)
@@ -102,9 +128,8 @@ def profile_at(root: Path, kernel: str, commit: str, gpu: str, args: list[str], 
         if ceilings.exists():
             (tree / "profiles" / gpu).mkdir(parents=True)
             shutil.copy(ceilings, tree / "profiles" / gpu / "ceilings.json")
-        skip = [a for sha in sorted(known_hashes(root, gpu, kernel)) for a in ("--skip-hash", sha)]
-        cmd = [sys.executable, "-m", "kernlog", "--root", str(tree), "profile", kernel, *args, *skip]
-        code, out = run(cmd, dict(os.environ, KERNLOG_COMMIT=commit), timeout)
+        cmd = [sys.executable, "-m", "kernlog", "--root", str(tree), "profile", kernel, *args, "--gpus", "1"]
+        code, out = run(cmd, dict(os.environ, KERNLOG_COMMIT=commit, **(env or {})), timeout)
         made = tree / "profiles" / gpu / kernel
         files = sorted(p for p in made.iterdir() if p.is_file()) if made.is_dir() else []
         if code != 0:
@@ -130,30 +155,55 @@ def profile_at(root: Path, kernel: str, commit: str, gpu: str, args: list[str], 
     return written
 
 
-def profile_args(revs=(), shape=None, dtype=None, force=False, clock_control="none", cache_control="all",
-                 sections=()) -> list[str]:
-    """`kernlog profile`'s options as the process for one commit takes them."""
-    return ([a for r in revs for a in ("--rev", r)] + (["--shape", "x".join(map(str, shape))] if shape else [])
-            + (["--dtype", dtype] if dtype else []) + (["--force"] if force else [])
-            + ["--clock-control", clock_control, "--cache-control", cache_control]
-            + [a for sec in sections for a in ("--section", sec)])
+def plan(root: Path, kernel: str, commits_: list[str], gpu: str, revs=(), hashes=tree_hashes,
+         progress: Callable[[str], None] = print) -> list[tuple[str, list[str] | None]]:
+    """(commit, the revisions to profile there) for each commit with something new, oldest
+    first: a revision (of `revs`, if given) is profiled at the first commit where its
+    (name, source hash) has no profile on this GPU. None: the commit's hashes could not be
+    read (its kernels do not load with today's tool); its process is left to say why."""
+    seen = known(root, gpu, kernel)
+    out = []
+    for commit in commits_:
+        with tempfile.TemporaryDirectory(prefix="kernlog-plan-") as tmp:
+            export(root, commit, Path(tmp))
+            found = hashes(Path(tmp), kernel)
+        if found is None:
+            out.append((commit, list(revs) or None))
+            continue
+        new = [r for r, sha in found.items() if (not revs or r in revs) and (r, sha) not in seen]
+        if not new:
+            progress(f"{commit[:12]}: every revision already profiled at its source hash")
+            continue
+        seen |= {(r, found[r]) for r in new}
+        out.append((commit, new))
+    return out
 
 
 def profile_commits(root: Path, kernel: str, at: str | None, range_: str | None, opts: dict,
-                    progress: Callable[[str], None] = print, run=_run, gpu: str | None = None) -> list[Path]:
-    """profile_at for the commit --at names or each commit of --range, oldest first; `opts`
-    are profile_args' keywords."""
+                    progress: Callable[[str], None] = print, run=_run, gpu: str | None = None,
+                    gpus: list[str] | None = None, hashes=tree_hashes) -> list[Path]:
+    """profile_at for the commit --at names or each commit of --range with a revision to
+    profile (plan), oldest first, side by side on `gpus` (default: every visible GPU of the
+    first's model); `opts` are spread.profile_args' keywords."""
     from . import provenance
 
     spec = require_one(at, range_)
-    args = profile_args(**opts)
     if gpu is None:
         from .profiler import require_gpu
 
         require_gpu()
         gpu = provenance.gpu_info()["slug"]
-    written = []
-    for i, commit in enumerate(commits(root, spec), 1):
-        progress(f"commit {commit[:12]} ({i})")
-        written += profile_at(root, kernel, commit, gpu, args, progress, run)
-    return written
+    gpus = gpus if gpus is not None else (spread.visible_gpus() or ["0"])
+    jobs = plan(root, kernel, commits(root, spec), gpu, opts.get("revs", ()), hashes, progress)
+    if not jobs:
+        return []
+    progress(f"{len(jobs)} commit(s) to profile on {len(gpus)} GPU(s)")
+    rest = {k: v for k, v in opts.items() if k != "revs"}
+
+    def work(job, device):
+        commit, revs = job
+        progress(f"commit {commit[:12]}: {', '.join(revs) if revs else 'every revision'} (GPU {device})")
+        args = spread.profile_args(revs=revs or (), **rest)
+        return profile_at(root, kernel, commit, gpu, args, progress, run, env={spread.GPUS_ENV: device})
+
+    return [p for written in spread.on_gpus(jobs, gpus, work) for p in written]

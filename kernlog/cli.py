@@ -171,18 +171,22 @@ def check(ctx, kernel_name, revs, device, dtype):
 @click.option("--section", "sections", multiple=True, help="ncu section (repeatable; default: kernlog's list).")
 @click.option("--at", "at", metavar="REF", help="The revisions as commit REF had them (into .../<kernel>/at/).")
 @click.option("--range", "range_", metavar="A..B", help="--at each commit of A..B, oldest first.")
-@click.option("--skip-hash", "skip_hashes", multiple=True, hidden=True)
+@click.option("--gpus", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Spread the work over at most N GPUs, a process each (default: every visible GPU of the first's "
+                   "model).")
 @click.pass_context
 @handled
-def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_control, sections, at, range_,
-            skip_hashes):
+def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_control, sections, at, range_, gpus):
     """Gate, time and ncu-profile a kernel's revisions into profiles/ (needs a GPU and ncu).
 
     With --at or --range, each commit's tree is exported (the work tree is never touched) and
     profiled by a process of its own; a revision whose source hash is already profiled on this
-    GPU is skipped, and a commit that fails is recorded in at/<commit>/failed.json and skipped."""
-    from .profiler import Options
-    from .profiler import profile as run
+    GPU is skipped, and a commit that fails is recorded in at/<commit>/failed.json and skipped.
+    --range visits only commits that change kernels/.
+
+    On a host with several GPUs the revisions (or the commits) are dealt out to them, a
+    process per GPU, and each profile names the GPU it ran on."""
+    from .profiler import Options, profile_on_gpus
     from .registry import load_kernel
 
     root = _root(ctx)
@@ -191,15 +195,21 @@ def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_co
 
         opts = dict(revs=revs, shape=shape, dtype=dtype, force=force, clock_control=clock_control,
                     cache_control=cache_control, sections=sections)
-        for path in profile_commits(root, kernel_name, at, range_, opts, progress=lambda s: click.echo(s, err=True)):
+        gpu_list = None
+        if gpus is not None:
+            from .spread import visible_gpus
+
+            gpu_list = (visible_gpus() or ["0"])[:gpus]
+        for path in profile_commits(root, kernel_name, at, range_, opts, progress=lambda s: click.echo(s, err=True),
+                                    gpus=gpu_list):
             click.echo(str(path.relative_to(root)))
         return
     kernel = load_kernel(root, kernel_name)
-    opts = Options(shape=shape, dtype=dtype, force=force, clock_control=clock_control, cache_control=cache_control,
-                   skip_hashes=frozenset(skip_hashes))
+    opts = Options(shape=shape, dtype=dtype, force=force, clock_control=clock_control, cache_control=cache_control)
     if sections:
         opts.sections = tuple(sections)
-    written = run(root, kernel, _revisions(kernel, revs), opts, progress=lambda s: click.echo(s, err=True))
+    written = profile_on_gpus(root, kernel, _revisions(kernel, revs), opts, gpus,
+                              progress=lambda s: click.echo(s, err=True))
     for path in written:
         click.echo(str(path.relative_to(root)))
 

@@ -33,7 +33,6 @@ class Options:
     sections: tuple[str, ...] = metrics.SECTIONS
     timing_budget_s: float = 1.0
     ncu_timeout_s: float = 900.0
-    skip_hashes: frozenset = frozenset()  # source hashes profiled elsewhere (--at: an earlier commit's)
 
 
 def require_gpu() -> str:
@@ -140,21 +139,78 @@ class Timed:
     started: float
 
 
-def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
-                   progress) -> Timed | None:
-    """Gate and timing pass of one revision, in this process; None if it failed the gate
-    (before or after the timing pass)."""
+def _check(kernel: Kernel, rev: Revision, dtype: str, device: str | None = None) -> tuple:
+    """The correctness gate of one revision in this process: ("ok", summary) or ("failed",
+    the first failure's line); raises Unsupported where the GPU lacks what it needs."""
+    results = gate.check_revision(kernel, rev, device or DEVICE, dtypes=[dtype], launch=rev.load())
+    bad = gate.first_failure(results)
+    if bad is not None:
+        return ("failed", bad.line())
+    return ("ok", {"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
+
+
+def _gate_outcome(root: str, kernel_name: str, rev_name: str, dtype: str, device: str) -> tuple:
+    """A gate worker's job, in a process of its own: _check's outcome, or ("unsupported", why)."""
+    from .registry import load_kernel
+
+    kernel = load_kernel(Path(root), kernel_name)
+    try:
+        return _check(kernel, kernel.revision(rev_name), dtype, device)
+    except Unsupported as exc:
+        return ("unsupported", str(exc))
+
+
+GATE_WORKERS_ENV = "KERNLOG_GATE_WORKERS"
+
+
+def gate_workers(n_revisions: int) -> int:
+    """How many processes gate revisions side by side: the gate is compile-bound (Triton,
+    NVRTC, Inductor) and the GPU has room for several; one per 4 CPU cores, at most 4, or
+    KERNLOG_GATE_WORKERS. 1 gates in this process."""
+    env = os.environ.get(GATE_WORKERS_ENV, "")
+    if env.strip():
+        try:
+            want = int(env)
+        except ValueError:
+            raise KernlogError(f"{GATE_WORKERS_ENV}={env!r}: expected a whole number") from None
+    else:
+        want = min(4, (os.cpu_count() or 1) // 4)
+    return max(1, min(want, n_revisions))
+
+
+def _gate_side_by_side(root: Path, kernel: Kernel, revs: list[Revision], dtype: str, workers: int,
+                       progress) -> dict:
+    """revision name -> _gate_outcome, the revisions gated by `workers` processes at once
+    (spawned: CUDA does not survive a fork). Where a process dies (a revision that crashes
+    it) the pool breaks: the revisions it left ungated are not in the result, and the caller
+    gates them in its own process."""
+    import concurrent.futures as cf
+    import multiprocessing
+
+    progress(f"correctness gate: {len(revs)} revisions, {workers} processes side by side")
+    out = {}
+    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_gate_outcome, str(root), kernel.name, r.name, dtype, DEVICE): r.name for r in revs}
+        for fut in cf.as_completed(futures):
+            try:
+                out[futures[fut]] = fut.result()
+            except cf.process.BrokenProcessPool:
+                continue
+            except Exception as exc:  # the worker could not load the kernel: gate it here instead
+                progress(f"{kernel.name}/{futures[fut]}: gate process failed ({type(exc).__name__}: {exc}); "
+                         "gated in this process")
+    return out
+
+
+def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
+          progress, check: dict) -> Timed | None:
+    """Timing pass of one revision that passed the gate, in this process; None if its output
+    fails the gate after the timing pass."""
     import torch
 
     t0 = time.perf_counter()
-    progress(f"{tag}: correctness gate")
-    launch = rev.load()
-    results = gate.check_revision(kernel, rev, DEVICE, dtypes=[dtype], launch=launch)
-    bad = gate.first_failure(results)
-    if bad is not None:
-        progress(f"{tag}: FAILED the gate, not profiled: {bad.line()}")
-        return None
     progress(f"{tag}: timing pass")
+    launch = rev.load()
     gen = torch.Generator(device=DEVICE).manual_seed(0)
     inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
     out = kernel.make_output(inputs)
@@ -171,8 +227,22 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
         return None
     del inputs, out
     torch.cuda.empty_cache()
-    return Timed(rev, tag, samples, timer.clocks.summary(), config,
-                 {"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)}, t0)
+    return Timed(rev, tag, samples, timer.clocks.summary(), config, check, t0)
+
+
+def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
+                   progress, outcome: tuple | None = None) -> Timed | None:
+    """Gate (in this process, unless `outcome` brings a gate worker's) and timing pass of one
+    revision; None if it failed the gate, before or after the timing pass."""
+    if outcome is None:
+        progress(f"{tag}: correctness gate")
+        outcome = _check(kernel, rev, dtype)
+    if outcome[0] == "unsupported":
+        raise Unsupported(outcome[1])
+    if outcome[0] == "failed":
+        progress(f"{tag}: FAILED the gate, not profiled: {outcome[1]}")
+        return None
+    return _time(kernel, rev, shape, dtype, opts, timer, tag, progress, outcome[1])
 
 
 def batches(timed: list[Timed]) -> list[list[Timed]]:
@@ -238,30 +308,59 @@ def ceilings(root: Path, gpu: str, timer, force: bool) -> dict:
     return data
 
 
-def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
-            progress: Callable[[str], None] = print) -> list[Path]:
-    ncu = require_gpu()
-
-    shape = opts.shape or kernel.profile_shape
-    dtype = opts.dtype or kernel.dtypes[0]
-    if dtype not in kernel.dtypes:
-        raise KernlogError(f"{kernel.name} has no {dtype} revision inputs; dtypes: {', '.join(kernel.dtypes)}")
-    gpu = provenance.gpu_info()
+def _todo(root: Path, kernel: Kernel, revs: list[Revision], shape: Shape, dtype: str, opts: Options, gpu: str,
+          progress) -> list[Revision]:
+    """The revisions to profile: those with no stored profile of this source (all with --force)."""
     todo = []
     for r in revs:
-        state = "missing" if opts.force else stored_state(root, gpu["slug"], kernel, r, shape, dtype)
-        if state == "missing" and not opts.force and r.sha256() in opts.skip_hashes:
-            state = "known"
+        state = "missing" if opts.force else stored_state(root, gpu, kernel, r, shape, dtype)
         if state == "missing":
             todo.append(r)
         else:
             why = {"current": "at this source hash", "stale": "but its source changed since (stale)",
                    "broken": "but its stored pair fails verification (`kernlog list` says why)",
-                   "imported": "from an imported report",
-                   "known": "at this source hash, from another commit"}[state]
-            progress(f"skip {kernel.name}/{r.name}: profiled on {gpu['slug']} {why}; --force replaces it")
+                   "imported": "from an imported report"}[state]
+            progress(f"skip {kernel.name}/{r.name}: profiled on {gpu} {why}; --force replaces it")
+    return todo
+
+
+def _shape_dtype(kernel: Kernel, opts: Options) -> tuple[Shape, str]:
+    dtype = opts.dtype or kernel.dtypes[0]
+    if dtype not in kernel.dtypes:
+        raise KernlogError(f"{kernel.name} has no {dtype} revision inputs; dtypes: {', '.join(kernel.dtypes)}")
+    return opts.shape or kernel.profile_shape, dtype
+
+
+def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Options, gpus: int | None = None,
+                    progress: Callable[[str], None] = print) -> list[Path]:
+    """profile(), the revisions to do dealt out to the host's GPUs (at most `gpus`; default
+    all of the first's model), a process per GPU (kernlog.spread); one GPU: in this process."""
+    from . import spread
+
+    devices = spread.visible_gpus()[:gpus] if gpus != 1 else []
+    if len(devices) < 2 or len(revs) < 2:
+        return profile(root, kernel, revs, opts, progress)
+    require_gpu()
+    shape, dtype = _shape_dtype(kernel, opts)
+    todo = _todo(root, kernel, revs, shape, dtype, opts, provenance.gpu_info()["slug"], progress)
+    if len(todo) < 2:
+        return profile(root, kernel, todo, opts, progress) if todo else []
+    args = spread.profile_args(shape=shape, dtype=dtype, force=opts.force, clock_control=opts.clock_control,
+                               cache_control=opts.cache_control,
+                               sections=opts.sections if opts.sections != metrics.SECTIONS else ())
+    return spread.profile_on_gpus(root, kernel.name, todo, args, devices, progress)
+
+
+def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
+            progress: Callable[[str], None] = print) -> list[Path]:
+    ncu = require_gpu()
+    shape, dtype = _shape_dtype(kernel, opts)
+    gpu = provenance.gpu_info()
+    todo = _todo(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
     if not todo:
         return []
+    workers = gate_workers(len(todo)) if DEVICE == "cuda" else 1
+    gated = _gate_side_by_side(root, kernel, todo, dtype, workers, progress) if workers > 1 else {}
     timer = timing.Timer()
     ceil = ceilings(root, gpu["slug"], timer, opts.force)
     common = {"schema": store.SCHEMA, "kernel": kernel.name, "shape": list(shape), "dtype": dtype,
@@ -272,7 +371,7 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     for i, rev in enumerate(todo, 1):
         tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
         try:
-            t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress)
+            t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress, gated.get(rev.name))
         except Unsupported as exc:
             progress(f"{tag}: skipped: {exc}")
             skipped.append(rev.name)

@@ -122,10 +122,14 @@ def gpu_info() -> dict:
     caps = device_caps()
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).splitlines()
+    uuid = str(getattr(props, "uuid", "") or "")
     return {"name": caps.name, "slug": gpu_slug(caps.name), "sm_count": caps.sm_count,
             "memory_gib": round(props.total_memory / 2 ** 30, 1), "capability": "{}.{}".format(*caps.capability),
             "smem_per_block_optin": caps.smem_per_block_optin, "cluster_launch": caps.cluster_launch,
-            "driver": driver[0] if driver else "unknown", "cuda": torch.version.cuda}
+            "driver": driver[0] if driver else "unknown", "cuda": torch.version.cuda,
+            # which of the host's GPUs ran it (profiles made side by side on several: kernlog.spread)
+            "uuid": (uuid if uuid.startswith("GPU-") else f"GPU-{uuid}") if uuid else None,
+            "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 def versions(ncu: str | None = None) -> dict:

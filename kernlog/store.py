@@ -17,7 +17,9 @@ killed save leaves the old pair or the new one (save_profiles says how).
 """
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import hashlib
 import json
 import math
@@ -198,24 +200,37 @@ def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool
         if (rec["gpu"]["slug"], rec["kernel"], tuple(rec["shape"]), rec["dtype"]) != key:
             raise ValueError("save_profiles: records of one report share GPU, kernel, shape and dtype")
         paths.append(profile_paths(root, key[0], key[1], rec["revision"], key[2], key[3])[0])
-    for json_path in paths:
-        if json_path.exists() and not force:
-            raise KernlogError(f"{json_path.relative_to(root)} exists; pass --force to replace it")
     folder = paths[0].parent
-    folder.mkdir(parents=True, exist_ok=True)
-    size, sha = file_digest(report_tmp)
-    name = report_name(key[2], key[3], sha)
-    stems = [p.name[:-len(".json")] for p in paths]
-    try:
-        _move_in(report_tmp, folder / name)
-        for rec, json_path in zip(records, paths, strict=True):
-            ncu = dict(rec["ncu"], report=name, report_bytes=size, report_sha256=sha)
-            write_atomic(json_path, dump_json(dict(rec, ncu=ncu)))
-        _tidy(folder, stems)
-    except BaseException:
-        _tidy(folder, stems)  # once more: what the failed step left (the tidy's own included)
-        raise
+    with folder_lock(folder):  # another process may save into this folder (kernlog.spread)
+        for json_path in paths:
+            if json_path.exists() and not force:
+                raise KernlogError(f"{json_path.relative_to(root)} exists; pass --force to replace it")
+        size, sha = file_digest(report_tmp)
+        name = report_name(key[2], key[3], sha)
+        stems = [p.name[:-len(".json")] for p in paths]
+        try:
+            _move_in(report_tmp, folder / name)
+            for rec, json_path in zip(records, paths, strict=True):
+                ncu = dict(rec["ncu"], report=name, report_bytes=size, report_sha256=sha)
+                write_atomic(json_path, dump_json(dict(rec, ncu=ncu)))
+            _tidy(folder, stems)
+        except BaseException:
+            _tidy(folder, stems)  # once more: what the failed step left (the tidy's own included)
+            raise
     return paths
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path):
+    """`folder` (made if missing) to this process alone while the block runs: saves from
+    processes profiling side by side take turns (an advisory lock on the folder itself)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def save_profile(root: Path, record: dict, report_tmp: Path, force: bool) -> Path:

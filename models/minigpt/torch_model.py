@@ -62,6 +62,9 @@ class Ops:
     layer_norm: Callable = _layer_norm
     gelu: Callable = _gelu
     dropout: Callable = _dropout
+    # attention(q, k, v, scale) -> causal attention's output in one call (a fused kernel such as
+    # F.scaled_dot_product_attention); None: scores, mask, softmax, dropout and @ v as above.
+    attention: Callable | None = None
 
 
 TORCH_OPS = Ops()
@@ -95,10 +98,13 @@ class Attention(nn.Module):
         D = C // self.n_head
         qkv = x @ self.w_qkv + self.b_qkv
         q, k, v = (t.reshape(B, T, self.n_head, D).transpose(1, 2) for t in qkv.split(C, dim=-1))
-        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
-        att = ops.softmax(scores.masked_fill(~self.causal[:T, :T], float("-inf")), -1)
-        att = ops.dropout(att, self.p, self.training)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        if ops.attention is not None:
+            y = ops.attention(q, k, v, 1.0 / math.sqrt(D)).transpose(1, 2).reshape(B, T, C)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
+            att = ops.softmax(scores.masked_fill(~self.causal[:T, :T], float("-inf")), -1)
+            att = ops.dropout(att, self.p, self.training)
+            y = (att @ v).transpose(1, 2).reshape(B, T, C)
         return ops.dropout(y @ self.w_proj + self.b_proj, self.p, self.training)
 
 

@@ -1,0 +1,156 @@
+"""Jobs spread over a host's GPUs: one worker per GPU, each job a `kernlog profile` process
+that sees only its GPU (CUDA_VISIBLE_DEVICES), so every profile names the GPU it ran on.
+
+`kernlog profile KERNEL` deals the revisions out to the GPUs (one process and one ncu
+report per GPU); `--range` gives each GPU the next commit to profile. Processes of one
+kernel write into one folder; store.save_profiles holds the folder's lock while it writes.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .errors import KernlogError
+
+GPUS_ENV = "CUDA_VISIBLE_DEVICES"
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may hand out, as CUDA_VISIBLE_DEVICES names them: its entries
+    where it is set, else every GPU nvidia-smi lists; only those of the first one's model
+    (profiles are kept per GPU model, and a job may land on any of them)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    rows = [[c.strip() for c in line.split(",", 2)] for line in out.splitlines() if line.count(",") >= 2]
+    names = {key: name for index, uuid, name in rows for key in (index, uuid)}
+    env = os.environ.get(GPUS_ENV)
+    gpus = [g.strip() for g in env.split(",") if g.strip()] if env is not None else [r[0] for r in rows]
+    if not gpus:
+        return []
+    model = names.get(gpus[0])
+    return [g for g in gpus if names.get(g) == model]
+
+
+def on_gpus(jobs: Sequence, gpus: Sequence[str], work: Callable[[object, str], object]) -> list:
+    """work(job, gpu) for every job, at most one job per GPU at a time, a GPU taking the next
+    job as soon as it is free; the results in the order of `jobs`. An exception in one job
+    is raised once every job has ended."""
+    if not gpus:
+        raise KernlogError("no GPU to run on")
+    free: queue.Queue = queue.Queue()
+    for g in gpus:
+        free.put(g)
+    results: list = [None] * len(jobs)
+    errors: list = []
+
+    def one(i, job):
+        gpu = free.get()
+        try:
+            results[i] = work(job, gpu)
+        except BaseException as exc:  # noqa: BLE001 -- raised below, after the others end
+            errors.append(exc)
+        finally:
+            free.put(gpu)
+
+    threads = [threading.Thread(target=one, args=(i, job)) for i, job in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def deal(items: Sequence, n: int, weight: Callable[[object], float] = lambda _: 1) -> list[list]:
+    """`items` in `n` groups of about equal weight: heaviest first, each to the lightest
+    group so far; each group in the items' own order."""
+    groups: list[list] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for item in sorted(items, key=weight, reverse=True):
+        i = load.index(min(load))
+        groups[i].append(item)
+        load[i] += weight(item)
+    order = {id(x): k for k, x in enumerate(items)}
+    return [sorted(g, key=lambda x: order[id(x)]) for g in groups if g]
+
+
+def profile_args(revs=(), shape=None, dtype=None, force=False, clock_control="none", cache_control="all",
+                 sections=()) -> list[str]:
+    """`kernlog profile`'s options, as a process of its own takes them."""
+    return ([a for r in revs for a in ("--rev", r)] + (["--shape", "x".join(map(str, shape))] if shape else [])
+            + (["--dtype", dtype] if dtype else []) + (["--force"] if force else [])
+            + ["--clock-control", clock_control, "--cache-control", cache_control]
+            + [a for sec in sections for a in ("--section", sec)])
+
+
+def run(cmd: list[str], env: dict, timeout: float, progress: Callable[[str], None] | None = None,
+        prefix: str = "", cwd: Path | None = None) -> tuple[int, str]:
+    """`cmd`'s exit status and its output (stdout and stderr); stderr's lines also go to
+    `progress` as they come, after `prefix`."""
+    try:
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as exc:
+        return 127, f"cannot start {cmd[0]}: {exc}"
+    err: list[str] = []
+
+    def read_err():
+        for line in proc.stderr:
+            err.append(line)
+            if progress is not None:
+                progress(prefix + line.rstrip("\n"))
+
+    reader = threading.Thread(target=read_err)
+    reader.start()
+    killed = threading.Event()
+
+    def kill():
+        killed.set()
+        proc.kill()
+
+    timer = threading.Timer(timeout, kill)
+    timer.start()
+    try:
+        out = proc.stdout.read()
+        code = proc.wait()
+    finally:
+        timer.cancel()
+        reader.join()
+    if killed.is_set():
+        return 124, out + "".join(err) + f"\nno result in {timeout:.0f} s"
+    return code, out + "".join(err)
+
+
+def profile_on_gpus(root: Path, kernel: str, revs: Sequence, args: list[str], gpus: Sequence[str],
+                    progress: Callable[[str], None], runner=run, timeout: float = 3600.0) -> list[Path]:
+    """`kernlog profile` of `revs` (Revision objects) dealt out to `gpus`, a process each,
+    into `root`'s profiles/; the profiles written. Compile-heavy kinds (Triton, torch) weigh
+    twice a CUDA C revision in the deal. Raises naming each GPU whose process failed, after
+    every process has ended (what the others wrote stays)."""
+    groups = deal(list(revs), len(gpus), weight=lambda r: 1 if r.kind == "cuda" else 2)
+    progress(f"{len(revs)} revisions over {len(groups)} GPUs ({', '.join(gpus[:len(groups)])}): "
+             + "; ".join(", ".join(r.name for r in g) for g in groups))
+
+    def work(group, gpu):
+        cmd = [sys.executable, "-m", "kernlog", "--root", str(root), "profile", kernel,
+               *[a for r in group for a in ("--rev", r.name)], *args, "--gpus", "1"]
+        code, out = runner(cmd, dict(os.environ, **{GPUS_ENV: gpu}), timeout, progress, f"[gpu {gpu}] ")
+        return gpu, code, out
+
+    written, failed = [], []
+    for gpu, code, out in on_gpus(groups, gpus, work):
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        written += [root / ln for ln in lines if ln.startswith("profiles/") and ln.endswith(".json")]
+        if code != 0:
+            failed.append(f"GPU {gpu} (exit {code}: {lines[-1] if lines else 'no output'})")
+    if failed:
+        raise KernlogError(f"profiling failed on {'; '.join(failed)}; the other GPUs' profiles are written")
+    return written

@@ -1,0 +1,140 @@
+"""Work spread over GPUs and over processes, on the CPU: revisions dealt out to GPUs by weight,
+one job per GPU at a time, each process told its GPU, a failing GPU named after the others
+end, saves of processes side by side taking turns, and the gate run in spawned processes
+with the same verdicts as in this one."""
+import os
+import sys
+import threading
+import time
+
+import pytest
+
+from kernlog import profiler, spread, store
+from kernlog.errors import KernlogError
+from kernlog.registry import load_kernel
+
+from .helpers import ROOT, make_record
+
+
+def test_deal_balances_weight_and_keeps_each_groups_order():
+    items = ["a", "B", "c", "D", "e", "F"]  # capitals weigh 2
+    groups = spread.deal(items, 2, weight=lambda x: 2 if x.isupper() else 1)
+    assert sorted(x for g in groups for x in g) == sorted(items)
+    loads = [sum(2 if x.isupper() else 1 for x in g) for g in groups]
+    assert max(loads) - min(loads) <= 1
+    assert all(g == [x for x in items if x in g] for g in groups)
+    assert spread.deal(["a"], 3) == [["a"]]  # no empty groups
+
+
+def test_each_gpu_runs_one_job_at_a_time_and_all_gpus_are_used():
+    running, most, lock, used = {}, {}, threading.Lock(), []
+
+    def work(job, gpu):
+        with lock:
+            running[gpu] = running.get(gpu, 0) + 1
+            most[gpu] = max(most.get(gpu, 0), running[gpu])
+            used.append(gpu)
+        time.sleep(0.05)
+        with lock:
+            running[gpu] -= 1
+        return job * 10
+
+    assert spread.on_gpus([1, 2, 3, 4, 5], ["0", "1"], work) == [10, 20, 30, 40, 50]
+    assert set(used) == {"0", "1"} and max(most.values()) == 1
+
+
+def test_an_error_in_one_job_is_raised_after_the_others_end():
+    done = []
+
+    def work(job, gpu):
+        if job == 1:
+            raise KernlogError("boom")
+        time.sleep(0.05)
+        done.append(job)
+
+    with pytest.raises(KernlogError, match="boom"):
+        spread.on_gpus([1, 2, 3], ["0", "1"], work)
+    assert sorted(done) == [2, 3]
+
+
+def test_visible_gpus_follow_cuda_visible_devices_and_the_first_model(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho '0, GPU-aaa, NVIDIA H200'\necho '1, GPU-bbb, NVIDIA H200'\n"
+                   "echo '2, GPU-ccc, NVIDIA H100 80GB HBM3'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert spread.visible_gpus() == ["0", "1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,GPU-bbb")
+    assert spread.visible_gpus() == ["2"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert spread.visible_gpus() == []
+
+
+def test_run_streams_stderr_and_stops_at_its_timeout():
+    said = []
+    code, out = spread.run([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"],
+                           dict(os.environ), 60, said.append, "[gpu 1] ")
+    assert code == 0 and "out" in out and said == ["[gpu 1] err"]
+    code, out = spread.run([sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), 0.5)
+    assert code == 124 and "no result in" in out
+
+
+def test_profile_on_gpus_gives_each_process_its_gpu_and_names_the_one_that_failed(tmp_path):
+    kernel = load_kernel(ROOT, "softmax")
+    revs = [kernel.revision(n) for n in ("v0_naive", "v1_block_smem", "triton", "torch_compile")]
+    calls = []
+
+    def runner(cmd, env, timeout, progress, prefix):
+        got = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--rev"]
+        calls.append((env["CUDA_VISIBLE_DEVICES"], got, cmd[cmd.index("--gpus") + 1]))
+        if "torch_compile" in got:
+            return 3, "kernlog: 1 revision(s) failed the correctness gate"
+        return 0, "".join(f"profiles/g/softmax/{r}.8x8.fp32.json\n" for r in got)
+
+    with pytest.raises(KernlogError, match=r"profiling failed on GPU (\d) \(exit 3: kernlog: 1 revision"):
+        spread.profile_on_gpus(tmp_path, "softmax", revs, ["--dtype", "fp32"], ["0", "1"], lambda s: None, runner)
+    assert sorted(g for g, _, _ in calls) == ["0", "1"] and {n for _, _, n in calls} == {"1"}
+    dealt = {g: r for g, r, _ in calls}
+    assert sorted(r for rs in dealt.values() for r in rs) == sorted(r.name for r in revs)
+    assert all(len(r) == 2 for r in dealt.values())  # the two compile-heavy ones split between the GPUs
+    assert all({"triton", "torch_compile"} - set(r) for r in dealt.values())
+
+
+def test_a_save_waits_for_another_process_holding_the_folder(tmp_path):
+    rec = make_record("torch")
+    folder = store.kernel_dir(tmp_path, rec["gpu"]["slug"], "softmax")
+    report = tmp_path / "r.ncu-rep"
+    report.write_bytes(b"report")
+    done = threading.Event()
+    with store.folder_lock(folder):
+        t = threading.Thread(target=lambda: (store.save_profile(tmp_path, rec, report, force=False), done.set()))
+        t.start()
+        time.sleep(0.3)
+        assert not done.is_set()  # blocked on the lock, nothing written yet
+        assert not list(folder.glob("*.json"))
+    t.join(30)
+    assert done.is_set() and list(folder.glob("*.json"))
+
+
+def test_gate_workers_count_from_cores_or_the_environment(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    monkeypatch.delenv(profiler.GATE_WORKERS_ENV, raising=False)
+    assert profiler.gate_workers(11) == 4 and profiler.gate_workers(2) == 2
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert profiler.gate_workers(11) == 1
+    monkeypatch.setenv(profiler.GATE_WORKERS_ENV, "3")
+    assert profiler.gate_workers(11) == 3
+    monkeypatch.setenv(profiler.GATE_WORKERS_ENV, "x")
+    with pytest.raises(KernlogError, match="expected a whole number"):
+        profiler.gate_workers(11)
+
+
+def test_the_gate_in_spawned_processes_gives_this_processs_verdicts(monkeypatch):
+    monkeypatch.setattr(profiler, "DEVICE", "cpu")
+    kernel = load_kernel(ROOT, "softmax")
+    revs = [kernel.revision("torch"), kernel.revision("v0_naive")]  # CUDA C cannot run on the CPU
+    out = profiler._gate_side_by_side(ROOT, kernel, revs, "fp32", 2, lambda s: None)
+    assert out == {r.name: profiler._check(kernel, r, "fp32") for r in revs} | {"torch": out["torch"]}
+    assert out["torch"][0] == "ok" and out["torch"][1]["cases"] == len(kernel.check_shapes) * len(kernel.cases)
+    assert out["v0_naive"][0] == "failed" and "v0_naive" in out["v0_naive"][1]
