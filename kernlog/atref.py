@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -97,17 +96,24 @@ def tree_hashes(tree: Path, kernel: str) -> dict[str, str] | None:
 
 
 def export(root: Path, commit: str, dest: Path) -> None:
-    """`commit`'s tree but profiles/ at `dest`, from git's objects; profiles/ holds only this
-    GPU's ceilings, copied, so the process measures none it already has."""
-    tar = dest / ".tree.tar"
-    with open(tar, "wb") as f:
-        done = subprocess.run(["git", "archive", "--format=tar", commit, "--", ".", ":(exclude)profiles"],
-                              cwd=root, stdout=f, stderr=subprocess.PIPE)
-    if done.returncode != 0:
-        raise KernlogError(f"git archive {commit[:12]} failed: {done.stderr.decode(errors='replace').strip()}")
-    with tarfile.open(tar) as t:
-        t.extractall(dest, filter="data")
-    tar.unlink()
+    """`commit`'s tree at `dest` but profiles/ and every .ncu-rep (data no revision runs), from
+    git's objects, through an index of its own (the repository's index and work tree
+    untouched). Only the blobs written are read: a partial clone without the reports
+    (`git clone --filter=blob:limit=1m`) fetches nothing."""
+    with tempfile.TemporaryDirectory(prefix="kernlog-index-") as tmp:
+        env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
+
+        def git(*args, data=None):
+            done = subprocess.run(["git", *args], cwd=root, env=env, input=data, capture_output=True)
+            if done.returncode != 0:
+                raise KernlogError(f"git {args[0]} {commit[:12]} failed: "
+                                   f"{done.stderr.decode(errors='replace').strip()}")
+            return done.stdout
+
+        git("read-tree", commit)
+        files = [f for f in git("ls-files", "-z").split(b"\0")
+                 if f and not f.startswith(b"profiles/") and not f.endswith(b".ncu-rep")]
+        git("checkout-index", "-z", "--stdin", f"--prefix={dest}/", data=b"\0".join(files))
     (dest / "profiles").mkdir(exist_ok=True)
 
 

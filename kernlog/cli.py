@@ -206,8 +206,8 @@ def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_co
         return
     kernel = load_kernel(root, kernel_name)
     opts = Options(shape=shape, dtype=dtype, force=force, clock_control=clock_control, cache_control=cache_control)
-    if sections:
-        opts.sections = tuple(sections)
+    if sections or kernel.sections:
+        opts.sections = tuple(sections or kernel.sections)
     written = profile_on_gpus(root, kernel, _revisions(kernel, revs), opts, gpus,
                               progress=lambda s: click.echo(s, err=True))
     for path in written:

@@ -139,67 +139,14 @@ class Timed:
     started: float
 
 
-def _check(kernel: Kernel, rev: Revision, dtype: str, device: str | None = None) -> tuple:
-    """The correctness gate of one revision in this process: ("ok", summary) or ("failed",
-    the first failure's line); raises Unsupported where the GPU lacks what it needs."""
-    results = gate.check_revision(kernel, rev, device or DEVICE, dtypes=[dtype], launch=rev.load())
+def _check(kernel: Kernel, rev: Revision, dtype: str) -> tuple:
+    """The correctness gate of one revision: ("ok", summary) or ("failed", the first failure's
+    line); raises Unsupported where the GPU lacks what it needs."""
+    results = gate.check_revision(kernel, rev, DEVICE, dtypes=[dtype])
     bad = gate.first_failure(results)
     if bad is not None:
         return ("failed", bad.line())
     return ("ok", {"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
-
-
-def _gate_outcome(root: str, kernel_name: str, rev_name: str, dtype: str, device: str) -> tuple:
-    """A gate worker's job, in a process of its own: _check's outcome, or ("unsupported", why)."""
-    from .registry import load_kernel
-
-    kernel = load_kernel(Path(root), kernel_name)
-    try:
-        return _check(kernel, kernel.revision(rev_name), dtype, device)
-    except Unsupported as exc:
-        return ("unsupported", str(exc))
-
-
-GATE_WORKERS_ENV = "KERNLOG_GATE_WORKERS"
-
-
-def gate_workers(n_revisions: int) -> int:
-    """How many processes gate revisions side by side: the gate is compile-bound (Triton,
-    NVRTC, Inductor) and the GPU has room for several; one per 4 CPU cores, at most 4, or
-    KERNLOG_GATE_WORKERS. 1 gates in this process."""
-    env = os.environ.get(GATE_WORKERS_ENV, "")
-    if env.strip():
-        try:
-            want = int(env)
-        except ValueError:
-            raise KernlogError(f"{GATE_WORKERS_ENV}={env!r}: expected a whole number") from None
-    else:
-        want = min(4, (os.cpu_count() or 1) // 4)
-    return max(1, min(want, n_revisions))
-
-
-def _gate_side_by_side(root: Path, kernel: Kernel, revs: list[Revision], dtype: str, workers: int,
-                       progress) -> dict:
-    """revision name -> _gate_outcome, the revisions gated by `workers` processes at once
-    (spawned: CUDA does not survive a fork). Where a process dies (a revision that crashes
-    it) the pool breaks: the revisions it left ungated are not in the result, and the caller
-    gates them in its own process."""
-    import concurrent.futures as cf
-    import multiprocessing
-
-    progress(f"correctness gate: {len(revs)} revisions, {workers} processes side by side")
-    out = {}
-    with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_gate_outcome, str(root), kernel.name, r.name, dtype, DEVICE): r.name for r in revs}
-        for fut in cf.as_completed(futures):
-            try:
-                out[futures[fut]] = fut.result()
-            except cf.process.BrokenProcessPool:
-                continue
-            except Exception as exc:  # the worker could not load the kernel: gate it here instead
-                progress(f"{kernel.name}/{futures[fut]}: gate process failed ({type(exc).__name__}: {exc}); "
-                         "gated in this process")
-    return out
 
 
 def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
@@ -231,14 +178,11 @@ def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options
 
 
 def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
-                   progress, outcome: tuple | None = None) -> Timed | None:
-    """Gate (in this process, unless `outcome` brings a gate worker's) and timing pass of one
-    revision; None if it failed the gate, before or after the timing pass."""
-    if outcome is None:
-        progress(f"{tag}: correctness gate")
-        outcome = _check(kernel, rev, dtype)
-    if outcome[0] == "unsupported":
-        raise Unsupported(outcome[1])
+                   progress) -> Timed | None:
+    """Gate and timing pass of one revision; None if it failed the gate, before or after the
+    timing pass."""
+    progress(f"{tag}: correctness gate")
+    outcome = _check(kernel, rev, dtype)
     if outcome[0] == "failed":
         progress(f"{tag}: FAILED the gate, not profiled: {outcome[1]}")
         return None
@@ -359,8 +303,6 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     todo = _todo(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
     if not todo:
         return []
-    workers = gate_workers(len(todo)) if DEVICE == "cuda" else 1
-    gated = _gate_side_by_side(root, kernel, todo, dtype, workers, progress) if workers > 1 else {}
     timer = timing.Timer()
     ceil = ceilings(root, gpu["slug"], timer, opts.force)
     common = {"schema": store.SCHEMA, "kernel": kernel.name, "shape": list(shape), "dtype": dtype,
@@ -371,7 +313,7 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     for i, rev in enumerate(todo, 1):
         tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
         try:
-            t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress, gated.get(rev.name))
+            t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress)
         except Unsupported as exc:
             progress(f"{tag}: skipped: {exc}")
             skipped.append(rev.name)

@@ -58,6 +58,9 @@ class Revision:
     role: str = "step"
     code: Optional[Callable] = None  # the function that is the revision, when `load` only wraps it
     deterministic: bool = True  # False (atomics): two launches may round apart, each must pass the gate
+    # The launcher the gate checks across its shapes, where it differs from `load`'s (the one
+    # timed and profiled): torch.compile's shape-generic graph in place of one per shape.
+    load_for_gate: Optional[Callable[[], Launcher]] = None
 
     def __post_init__(self):
         if not NAME_RE.match(self.name):
@@ -106,6 +109,9 @@ class Kernel:
     extra_check: Callable[[Inputs, Any], str | None] | None = None
     tolerance: dict = field(default_factory=dict)  # per-dtype overrides of gate.TOLERANCE
     sanitize_shapes: tuple[Shape, ...] = ()  # compute-sanitizer's shapes (default: the last two check shapes)
+    # ncu sections when `profile` names none (default: metrics.SECTIONS). A target launching
+    # hundreds of kernels (a model's forward) takes a few: every section is replayed per kernel.
+    sections: tuple[str, ...] = ()
     doc: str = ""
 
     def __post_init__(self):

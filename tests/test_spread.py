@@ -1,7 +1,6 @@
 """Work spread over GPUs and over processes, on the CPU: revisions dealt out to GPUs by weight,
 one job per GPU at a time, each process told its GPU, a failing GPU named after the others
-end, saves of processes side by side taking turns, and the gate run in spawned processes
-with the same verdicts as in this one."""
+end, and saves of processes side by side taking turns."""
 import os
 import sys
 import threading
@@ -9,7 +8,7 @@ import time
 
 import pytest
 
-from kernlog import profiler, spread, store
+from kernlog import spread, store
 from kernlog.errors import KernlogError
 from kernlog.registry import load_kernel
 
@@ -115,26 +114,3 @@ def test_a_save_waits_for_another_process_holding_the_folder(tmp_path):
         assert not list(folder.glob("*.json"))
     t.join(30)
     assert done.is_set() and list(folder.glob("*.json"))
-
-
-def test_gate_workers_count_from_cores_or_the_environment(monkeypatch):
-    monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    monkeypatch.delenv(profiler.GATE_WORKERS_ENV, raising=False)
-    assert profiler.gate_workers(11) == 4 and profiler.gate_workers(2) == 2
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    assert profiler.gate_workers(11) == 1
-    monkeypatch.setenv(profiler.GATE_WORKERS_ENV, "3")
-    assert profiler.gate_workers(11) == 3
-    monkeypatch.setenv(profiler.GATE_WORKERS_ENV, "x")
-    with pytest.raises(KernlogError, match="expected a whole number"):
-        profiler.gate_workers(11)
-
-
-def test_the_gate_in_spawned_processes_gives_this_processs_verdicts(monkeypatch):
-    monkeypatch.setattr(profiler, "DEVICE", "cpu")
-    kernel = load_kernel(ROOT, "softmax")
-    revs = [kernel.revision("torch"), kernel.revision("v0_naive")]  # CUDA C cannot run on the CPU
-    out = profiler._gate_side_by_side(ROOT, kernel, revs, "fp32", 2, lambda s: None)
-    assert out == {r.name: profiler._check(kernel, r, "fp32") for r in revs} | {"torch": out["torch"]}
-    assert out["torch"][0] == "ok" and out["torch"][1]["cases"] == len(kernel.check_shapes) * len(kernel.cases)
-    assert out["v0_naive"][0] == "failed" and "v0_naive" in out["v0_naive"][1]
