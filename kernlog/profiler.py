@@ -123,8 +123,10 @@ def build_record(report: Path | list, rev: Revision, samples: list[float], range
 
 
 def _tuning():
-    """The picker of the repository's launchers, where one was imported (kernels/common/tuning.py)."""
-    return sys.modules.get("kernels.common.tuning")
+    """The picker of the repository's launchers, where one was imported (kernels/common/tuning.py)
+    and records its picks (an older commit's, profiled with --at, may not: no config then)."""
+    mod = sys.modules.get("kernels.common.tuning")
+    return mod if hasattr(mod, "USED") and hasattr(mod, "used_config") else None
 
 
 @dataclass
@@ -137,6 +139,7 @@ class Timed:
     config: dict
     check: dict
     started: float
+    kernel_times: dict | None = None
 
 
 def _check(kernel: Kernel, rev: Revision, dtype: str) -> tuple:
@@ -167,14 +170,53 @@ def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options
         tuning.USED.clear()
     timer.clocks = Clocks()
     samples = timer.samples(functools.partial(launch, inputs, out), budget_s=opts.timing_budget_s)
-    config = _tuning().used_config() if _tuning() is not None else {}
+    tuning = _tuning()
+    config = tuning.used_config() if tuning is not None else {}
+    traced = kernel_times(launch, inputs, out) if kernel.trace_kernels else None
     after = gate.recheck(kernel, rev, launch, inputs, out, dtype, shape)  # as the many timed launches left it
     if not after.ok:
         progress(f"{tag}: FAILED the gate after the timing pass, not profiled: {after.line()}")
         return None
     del inputs, out
     torch.cuda.empty_cache()
-    return Timed(rev, tag, samples, timer.clocks.summary(), config, check, t0)
+    return Timed(rev, tag, samples, timer.clocks.summary(), config, check, t0, traced)
+
+
+KERNEL_TIMES_KEPT = 24
+
+
+def kernel_times(launch, inputs, out) -> dict:
+    """Every kernel one launch runs and its GPU time, from a CUPTI trace (torch.profiler) of a
+    launch after a warm one: per kernel name its count and total microseconds, the longest
+    KERNEL_TIMES_KEPT kept (the rest summed as "other"). Unlike ncu's, these durations are
+    taken back to back with warm caches, as the model runs them."""
+    import torch
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as trace
+
+    gpu = torch.cuda.is_available()
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    launch(inputs, out)
+    sync()
+    with trace(activities=[ProfilerActivity.CUDA if gpu else ProfilerActivity.CPU]) as prof:  # CPU: the tests
+        launch(inputs, out)
+        sync()
+    rows = []
+    for avg in prof.key_averages():
+        if gpu:
+            us = getattr(avg, "device_time_total", None)
+            us = getattr(avg, "cuda_time_total", 0.0) if us is None else us
+        else:
+            us = avg.self_cpu_time_total
+        if us > 0:
+            rows.append({"name": avg.key, "count": int(avg.count), "us": round(float(us), 2)})
+    rows.sort(key=lambda r: -r["us"])
+    kept, rest = rows[:KERNEL_TIMES_KEPT], rows[KERNEL_TIMES_KEPT:]
+    if rest:
+        kept.append({"name": f"other ({len(rest)} kernels)", "count": sum(r["count"] for r in rest),
+                     "us": round(sum(r["us"] for r in rest), 2)})
+    return {"source": "CUPTI trace of one launch (torch.profiler), after a warm one", "kernels": kept,
+            "total_us": round(sum(r["us"] for r in rows), 2), "launches": sum(r["count"] for r in rows)}
 
 
 def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
@@ -226,6 +268,8 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
         for t in batch:
             record = dict(common, **build_record(actions, t.rev, t.samples, clocks=t.clocks, root=root),
                           captured_at=provenance.now(), config=t.config, check=t.check)
+            if t.kernel_times is not None:
+                record["kernel_times"] = t.kernel_times
             record["ncu"].update(command=["ncu"] + [c for c in cmd[1:cmd.index(sys.executable)]
                                                     if c not in ("--export", str(report))],
                                  sections=list(opts.sections), extra_metrics=list(metrics.EXTRA_METRICS),

@@ -112,6 +112,9 @@ class Kernel:
     # ncu sections when `profile` names none (default: metrics.SECTIONS). A target launching
     # hundreds of kernels (a model's forward) takes a few: every section is replayed per kernel.
     sections: tuple[str, ...] = ()
+    # Record every kernel a launch runs and its time from a CUPTI trace (profiler.kernel_times):
+    # where a launch's time goes, for targets of many kernels.
+    trace_kernels: bool = False
     doc: str = ""
 
     def __post_init__(self):

@@ -40,11 +40,11 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
         launch = kernel.revision(name).load()
         timer.clocks = Clocks()
         tuning = sys.modules.get("kernels.common.tuning")
-        if tuning is not None:
+        if hasattr(tuning, "USED"):
             tuning.USED.clear()
         samples = timer.samples(functools.partial(launch, inputs, out))
         tuning = sys.modules.get("kernels.common.tuning")
-        config = tuning.used_config() if tuning is not None else {}
+        config = tuning.used_config() if hasattr(tuning, "used_config") else {}
         results[name] = {"samples_ms": samples, "clocks": timer.clocks.summary(), "config": config}
         del inputs, out
         torch.cuda.empty_cache()

@@ -318,3 +318,27 @@ def test_a_failed_shared_ncu_process_is_retried_one_revision_at_a_time(tmp_path,
     assert sorted(p.name for p in folder.glob("*.json")) == ["torch.8192x4096.fp32.json",
                                                              "v0_naive.8192x4096.fp32.json"]
     assert len(list(folder.glob("*.ncu-rep"))) == 1  # the same report bytes twice: one hashed name
+
+
+def test_kernel_times_sum_every_op_and_fold_the_rest_into_other(monkeypatch):
+    import torch
+
+    x = torch.randn(128, 128)
+    monkeypatch.setattr(profiler, "KERNEL_TIMES_KEPT", 2)
+    got = profiler.kernel_times(lambda i, o: torch.softmax(i @ i, -1) + torch.relu(i) * 2, x, None)
+    names = [k["name"] for k in got["kernels"]]
+    assert len(names) == 3 and names[-1].startswith("other (") and "aten::mm" in names
+    assert got["kernels"][0]["us"] >= got["kernels"][1]["us"]
+    assert abs(sum(k["us"] for k in got["kernels"]) - got["total_us"]) < 0.05
+    assert got["launches"] == sum(k["count"] for k in got["kernels"])
+
+
+def test_a_picker_of_an_older_commit_without_recorded_picks_is_left_alone(monkeypatch):
+    import sys
+    import types
+
+    old = types.ModuleType("kernels.common.tuning")  # an older tuning.py: picks, records none
+    monkeypatch.setitem(sys.modules, "kernels.common.tuning", old)
+    assert profiler._tuning() is None
+    old.USED, old.used_config = {}, lambda: {"k": "v"}
+    assert profiler._tuning() is old

@@ -184,6 +184,7 @@ KERNEL = Kernel(
     # ~230 kernels per GPT-2-small forward: the full set (34 replay passes each) took minutes per
     # revision; these give each kernel's duration, throughputs and launch shape.
     sections=("SpeedOfLight", "LaunchStats"),
+    trace_kernels=True,
     # bf16: each logit is a sum over the width of products rounded at 2^-8, after blocks of the
     # same, so its error is absolute, about a fixed share of the row's typical logit, and a logit
     # near zero carries it whole (torch's own bf16 model: 4e-3 relative L2, single logits off by
