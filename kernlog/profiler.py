@@ -1,6 +1,7 @@
 """`kernlog profile`: gate -> timing pass -> ncu pass -> extraction -> profiles/, per revision."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -32,6 +33,7 @@ class Options:
     cache_control: str = "all"
     sections: tuple[str, ...] = metrics.SECTIONS
     timing_budget_s: float = 1.0
+    kernel_filter: str = ""  # a regex: ncu profiles only the kernels whose names match (Kernel.ncu_kernels)
     ncu_timeout_s: float = 900.0
 
 
@@ -57,6 +59,8 @@ def ncu_command(ncu: str, opts: Options, report: Path, root: Path, kernel: str, 
     cmd = [ncu, "--target-processes", "all", "--nvtx"]
     for r in revs:
         cmd += ["--nvtx-include", f"{RANGE_PREFIX}{r}/"]
+    if opts.kernel_filter:
+        cmd += ["--kernel-name-base", "demangled", "--kernel-name", f"regex:{opts.kernel_filter}"]
     cmd += ["--clock-control", opts.clock_control, "--cache-control", opts.cache_control,
             "--import-source", "no", "--export", str(report)]
     for section in opts.sections:
@@ -343,6 +347,8 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             progress: Callable[[str], None] = print) -> list[Path]:
     ncu = require_gpu()
     shape, dtype = _shape_dtype(kernel, opts)
+    if kernel.ncu_kernels and not opts.kernel_filter:
+        opts = dataclasses.replace(opts, kernel_filter=kernel.ncu_kernels)
     gpu = provenance.gpu_info()
     todo = _todo(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
     if not todo:

@@ -115,6 +115,9 @@ class Kernel:
     # Record every kernel a launch runs and its time from a CUPTI trace (profiler.kernel_times):
     # where a launch's time goes, for targets of many kernels.
     trace_kernels: bool = False
+    # A regex of kernel names: ncu profiles only those (its metrics describe them, not the whole
+    # launch); the CUPTI trace still times every kernel. "" profiles every kernel.
+    ncu_kernels: str = ""
     doc: str = ""
 
     def __post_init__(self):

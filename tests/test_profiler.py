@@ -342,3 +342,14 @@ def test_a_picker_of_an_older_commit_without_recorded_picks_is_left_alone(monkey
     assert profiler._tuning() is None
     old.USED, old.used_config = {}, lambda: {"k": "v"}
     assert profiler._tuning() is old
+
+
+def test_a_kernel_filter_reaches_ncu_as_a_regex_on_demangled_names(tmp_path):
+    opts = profiler.Options(kernel_filter="(?i).*softmax.*")
+    cmd = profiler.ncu_command("/usr/bin/ncu", opts, tmp_path / "r.ncu-rep", tmp_path, "minigpt", (1, 64, 8, 97),
+                               "fp32", ["torch"])
+    i = cmd.index("--kernel-name")
+    assert cmd[i + 1] == "regex:(?i).*softmax.*" and cmd[cmd.index("--kernel-name-base") + 1] == "demangled"
+    assert i < cmd.index(profiler.sys.executable)  # an ncu option, before the target process
+    assert "--kernel-name" not in profiler.ncu_command("/usr/bin/ncu", profiler.Options(), tmp_path / "r.ncu-rep",
+                                                       tmp_path, "softmax", (8, 8), "fp32", ["torch"])

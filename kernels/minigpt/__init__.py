@@ -185,6 +185,11 @@ KERNEL = Kernel(
     # revision; these give each kernel's duration, throughputs and launch shape.
     sections=("SpeedOfLight", "LaunchStats"),
     trace_kernels=True,
+    # ncu replays each kernel it profiles (~0.6 s each with these sections on the H100: the
+    # tiny model's 4 x ~40 kernels ran past 96 s); it profiles the ops the library replaces --
+    # softmax, LayerNorm and GeLU in any implementation (PyTorch's, Inductor's fused ones, the
+    # library's Triton kernels) -- and the CUPTI trace times all of them, matmuls included.
+    ncu_kernels="(?i).*(softmax|layer_?norm|gelu|_rows_kernel|_split_kernel|_pipe_kernel|_online_kernel|loop_kernel).*",
     # bf16: each logit is a sum over the width of products rounded at 2^-8, after blocks of the
     # same, so its error is absolute, about a fixed share of the row's typical logit, and a logit
     # near zero carries it whole (torch's own bf16 model: 4e-3 relative L2, single logits off by
