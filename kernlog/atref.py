@@ -162,12 +162,13 @@ def profile_at(root: Path, kernel: str, commit: str, gpu: str, args: list[str], 
 
 
 def plan(root: Path, kernel: str, commits_: list[str], gpu: str, revs=(), hashes=tree_hashes,
-         progress: Callable[[str], None] = print) -> list[tuple[str, list[str] | None]]:
+         progress: Callable[[str], None] = print, force: bool = False) -> list[tuple[str, list[str] | None]]:
     """(commit, the revisions to profile there) for each commit with something new, oldest
     first: a revision (of `revs`, if given) is profiled at the first commit where its
-    (name, source hash) has no profile on this GPU. None: the commit's hashes could not be
-    read (its kernels do not load with today's tool); its process is left to say why."""
-    seen = known(root, gpu, kernel)
+    (name, source hash) has no profile on this GPU (with `force`: none in these commits).
+    None: the commit's hashes could not be read (its kernels do not load with today's tool);
+    its process is left to say why."""
+    seen = set() if force else known(root, gpu, kernel)
     out = []
     for commit in commits_:
         with tempfile.TemporaryDirectory(prefix="kernlog-plan-") as tmp:
@@ -189,8 +190,8 @@ def profile_commits(root: Path, kernel: str, at: str | None, range_: str | None,
                     progress: Callable[[str], None] = print, run=_run, gpu: str | None = None,
                     gpus: list[str] | None = None, hashes=tree_hashes) -> list[Path]:
     """profile_at for the commit --at names or each commit of --range with a revision to
-    profile (plan), oldest first, side by side on `gpus` (default: every visible GPU of the
-    first's model); `opts` are spread.profile_args' keywords."""
+    profile (plan), oldest first, side by side on `gpus` (default: one, the first visible);
+    `opts` are spread.profile_args' keywords."""
     from . import provenance
 
     spec = require_one(at, range_)
@@ -199,8 +200,9 @@ def profile_commits(root: Path, kernel: str, at: str | None, range_: str | None,
 
         require_gpu()
         gpu = provenance.gpu_info()["slug"]
-    gpus = gpus if gpus is not None else (spread.visible_gpus() or ["0"])
-    jobs = plan(root, kernel, commits(root, spec), gpu, opts.get("revs", ()), hashes, progress)
+    gpus = gpus if gpus is not None else (spread.visible_gpus() or ["0"])[:1]
+    jobs = plan(root, kernel, commits(root, spec), gpu, opts.get("revs", ()), hashes, progress,
+                opts.get("force", False))
     if not jobs:
         return []
     progress(f"{len(jobs)} commit(s) to profile on {len(gpus)} GPU(s)")
@@ -210,6 +212,6 @@ def profile_commits(root: Path, kernel: str, at: str | None, range_: str | None,
         commit, revs = job
         progress(f"commit {commit[:12]}: {', '.join(revs) if revs else 'every revision'} (GPU {device})")
         args = spread.profile_args(revs=revs or (), **rest)
-        return profile_at(root, kernel, commit, gpu, args, progress, run, env={spread.GPUS_ENV: device})
+        return profile_at(root, kernel, commit, gpu, args, progress, run, env=spread.child_env(device, len(gpus)))
 
     return [p for written in spread.on_gpus(jobs, gpus, work) for p in written]

@@ -172,8 +172,8 @@ def check(ctx, kernel_name, revs, device, dtype):
 @click.option("--at", "at", metavar="REF", help="The revisions as commit REF had them (into .../<kernel>/at/).")
 @click.option("--range", "range_", metavar="A..B", help="--at each commit of A..B, oldest first.")
 @click.option("--gpus", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Spread the work over at most N GPUs, a process each (default: every visible GPU of the first's "
-                   "model).")
+              help="Spread the revisions (or --range's commits) over N of the host's GPUs, a process each "
+                   "(default 1).")
 @click.pass_context
 @handled
 def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_control, sections, at, range_, gpus):
@@ -184,8 +184,8 @@ def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_co
     GPU is skipped, and a commit that fails is recorded in at/<commit>/failed.json and skipped.
     --range visits only commits that change kernels/.
 
-    On a host with several GPUs the revisions (or the commits) are dealt out to them, a
-    process per GPU, and each profile names the GPU it ran on."""
+    With --gpus N the revisions (or the commits) are dealt out to N GPUs, a process per
+    GPU, and each profile names the GPU it ran on."""
     from .profiler import Options, profile_on_gpus
     from .registry import load_kernel
 
@@ -212,6 +212,24 @@ def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_co
                               progress=lambda s: click.echo(s, err=True))
     for path in written:
         click.echo(str(path.relative_to(root)))
+
+
+@main.command()
+@click.argument("kernel_name", metavar="KERNEL", required=False)
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; change nothing.")
+@click.pass_context
+@handled
+def prune(ctx, kernel_name, dry_run):
+    """Remove the .ncu-rep reports of --at entries (profiles/<gpu>/<kernel>/at/), keeping their
+    JSONs: metrics, samples and hot spots stay, each JSON says the report was pruned and how
+    to make it again. Today's profiles keep their reports."""
+    from .store import prune_reports
+
+    root = _root(ctx)
+    removed, freed = prune_reports(root, kernel_name, dry_run)
+    for path in removed:
+        click.echo(str(path.relative_to(root)))
+    click.echo(f"{'would free' if dry_run else 'freed'} {freed / 1e6:.1f} MB in {len(removed)} report(s)", err=True)
 
 
 @main.command()

@@ -83,6 +83,15 @@ def deal(items: Sequence, n: int, weight: Callable[[object], float] = lambda _: 
     return [sorted(g, key=lambda x: order[id(x)]) for g in groups if g]
 
 
+def child_env(gpu: str, n_processes: int) -> dict:
+    """The environment of a process given `gpu`, one of `n_processes` side by side: its GPU
+    alone, and its share of the CPU's threads (torch's CPU work -- the gate's float64
+    references -- in every process at once on all cores oversubscribed a 2-GPU H200 host:
+    the softmax ladder took 134 s over two GPUs, 94 s on one)."""
+    threads = str(max(1, (os.cpu_count() or 1) // max(1, n_processes)))
+    return dict(os.environ, **{GPUS_ENV: gpu, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
+
+
 def profile_args(revs=(), shape=None, dtype=None, force=False, clock_control="none", cache_control="all",
                  sections=()) -> list[str]:
     """`kernlog profile`'s options, as a process of its own takes them."""
@@ -142,7 +151,7 @@ def profile_on_gpus(root: Path, kernel: str, revs: Sequence, args: list[str], gp
     def work(group, gpu):
         cmd = [sys.executable, "-m", "kernlog", "--root", str(root), "profile", kernel,
                *[a for r in group for a in ("--rev", r.name)], *args, "--gpus", "1"]
-        code, out = runner(cmd, dict(os.environ, **{GPUS_ENV: gpu}), timeout, progress, f"[gpu {gpu}] ")
+        code, out = runner(cmd, child_env(gpu, len(groups)), timeout, progress, f"[gpu {gpu}] ")
         return gpu, code, out
 
     written, failed = [], []

@@ -18,6 +18,7 @@ killed save leaves the old pair or the new one (save_profiles says how).
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import fcntl
 import hashlib
@@ -401,6 +402,9 @@ def load_profile(root: Path, json_path: Path) -> dict:
         raise fail("report misnamed", f"{rel} names its report {ncu['report']!r}, expected {expected}")
     rep = json_path.parent / ncu["report"]
     rep_rel = rel.with_name(ncu["report"])
+    if not rep.is_file() and isinstance(ncu.get("pruned"), dict):  # removed by `kernlog prune`, on purpose
+        rec["_path"] = str(rel)
+        return rec
     if not rep.is_file():
         raise fail("ncu report missing", f"{rep_rel}, the ncu report {rel} names, is missing")
     size = rep.stat().st_size
@@ -485,3 +489,32 @@ def bench_hashes(root: Path, kernel: str) -> dict:
         for rev, sha in zip(df["revision"], df["source_sha256"], strict=True):
             out.setdefault((path.parent.parent.name, rev), []).append(sha)
     return out
+
+
+def prune_reports(root: Path, kernel: str | None = None, dry_run: bool = False) -> tuple[list[Path], int]:
+    """Remove the .ncu-rep of every --at entry (profiles/<gpu>/<kernel>/at/<commit>/), each JSON
+    naming one rewritten first with ncu.pruned (when, and how to make the report again); the
+    JSONs keep the report's name, size and sha256, and every metric, sample and hot spot, so
+    history, diff and the log read them as before. Today's profiles keep their reports.
+    (reports removed, bytes freed)."""
+    removed, freed = [], 0
+    pattern = f"*/{kernel}/at/*" if kernel else "*/*/at/*"
+    for folder in sorted(p for p in (root / "profiles").glob(pattern) if p.is_dir()):
+        with folder_lock(folder):
+            for rep in sorted(folder.glob("*.ncu-rep")):
+                size = rep.stat().st_size
+                if not dry_run:
+                    for j in sorted(folder.glob("*.json")):
+                        rec = json.loads(j.read_text())
+                        if rec.get("ncu", {}).get("report") != rep.name:
+                            continue
+                        commit = (rec.get("git") or {}).get("commit") or folder.name
+                        rec["ncu"]["pruned"] = {
+                            "on": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+                            "again": f"kernlog profile {rec['kernel']} --at {commit} --rev {rec['revision']} "
+                                     f"--shape {format_shape(tuple(rec['shape']))} --dtype {rec['dtype']} --force"}
+                        write_atomic(j, dump_json(rec))
+                    rep.unlink()
+                removed.append(rep)
+                freed += size
+    return removed, freed

@@ -276,3 +276,26 @@ def test_a_killed_forced_save_leaves_a_pair_every_command_reads(repo, tmp_path):
         if code == 0:
             break
     assert seen == {False, True}
+
+
+def test_prune_removes_at_reports_and_their_profiles_still_load(tmp_path):
+    root = scratch_repo(tmp_path)
+    now = put(root, make_record("torch"))
+    old = make_record("torch_compile")
+    old["git"] = {"commit": "c" * 40, "dirty": False}
+    tmp = put(root, old)  # stored, then moved under at/ as --at does
+    at = tmp.parent / "at" / ("c" * 12)
+    at.mkdir(parents=True)
+    rep = tmp.parent / json.loads(tmp.read_text())["ncu"]["report"]
+    (at / rep.name).write_bytes(rep.read_bytes())
+    tmp.rename(at / tmp.name)
+    result = CliRunner().invoke(main, ["--root", str(root), "prune", "--dry-run"])
+    assert result.exit_code == 0 and (at / rep.name).exists() and "would free" in result.output
+    result = CliRunner().invoke(main, ["--root", str(root), "prune"])
+    assert result.exit_code == 0, result.output
+    assert not list(at.glob("*.ncu-rep")) and store.load_profile(root, now)["ncu"].get("pruned") is None
+    rec = store.load_profile(root, at / tmp.name)  # its report gone on purpose: still loads
+    assert "--at " + "c" * 40 in rec["ncu"]["pruned"]["again"] and rec["metrics"]["wall_ms"] > 0
+    (at / tmp.name).write_text(json.dumps(dict(rec, ncu={k: v for k, v in rec["ncu"].items() if k != "pruned"})))
+    with pytest.raises(store.ProfileError, match="is missing"):  # without the mark a missing report is an error
+        store.load_profile(root, at / tmp.name)

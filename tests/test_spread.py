@@ -87,6 +87,7 @@ def test_profile_on_gpus_gives_each_process_its_gpu_and_names_the_one_that_faile
     def runner(cmd, env, timeout, progress, prefix):
         got = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--rev"]
         calls.append((env["CUDA_VISIBLE_DEVICES"], got, cmd[cmd.index("--gpus") + 1]))
+        assert env["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
         if "torch_compile" in got:
             return 3, "kernlog: 1 revision(s) failed the correctness gate"
         return 0, "".join(f"profiles/g/softmax/{r}.8x8.fp32.json\n" for r in got)
@@ -114,3 +115,10 @@ def test_a_save_waits_for_another_process_holding_the_folder(tmp_path):
         assert not list(folder.glob("*.json"))
     t.join(30)
     assert done.is_set() and list(folder.glob("*.json"))
+
+
+def test_each_process_gets_its_gpu_and_its_share_of_the_cpu_threads(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 32)
+    env = spread.child_env("1", 2)
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "16"
+    assert spread.child_env("0", 64)["OMP_NUM_THREADS"] == "1"
