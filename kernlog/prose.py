@@ -6,8 +6,10 @@ report` fills from the stored profiles:
     v5 reaches <!--fig softmax/v5_tuned@8192x4096.fp32 tbps .2f-->2.88<!--/fig--> TB/s
 
 (KERNEL/REV[@SELECTOR] as diff names a profile; a quantity: us, ms, tbps, gbps, pct_copy,
-tflops, pct_roof, speedup:REV (REV's wall time over this one's), or any metric of the
-profile; a format, default .3g). Re-rendering rewrites the value, so `report --check`
+tflops, pct_roof, speedup:REV (REV's wall time over this one's), share:REGEX (% of the
+launch's GPU time in kernels whose names match, from its CUPTI kernel_times), launches
+(kernels per launch, from the same), or any metric
+of the profile; a format, default .3g). Re-rendering rewrites the value, so `report --check`
 fails as soon as a stored figure moves and the prose has not been re-rendered.
 
 A figure that is a record of its time (what a dead end measured, a sweep of an older
@@ -49,6 +51,13 @@ def quantity(root: Path, rec: dict, what: str, resolve) -> float:
         value = None if pct is None else 100 * pct
     elif what.startswith("speedup:"):
         value = resolve(what.split(":", 1)[1])["metrics"]["wall_ms"] / ms
+    elif what == "launches":  # kernels one launch runs, from its CUPTI kernel_times
+        value = (rec.get("kernel_times") or {}).get("launches")
+    elif what.startswith("share:"):  # % of the launch's GPU time in kernels whose names match a regex
+        kt = rec.get("kernel_times") or {}
+        pattern = re.compile(what.split(":", 1)[1], re.I)
+        value = (100.0 * sum(k["us"] for k in kt["kernels"] if pattern.search(k["name"])) / kt["total_us"]
+                 if kt.get("total_us") else None)
     else:
         value = m.get(what)
     if value is None:

@@ -59,6 +59,60 @@ def rate(rec: dict) -> dict:
     return out
 
 
+def ncu_filter(rec: dict) -> str | None:
+    """The regex of kernel names the profile's ncu pass was limited to (Kernel.ncu_kernels), or None."""
+    cmd = rec["ncu"].get("command") or []
+    i = cmd.index("--kernel-name") if "--kernel-name" in cmd else -1
+    return cmd[i + 1].removeprefix("regex:") if 0 <= i < len(cmd) - 1 else None
+
+
+def time_shares(rec: dict, n: int = 8) -> list[dict]:
+    """The launch's kernels by GPU time from its CUPTI trace (kernel_times), the longest `n`
+    and the rest as one row: name (shortened), launches, microseconds, share of the total."""
+    kt = rec.get("kernel_times") or {}
+    total = kt.get("total_us") or 0.0
+    rows = list(kt.get("kernels") or [])
+    if not total or not rows:
+        return []
+    head, tail = rows[:n], rows[n:]
+    if tail:
+        head.append({"name": f"{len(tail)} more rows", "count": sum(r["count"] for r in tail),
+                     "us": sum(r["us"] for r in tail)})
+    return [{"name": _short(r["name"]), "count": r["count"], "us": r["us"], "share": 100.0 * r["us"] / total}
+            for r in head]
+
+
+def _short(name: str, width: int = 70) -> str:
+    name = name.removeprefix("void ")
+    return name if len(name) <= width else name[:width - 1] + "…"
+
+
+def across_gpus(section: dict) -> list[dict]:
+    """For each (shape, dtype) profiled on two or more GPUs: the revisions side by side, each
+    GPU's time and % of its own copy bandwidth, and the speed ratio against the first GPU."""
+    by_point: dict = {}
+    for lad in section["ladders"]:
+        by_point.setdefault((lad["shape"], lad["dtype"]), []).append(lad)
+    out = []
+    for (shape, dtype), lads in by_point.items():
+        if len(lads) < 2:
+            continue
+        lads = sorted(lads, key=lambda lad: lad["gpu"]["slug"])
+        revs = [row["rec"]["revision"] for row in lads[0]["rows"]]
+        rows = []
+        for rev in revs:
+            cells = [next((row for row in lad["rows"] if row["rec"]["revision"] == rev), None) for lad in lads]
+            if any(c is None for c in cells):
+                continue
+            base = cells[0]["rec"]["metrics"]["wall_ms"]
+            rows.append({"revision": rev, "cells": [{"us": c["rate"]["us"], "pct_copy": c["rate"]["pct_copy"],
+                                                     "gbps": c["rate"]["gbps"],
+                                                     "speed": base / c["rec"]["metrics"]["wall_ms"]} for c in cells]})
+        out.append({"shape": shape, "dtype": dtype, "gpus": [lad["gpu"] for lad in lads],
+                    "copy_gbps": [lad["ceilings"]["copy_gbps"] for lad in lads], "rows": rows})
+    return out
+
+
 def stale(source_sha256, current: dict, revision: str) -> bool:
     """A figure measured on a source of `revision` other than today's (`current`: revision ->
     source hash). A revision no longer in the kernel, or a record without a hash, is not
@@ -89,7 +143,13 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
     rows, prev = [], None
     for r in recs:
         roof = roofline.place(r, kernel)
-        row = {"rec": r, "rate": rate(r), "roof": roof, "bottleneck": roof["label"],
+        label = roof["label"]
+        only = ncu_filter(r)
+        if only:  # ncu saw some of the launch's kernels: no roofline or bottleneck of the whole from them
+            roof = dict(roof, intensity=None, pct_of_roof=None)
+            label = (f"not judged: ncu profiled {len(r['facts']['kernels'])} of its kernels (names matching "
+                     f"`{only}`); where the time goes is below")
+        row = {"rec": r, "rate": rate(r), "roof": roof, "bottleneck": label, "shares": time_shares(r),
                "stale": stale(r.get("source_sha256"), current, r["revision"]),
                "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3],
                "impossible": impossible(r, bands("dram_gbps").rel), "hot": hot_lines(r)}
@@ -217,6 +277,7 @@ def collect(root: Path, kernels: list) -> list[dict]:
             lad["roofline"] = (f"reports/{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
                                if placed else None)
         sections.append({"kernel": kernel, "order": order, "ladders": ladders,
+                         "across": across_gpus({"ladders": ladders}),
                          "sweeps": sweeps,
                          "revisions": {r.name: r for r in kernel.revisions},
                          "unreadable": [e for e in bad if Path(e.path).parts[-2] == kernel.name]})

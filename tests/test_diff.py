@@ -137,7 +137,8 @@ def test_stalls_with_far_fewer_instructions_are_changed_not_worse():
 
 def test_a_real_step_on_the_committed_profiles_reads_right():
     """v0 -> v1 is 13x faster: better time and bytes, and no stall or occupancy called worse."""
-    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/v0_naive"), select.parse_side("softmax/v1_block_smem"))
+    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/v0_naive@nvidia-h100-80gb-hbm3"),
+                               select.parse_side("softmax/v1_block_smem@nvidia-h100-80gb-hbm3"))
     d = diff.diff(a, b)
     rows = {r["metric"]: r for r in d["rows"]}
     assert d["timing"]["verdict"] == "faster"
@@ -204,13 +205,14 @@ def test_selector_parts_in_any_order():
 
 
 def test_committed_references_diff_with_no_options():
-    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/torch"), select.parse_side("softmax/torch_compile"))
+    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
+                               select.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
     assert tuple(a["shape"]) == tuple(b["shape"]) == (8192, 4096) and a["dtype"] == b["dtype"] == "fp32"
 
 
 def test_committed_fp32_against_bf16_of_one_revision():
-    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/v7_bf16_packed@8192x4096.fp32"),
-                               select.parse_side("softmax/v7_bf16_packed@1024x131072.bf16"))
+    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/v7_bf16_packed@8192x4096.fp32.nvidia-h100-80gb-hbm3"),
+                               select.parse_side("softmax/v7_bf16_packed@1024x131072.bf16.nvidia-h100-80gb-hbm3"))
     d = diff.diff(a, b)
     assert "dtype fp32 vs bf16" in d["differs"] and "shape 8192x4096 vs 1024x131072" in d["differs"]
     wall = next(r for r in d["rows"] if r["metric"] == "wall_ms")
@@ -247,7 +249,7 @@ def test_remaining_ambiguity_lists_copy_pasteable_choices(tmp_path):
     ("nosuch/v0", "no kernel 'nosuch'; kernels:"),
     ("softmax/v7_bf16_packed@4096x1024", "no profile of softmax/v7_bf16_packed@4096x1024; stored: "
                                          "softmax/v7_bf16_packed@1024x131072.bf16.nvidia-h100-80gb-hbm3"),
-    ("softmax/v7_bf16_packed@nvidia-h200", "no profile of softmax/v7_bf16_packed@nvidia-h200"),
+    ("softmax/v7_bf16_packed@nvidia-b200", "no profile of softmax/v7_bf16_packed@nvidia-b200"),
 ])
 def test_errors_name_the_fix(text, fragment):
     with pytest.raises(KernlogError) as e:
@@ -350,10 +352,12 @@ def test_the_diff_judges_with_the_calibrated_band(tmp_path):
     put(root, b)
     b = make_record("torch_compile", median_ms=0.103, seed=1)
     put(root, b)
-    d = diff.run(root, select.parse_side("softmax/torch"), select.parse_side("softmax/torch_compile"))
+    d = diff.run(root, select.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
+                               select.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
     assert d["timing"]["verdict"] == "same"  # 3% inside the 3.5% default
     _calibration(root, 0.002)  # 0.2%: the band is the 2% floor
-    d = diff.run(root, select.parse_side("softmax/torch"), select.parse_side("softmax/torch_compile"))
+    d = diff.run(root, select.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
+                               select.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
     assert d["timing"]["verdict"] == "slower" and "calibrated" in d["bands"]
 
 
@@ -447,3 +451,8 @@ def test_a_settled_side_is_followed_on_dtype_and_gpu_when_the_shape_differs(tmp_
     put(root, make_record("triton", shape=(2048, 2048), dtype="bf16"))
     a, b = select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
     assert b["dtype"] == "fp32" and tuple(a["shape"]) == (4096, 1024)
+
+
+def test_a_revision_profiled_on_two_gpus_asks_which():
+    with pytest.raises(KernlogError, match=r"has 2 profiles; name one: .*nvidia-h100-80gb-hbm3.*nvidia-h200"):
+        select.resolve_pair(ROOT, select.parse_side("softmax/v0_naive"), select.parse_side("softmax/v1_block_smem"))

@@ -49,8 +49,9 @@ def test_list_loads_every_kernel_without_torch_or_triton(tmp_path):
     assert heavy(modules) == []
 
 
-@pytest.mark.parametrize("args", [["show", "softmax/v4_vectorized"],
-                                  ["diff", "softmax/v3_online", "softmax/v4_vectorized"]])
+@pytest.mark.parametrize("args", [["show", "softmax/v4_vectorized@nvidia-h100-80gb-hbm3"],
+                                  ["diff", "softmax/v3_online@nvidia-h100-80gb-hbm3",
+                                   "softmax/v4_vectorized@nvidia-h100-80gb-hbm3"]])
 def test_show_and_diff_without_torch_or_triton(tmp_path, args):
     modules, out = run(tmp_path, args)
     assert "v4_vectorized" in out

@@ -1,10 +1,12 @@
 """Prose that cannot go stale: a figure marker is filled from the profiles, so changing a
 stored figure makes `report --check` fail on the prose that quoted it; an unsourced figure
 fails the check; a dated history region is exempt."""
+import pytest
 from click.testing import CliRunner
 
 from kernlog import prose
 from kernlog.cli import main
+from kernlog.errors import KernlogError
 
 from .helpers import make_record, put, scratch_repo
 
@@ -64,3 +66,17 @@ def test_a_marker_naming_no_profile_or_quantity_is_one_line(tmp_path):
         root = repo_with(tmp_path / str(abs(hash(text))), "# KERNEL_LOG\n\n" + text + "\n")
         r = run(root)
         assert r.exit_code == 2 and message in r.stderr and "Traceback" not in r.output, r.output
+
+
+def test_a_share_figure_sums_the_matching_kernels_of_the_launch(tmp_path):
+    rec = make_record("torch")
+    rec["kernel_times"] = {"total_us": 200.0, "launches": 4, "kernels": [
+        {"name": "sm80_xmma_gemm_f32", "count": 2, "us": 120.0},
+        {"name": "cunn_SoftMaxForward", "count": 1, "us": 50.0},
+        {"name": "vectorized_layer_norm_kernel", "count": 1, "us": 30.0}]}
+    assert prose.quantity(tmp_path, rec, "share:gemm", None) == 60.0
+    assert prose.quantity(tmp_path, rec, "share:softmax|layer_norm", None) == 40.0
+    assert prose.quantity(tmp_path, rec, "launches", None) == 4
+    del rec["kernel_times"]
+    with pytest.raises(KernlogError, match="not in its profile"):
+        prose.quantity(tmp_path, rec, "share:gemm", None)
