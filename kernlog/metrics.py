@@ -265,3 +265,31 @@ def replay_passes(actions) -> int | None:
     passes = [_value(a, "profiler__replayer_passes") for a in actions]
     passes = [p for p in passes if p is not None]
     return int(max(passes)) if passes else None
+
+
+def ncu_filter(rec: dict) -> str | None:
+    """The regex of kernel names the profile's ncu pass was limited to (Kernel.ncu_kernels), or None."""
+    cmd = rec["ncu"].get("command") or []
+    i = cmd.index("--kernel-name") if "--kernel-name" in cmd else -1
+    return cmd[i + 1].removeprefix("regex:") if 0 <= i < len(cmd) - 1 else None
+
+
+def time_shares(rec: dict, n: int = 8) -> list[dict]:
+    """The launch's kernels by GPU time from its CUPTI trace (kernel_times), the longest `n`
+    and the rest as one row: name (shortened), launches, microseconds, share of the total."""
+    kt = rec.get("kernel_times") or {}
+    total = kt.get("total_us") or 0.0
+    rows = list(kt.get("kernels") or [])
+    if not total or not rows:
+        return []
+    head, tail = rows[:n], rows[n:]
+    if tail:
+        head.append({"name": f"{len(tail)} more rows", "count": sum(r["count"] for r in tail),
+                     "us": sum(r["us"] for r in tail)})
+    return [{"name": _short(r["name"]), "count": r["count"], "us": r["us"], "share": 100.0 * r["us"] / total}
+            for r in head]
+
+
+def _short(name: str, width: int = 70) -> str:
+    name = name.removeprefix("void ")
+    return name if len(name) <= width else name[:width - 1] + "…"

@@ -13,7 +13,7 @@ import jinja2
 from . import hotspots, predictions, prose, roofline, store
 from .ceiling import impossible
 from .diff import metric_rows, timing_verdict
-from .metrics import CATALOG, ranked_stalls
+from .metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from .noise import Bands, load_calibrations
 from .spec import COPY, format_shape
 
@@ -57,34 +57,6 @@ def rate(rec: dict) -> dict:
         out["tflops"] = rec["flops"] / ms / 1e9
         out["pct_matmul"] = 100.0 * out["tflops"] / matmul if matmul else None
     return out
-
-
-def ncu_filter(rec: dict) -> str | None:
-    """The regex of kernel names the profile's ncu pass was limited to (Kernel.ncu_kernels), or None."""
-    cmd = rec["ncu"].get("command") or []
-    i = cmd.index("--kernel-name") if "--kernel-name" in cmd else -1
-    return cmd[i + 1].removeprefix("regex:") if 0 <= i < len(cmd) - 1 else None
-
-
-def time_shares(rec: dict, n: int = 8) -> list[dict]:
-    """The launch's kernels by GPU time from its CUPTI trace (kernel_times), the longest `n`
-    and the rest as one row: name (shortened), launches, microseconds, share of the total."""
-    kt = rec.get("kernel_times") or {}
-    total = kt.get("total_us") or 0.0
-    rows = list(kt.get("kernels") or [])
-    if not total or not rows:
-        return []
-    head, tail = rows[:n], rows[n:]
-    if tail:
-        head.append({"name": f"{len(tail)} more rows", "count": sum(r["count"] for r in tail),
-                     "us": sum(r["us"] for r in tail)})
-    return [{"name": _short(r["name"]), "count": r["count"], "us": r["us"], "share": 100.0 * r["us"] / total}
-            for r in head]
-
-
-def _short(name: str, width: int = 70) -> str:
-    name = name.removeprefix("void ")
-    return name if len(name) <= width else name[:width - 1] + "…"
 
 
 def across_gpus(section: dict) -> list[dict]:

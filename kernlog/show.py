@@ -6,7 +6,7 @@ from pathlib import Path
 
 from . import hotspots, units
 from .ceiling import achieved_gbps, impossible
-from .metrics import metric
+from .metrics import metric, ncu_filter, time_shares
 from .noise import bands_for
 from .spec import format_shape
 
@@ -48,8 +48,20 @@ def render(root: Path, rec: dict, fmt: str = "text") -> str:
         m = metric(key)
         lines.append(f"  {m.label:<38} {units.quantity(m.unit, value):>18}")
     facts = rec.get("facts") or {}
+    counts: dict = {}
+    for k in facts.get("kernels", []):
+        counts[k["name"]] = counts.get(k["name"], 0) + 1
+    only = ncu_filter(rec)
     lines.append(f"  occupancy limiter: {facts.get('occupancy_limiter') or 'not collected'}; "
-                 f"kernels: {', '.join(k['name'] for k in facts.get('kernels', []))}")
+                 + (f"ncu profiled only the kernels matching {only}: " if only else "kernels: ")
+                 + ", ".join(f"{name} x{n}" if n > 1 else name for name, n in counts.items()))
+    shares = time_shares(rec)
+    if shares:
+        kt = rec["kernel_times"]
+        lines.append(f"where the time goes ({kt['launches']} kernels, {units.quantity('ms', kt['total_us'] / 1e3)} "
+                     "of GPU time; a CUPTI trace of one warm launch):")
+        lines += [f"  {k['share']:5.1f}%  {k['count']:>4}x  {units.quantity('ms', k['us'] / 1e3):>10}  {k['name']}"
+                  for k in shares]
     lines += hot_lines(rec)
     for f in rec.get("findings", []):
         est = f" (est. speedup {f['speedup_pct']:.0f}%)" if f.get("speedup_pct") else ""

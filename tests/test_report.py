@@ -249,3 +249,48 @@ def test_largest_moves_rank_a_stall_by_the_cycles_it_moved_not_its_percent():
     weights = {m["label"]: m["weight"] for m in moves}
     assert weights["stall: long scoreboard"] == pytest.approx(10 / 43)
     assert weights["stall: barrier"] == pytest.approx(2 / 43)
+
+
+KERNEL_TIMES = {"source": "CUPTI", "total_us": 100.0, "launches": 5, "kernels": [
+    {"name": "void sm80_xmma_gemm_f32", "count": 3, "us": 70.0},
+    {"name": "softmax_warp_forward", "count": 2, "us": 30.0}]}
+
+
+def test_two_gpus_side_by_side_and_a_filtered_ncu_pass_judges_no_bottleneck(tmp_path):
+    root = scratch_repo(tmp_path)
+    gpus = (("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", 0.12), ("nvidia-h200", "NVIDIA H200", 0.09))
+    for slug, name, ms in gpus:
+        for rev in ("torch", "torch_compile"):
+            rec = make_record(rev, median_ms=ms)
+            rec["gpu"] = dict(rec["gpu"], slug=slug, name=name)
+            if rev == "torch":
+                rec["ncu"]["command"] = ["ncu", "--kernel-name", "regex:.*softmax.*"]
+                rec["kernel_times"] = KERNEL_TIMES
+            put(root, rec)
+    (section,) = report.collect(root, [load_kernel(root, "softmax")])
+    (x,) = section["across"]
+    assert [g["slug"] for g in x["gpus"]] == ["nvidia-h100-80gb-hbm3", "nvidia-h200"]
+    torch_row = next(r for r in x["rows"] if r["revision"] == "torch")
+    assert torch_row["cells"][1]["speed"] == pytest.approx(torch_row["cells"][0]["us"] / torch_row["cells"][1]["us"])
+    assert torch_row["cells"][1]["speed"] > 1.2
+    row = next(r for lad in section["ladders"] for r in lad["rows"] if r["rec"]["revision"] == "torch")
+    assert row["bottleneck"].startswith("not judged: ncu profiled") and row["roof"]["intensity"] is None
+    assert [(k["share"], k["count"]) for k in row["shares"]] == [(70.0, 3), (30.0, 2)]
+    assert row["shares"][0]["name"] == "sm80_xmma_gemm_f32"  # "void " dropped
+    other = next(r for lad in section["ladders"] for r in lad["rows"] if r["rec"]["revision"] == "torch_compile")
+    assert not other["bottleneck"].startswith("not judged") and other["shares"] == []
+    text = report.render(root, [load_kernel(root, "softmax")])
+    assert "### softmax 8192x4096 fp32 across GPUs" in text and "**Where the time goes** (5 kernels" in text
+
+
+def test_show_says_where_the_time_goes_and_what_ncu_left_out(tmp_path):
+    from kernlog.show import render
+
+    rec = make_record("torch")
+    rec["ncu"]["command"] = ["ncu", "--kernel-name", "regex:.*softmax.*"]
+    rec["kernel_times"] = KERNEL_TIMES
+    text = render(tmp_path, rec)
+    assert "where the time goes (5 kernels" in text and " 70.0%     3x" in text
+    assert "ncu profiled only the kernels matching .*softmax.*" in text
+    del rec["kernel_times"]
+    assert "where the time goes" not in render(tmp_path, rec)
