@@ -3,6 +3,7 @@ errors into one line on stderr and a non-zero exit."""
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from pathlib import Path
 
@@ -293,10 +294,14 @@ def history(ctx, rev, shape, dtype, gpu, fmt):
     """A revision's profiles across the commits that stored them, each judged against the one
     before (steps: faster or slower beyond the noise band). Any entry is a diff side:
     `kernlog diff COMMIT:KERNEL/REVISION KERNEL/REVISION`."""
-    from .history import render, timeline
+    from .history import render, timelines
     from .select import parse_side
 
-    click.echo(render(timeline(_root(ctx), parse_side(rev, shape, dtype, gpu)), fmt))
+    found = timelines(_root(ctx), parse_side(rev, shape, dtype, gpu))
+    if fmt == "json":
+        click.echo(json.dumps(found[0] if len(found) == 1 else found, indent=1, sort_keys=True))
+    else:
+        click.echo("\n\n".join(render(t, fmt) for t in found))
 
 
 @main.command()

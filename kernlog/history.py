@@ -52,8 +52,10 @@ def entries(root: Path, side: Side) -> tuple[dict, list[dict]]:
                 why = "its failed.json is unreadable"
             recs.append({"_commit": None, "_at": failed.parent.name, "_path": str(failed.relative_to(root)),
                          "_error": f"not profiled at this commit: {why}"})
-    dates = {}
-    return now, sorted(recs, key=lambda r: _when(root, r, dates))
+    dates: dict = {}
+    for r in recs:
+        r["_when"] = _when(root, r, dates)
+    return now, sorted(recs, key=lambda r: r["_when"])
 
 
 def _when(root: Path, rec: dict, dates: dict) -> str:
@@ -72,7 +74,7 @@ def timeline(root: Path, side: Side) -> dict:
     now, recs = entries(root, side)
     rows, prev = [], None
     for rec in recs:
-        row = {"stored_in": rec["_commit"], "at": rec.get("_at"), "path": rec["_path"]}
+        row = {"stored_in": rec["_commit"], "at": rec.get("_at"), "path": rec["_path"], "when": rec["_when"]}
         if "_error" in rec:
             rows.append(dict(row, error=rec["_error"]))
             continue
@@ -92,6 +94,21 @@ def timeline(root: Path, side: Side) -> dict:
         prev = rec
     return {"kernel": now["kernel"], "revision": now["revision"], "shape": now["shape"], "dtype": now["dtype"],
             "gpu": now["gpu"]["slug"], "path": now["_path"], "entries": rows}
+
+
+def timelines(root: Path, side: Side) -> list[dict]:
+    """timeline() of the side; where it names no GPU and its profile exists on several (one
+    shape and dtype each), one timeline per GPU, in slug order: a history is per GPU."""
+    from dataclasses import replace
+
+    from .select import _prefer_declared, candidates
+
+    if side.gpu is None and side.path is None and side.ref is None:
+        recs = _prefer_declared(root, candidates(root, side))
+        gpus = sorted({r["gpu"]["slug"] for r in recs})
+        if len(gpus) > 1 and len(recs) == len(gpus):
+            return [timeline(root, replace(side, gpu=g)) for g in gpus]
+    return [timeline(root, side)]
 
 
 def _short(commit: str | None) -> str:

@@ -13,6 +13,7 @@ import jinja2
 from . import hotspots, predictions, prose, roofline, store
 from .ceiling import impossible
 from .diff import metric_rows, timing_verdict
+from .errors import KernlogError
 from .metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from .noise import Bands, load_calibrations
 from .spec import COPY, format_shape
@@ -221,7 +222,31 @@ def _view(rec: dict) -> dict:
     return dict(rec, metrics={**{m.key: None for m in CATALOG}, **rec["metrics"]})
 
 
-def collect(root: Path, kernels: list) -> list[dict]:
+def _histories(root: Path, kernel: str, lad: dict) -> dict | None:
+    """The ladder's revisions across the commits that stored or profiled them (kernlog
+    history): revision -> [(when, median ms, a step?)], and the plot's path; None where no
+    revision has two entries."""
+    from .history import timeline
+    from .select import Side
+
+    out = {}
+    for row in lad["rows"]:
+        rec = row["rec"]
+        side = Side(kernel, rec["revision"], tuple(rec["shape"]), rec["dtype"], rec["gpu"]["slug"])
+        try:
+            entries = timeline(root, side)["entries"]
+        except KernlogError:
+            continue
+        points = [(e["when"][:19], e["median_ms"], e["step"]) for e in entries if "error" not in e and e["when"]]
+        if len(points) > 1:
+            out[rec["revision"]] = points
+    if not out:
+        return None
+    return {"revisions": out,
+            "plot": f"reports/{kernel}_history_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"}
+
+
+def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
     """One section per kernel. A profile that fails verification is left out of its ladder and
     listed in the section's "unreadable" (store.ProfileError, one line naming the file and
     the fix), so one bad file hides no other."""
@@ -244,6 +269,8 @@ def collect(root: Path, kernels: list) -> list[dict]:
                         gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])
                    for k, v in sorted(groups.items(), key=lambda kv: (
                        (kv[0][1], kv[0][2]) != (format_shape(kernel.profile_shape), kernel.dtypes[0]), kv[0]))]
+        for i, lad in enumerate(ladders):  # the first: the kernel's profile shape and first dtype, first GPU
+            lad["history"] = _histories(root, kernel.name, lad) if histories and i == 0 else None
         for lad in ladders:
             placed = any(row["roof"]["intensity"] is not None for row in lad["rows"])
             lad["roofline"] = (f"reports/{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
@@ -418,8 +445,41 @@ def plot_rooflines(root: Path, sections: list[dict]) -> list[Path]:
     return written
 
 
+def plot_histories(root: Path, sections: list[dict]) -> list[Path]:
+    """One SVG per kernel: each revision's median time at the kernel's profile shape across
+    the commits that stored or profiled it (kernlog history), steps circled."""
+    import datetime
+
+    plt = _pyplot()
+    written = []
+    for s in sections:
+        hist = s["ladders"][0].get("history") if s["ladders"] else None
+        if not hist:
+            continue
+        lad = s["ladders"][0]
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        for i, (rev, points) in enumerate(hist["revisions"].items()):
+            xs = [datetime.datetime.fromisoformat(w) for w, _, _ in points]
+            ys = [ms * 1e3 for _, ms, _ in points]
+            ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=f"C{i % 10}", label=rev, linewidth=1)
+            for x, y, (_, _, step) in zip(xs, ys, points, strict=True):
+                if step:
+                    ax.plot(x, y, marker="o", markersize=13, markerfacecolor="none", color="red")
+        ax.set_yscale("log")
+        ax.set_ylabel("median time (us, log)")
+        ax.set_xlabel("date of the commit profiled")
+        ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}: history "
+                     "(red rings: steps beyond noise)")
+        ax.legend(fontsize=7, loc="upper right")
+        fig.autofmt_xdate()
+        path = root / hist["plot"]
+        _save(plt, fig, path)
+        written.append(path)
+    return written
+
+
 def plot_all(root: Path, sections: list[dict]) -> list[Path]:
-    return plot_sweeps(root, sections) + plot_rooflines(root, sections)
+    return plot_sweeps(root, sections) + plot_rooflines(root, sections) + plot_histories(root, sections)
 
 
 def _x(shape: str, axis: int) -> int:

@@ -100,3 +100,33 @@ def test_a_commit_side_takes_the_profile_not_the_noise_calibration_of_that_name(
     r = run(repo, "diff", "HEAD:softmax/torch", f"{c1[:7]}:softmax/torch", "--format", "json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["timing"]["ratio"] == pytest.approx(1.0)
+
+
+def test_a_revision_on_two_gpus_has_a_history_on_each(repo):
+    commit(repo, version(0.12, 1, "a"), "h100")
+    h200 = version(0.09, 2, "a")
+    h200["gpu"] = dict(h200["gpu"], slug="nvidia-h200", name="NVIDIA H200")
+    commit(repo, h200, "h200")
+    r = run(repo, "history", "softmax/torch")
+    assert r.exit_code == 0, r.output
+    heads = [line for line in r.output.splitlines() if line.startswith("softmax/torch ")]
+    assert len(heads) == 2 and "on nvidia-h100-80gb-hbm3" in heads[0] and "on nvidia-h200" in heads[1]
+    both = json.loads(run(repo, "history", "softmax/torch", "--format", "json").output)
+    assert [t["gpu"] for t in both] == ["nvidia-h100-80gb-hbm3", "nvidia-h200"]
+    one = json.loads(run(repo, "history", "softmax/torch@nvidia-h200", "--format", "json").output)
+    assert one["gpu"] == "nvidia-h200" and len(one["entries"]) == 1
+
+
+def test_the_log_plots_a_revision_with_two_committed_entries(repo):
+    from kernlog import report
+    from kernlog.registry import load_kernel
+
+    commit(repo, version(0.12, 1, "a"), "first")
+    commit(repo, version(0.10, 2, "b"), "second")
+    (section,) = report.collect(repo, [load_kernel(repo, "softmax")])
+    hist = section["ladders"][0]["history"]
+    assert [ms for _, ms, _ in hist["revisions"]["torch"]] == pytest.approx([0.12, 0.10], rel=0.05)
+    assert hist["revisions"]["torch"][1][2] is True  # 0.12 -> 0.10 ms: a step
+    text = report.render(repo, [load_kernel(repo, "softmax")], [section])
+    assert f"![history of softmax 8192x4096 fp32]({hist['plot']})" in text
+    assert report.plot_histories(repo, [section]) == [repo / hist["plot"]] and (repo / hist["plot"]).stat().st_size
