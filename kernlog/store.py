@@ -482,12 +482,24 @@ def read_bench(root: Path, path: Path):
 def bench_hashes(root: Path, kernel: str) -> dict:
     """(gpu slug, revision) -> the source hash (None if not recorded) of each point of the
     kernel's bench.csv files."""
+    import csv
+
     out: dict = {}
     for path in sorted((root / "profiles").glob(f"*/{kernel}/bench.csv")):
-        df = read_bench(root, path)
-        df = df[df["metric"] == df["metric"].iloc[0]]
-        for rev, sha in zip(df["revision"], df["source_sha256"], strict=True):
-            out.setdefault((path.parent.parent.name, rev), []).append(sha)
+        try:  # the csv module, not read_bench's pandas: `kernlog list` stays under a second
+            with open(path, newline="") as f:
+                rows = list(csv.DictReader(f))
+            missing = [c for c in BENCH_COLUMNS if not rows or c not in rows[0]]
+            if missing:
+                raise ValueError(f"missing {', '.join(missing)}" if rows else "no rows")
+            for row in rows:
+                parse_shape(row["shape"])
+        except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
+            raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
+        first = rows[0]["metric"]
+        for row in rows:
+            if row["metric"] == first:
+                out.setdefault((path.parent.parent.name, row["revision"]), []).append(row.get("source_sha256") or None)
     return out
 
 
