@@ -1,7 +1,7 @@
 """`kernlog profile KERNEL --at REF` and `--range A..B`: the revisions as past commits had them.
 
-Each commit's tree is exported with `git archive` into a temporary folder (the work tree is
-never touched) and profiled there by a `kernlog profile` process of its own: today's tool
+Each commit's tree is exported from git's objects into a temporary folder (export: the work
+tree is never touched) and profiled there by a `kernlog profile` process of its own: today's tool
 on that commit's kernels/. Its profiles then move under
 profiles/<gpu>/<kernel>/at/<commit:12>/, beside today's, which they never replace;
 `kernlog history` lists them with the committed versions, by the date of the commit
