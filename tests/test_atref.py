@@ -154,3 +154,28 @@ def test_a_failing_commit_is_recorded_and_the_range_goes_on(repo):
     rows = history.timeline(repo, parse_side("softmax/torch"))["entries"]
     why = "not profiled at this commit: kernlog: 1 revision(s) failed the gate"
     assert any(why in r.get("error", "") for r in rows)
+
+
+def test_tree_hashes_are_todays_tools_reading_of_a_commits_kernels(tmp_path):
+    from kernlog.registry import load_kernel
+
+    from .helpers import ROOT
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    atref.export(ROOT, "HEAD", tree)
+    assert not list(tree.rglob("*.ncu-rep")) and list((tree / "profiles").iterdir()) == []
+    got = atref.tree_hashes(tree, "vector_add")
+    committed = {r.name for r in load_kernel(ROOT, "vector_add").revisions}
+    assert set(got) == committed and all(len(h) == 64 for h in got.values())
+    assert atref.tree_hashes(tree, "no_such_kernel") is None
+
+
+def test_a_commits_process_runs_todays_kernlog(tmp_path):
+    import os
+    import sys
+
+    code, out = atref._run([sys.executable, "-c", "import kernlog, os; print(kernlog.__file__, os.getcwd())"],
+                           dict(os.environ), 60)
+    path, cwd = out.split()
+    assert code == 0 and cwd == str(atref.TOOL_HOME) and path.startswith(str(atref.TOOL_HOME))

@@ -23,6 +23,8 @@ def test_deal_balances_weight_and_keeps_each_groups_order():
     assert max(loads) - min(loads) <= 1
     assert all(g == [x for x in items if x in g] for g in groups)
     assert spread.deal(["a"], 3) == [["a"]]  # no empty groups
+    heavy_last = [1, 1, 1, 1, 4]  # heaviest first: 4 alone against the four 1s, not 6 against 2
+    assert sorted(sum(g) for g in spread.deal(heavy_last, 2, weight=lambda x: x)) == [4, 4]
 
 
 def test_each_gpu_runs_one_job_at_a_time_and_all_gpus_are_used():
@@ -58,7 +60,8 @@ def test_an_error_in_one_job_is_raised_after_the_others_end():
 
 def test_visible_gpus_follow_cuda_visible_devices_and_the_first_model(tmp_path, monkeypatch):
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho '0, GPU-aaa, NVIDIA H200'\necho '1, GPU-bbb, NVIDIA H200'\n"
+    smi.write_text('#!/bin/sh\n[ "$1 $2" = "--query-gpu=index,uuid,name --format=csv,noheader" ] || exit 1\n'
+                   "echo '0, GPU-aaa, NVIDIA H200'\necho '1, GPU-bbb, NVIDIA H200'\n"
                    "echo '2, GPU-ccc, NVIDIA H100 80GB HBM3'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
@@ -70,11 +73,14 @@ def test_visible_gpus_follow_cuda_visible_devices_and_the_first_model(tmp_path, 
     assert spread.visible_gpus() == []
 
 
-def test_run_streams_stderr_and_stops_at_its_timeout():
+def test_run_streams_stderr_and_stops_at_its_timeout(tmp_path):
     said = []
-    code, out = spread.run([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr)"],
-                           dict(os.environ), 60, said.append, "[gpu 1] ")
-    assert code == 0 and "out" in out and said == ["[gpu 1] err"]
+    code, out = spread.run([sys.executable, "-c", "import os, sys; print('out', os.getcwd(), os.environ['KL_T']); "
+                            "print('err1', file=sys.stderr); print('err2', file=sys.stderr); sys.exit(3)"],
+                           dict(os.environ, KL_T="seen"), 60, said.append, "[gpu 1] ", cwd=tmp_path)
+    assert code == 3 and said == ["[gpu 1] err1", "[gpu 1] err2"]
+    assert out == f"out {tmp_path} seen\nerr1\nerr2\n"  # its cwd and env, stdout then stderr whole
+    assert spread.run(["/nonexistent/kl"], dict(os.environ), 5)[0] == 127
     code, out = spread.run([sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), 0.5)
     assert code == 124 and "no result in" in out
 
@@ -85,6 +91,8 @@ def test_profile_on_gpus_gives_each_process_its_gpu_and_names_the_one_that_faile
     calls = []
 
     def runner(cmd, env, timeout, progress, prefix):
+        assert cmd[:6] == [sys.executable, "-m", "kernlog", "--root", str(tmp_path), "profile"]
+        assert cmd[6] == "softmax" and cmd[-4:] == ["--dtype", "fp32", "--gpus", "1"]
         got = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--rev"]
         calls.append((env["CUDA_VISIBLE_DEVICES"], got, cmd[cmd.index("--gpus") + 1]))
         assert env["OMP_NUM_THREADS"] == str(max(1, (os.cpu_count() or 1) // 2))
