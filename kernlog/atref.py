@@ -102,15 +102,17 @@ def export(root: Path, commit: str, dest: Path) -> None:
     (`git clone --filter=blob:limit=1m`) fetches nothing."""
     with tempfile.TemporaryDirectory(prefix="kernlog-index-") as tmp:
         env = dict(os.environ, GIT_INDEX_FILE=str(Path(tmp) / "index"))
+        top = Path(gitrefs.git(root, "rev-parse", "--show-toplevel").strip())
+        inside = gitrefs.git(root, "rev-parse", "--show-prefix").strip()  # root's folder in the repository
 
         def git(*args, data=None):
-            done = subprocess.run(["git", *args], cwd=root, env=env, input=data, capture_output=True)
+            done = subprocess.run(["git", *args], cwd=top, env=env, input=data, capture_output=True)
             if done.returncode != 0:
                 raise KernlogError(f"git {args[0]} {commit[:12]} failed: "
                                    f"{done.stderr.decode(errors='replace').strip()}")
             return done.stdout
 
-        git("read-tree", commit)
+        git("read-tree", f"{commit}:{inside}" if inside else commit)
         files = [f for f in git("ls-files", "-z").split(b"\0")
                  if f and not f.startswith(b"profiles/") and not f.endswith(b".ncu-rep")]
         git("checkout-index", "-z", "--stdin", f"--prefix={dest}/", data=b"\0".join(files))

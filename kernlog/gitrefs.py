@@ -72,7 +72,7 @@ def load_at(root: Path, commit: str, path: str, sizes: dict[str, int] | None = N
     commit) and "_commit" the full id."""
     where = f"{commit[:10]}:{path}"
     try:
-        rec = json.loads(git(root, "show", f"{commit}:{path}", binary=True))
+        rec = json.loads(git(root, "show", f"{commit}:./{path}", binary=True))
     except ValueError as exc:
         raise KernlogError(f"cannot read profile {where}: not valid JSON ({exc})") from None
     if not isinstance(rec, dict) or rec.get("schema") != store.SCHEMA:
