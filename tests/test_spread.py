@@ -130,3 +130,22 @@ def test_each_process_gets_its_gpu_and_its_share_of_the_cpu_threads(monkeypatch)
     env = spread.child_env("1", 2)
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "16"
     assert spread.child_env("0", 64)["OMP_NUM_THREADS"] == "1"
+
+
+def test_profile_on_gpus_returns_what_each_process_wrote_and_weighs_compiled_kinds_twice(tmp_path):
+    kernel = load_kernel(ROOT, "softmax")
+    revs = [kernel.revision(n) for n in ("v0_naive", "v1_block_smem", "triton")]
+    seen, said = {}, []
+
+    def runner(cmd, env, timeout, progress, prefix):
+        got = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--rev"]
+        seen[env["CUDA_VISIBLE_DEVICES"]] = got
+        assert timeout == 3600.0
+        progress(prefix + "gate")
+        return 0, "".join(f"profiles/g/softmax/{r}.8x8.fp32.json\n" for r in got) + "skip x: profiles/ note\n"
+
+    written = spread.profile_on_gpus(tmp_path, "softmax", revs, [], ["0", "1"], said.append, runner)
+    assert sorted(seen.values()) == [["triton"], ["v0_naive", "v1_block_smem"]]  # 2 against 1 + 1
+    assert sorted(p.name for p in written) == sorted(f"{r.name}.8x8.fp32.json" for r in revs)
+    assert all(p.parent == tmp_path / "profiles" / "g" / "softmax" for p in written)
+    assert sorted(s for s in said if s.endswith("gate")) == ["[gpu 0] gate", "[gpu 1] gate"]
