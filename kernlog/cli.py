@@ -238,17 +238,24 @@ def prune(ctx, kernel_name, dry_run):
 @REVS
 @click.option("--shape", "shapes", callback=lambda c, p, v: [_shape(c, p, s) for s in v], multiple=True,
               metavar="ROWSxCOLS", help="Only this shape (repeatable; default: the kernel's bench shapes).")
+@click.option("--family", "families", multiple=True, metavar="NAME",
+              help="The members of this shape family (repeatable; 'all': every family the kernel declares).")
 @click.option("--dtype", type=DTYPE, multiple=True)
 @click.option("--budget", type=float, default=0.5, show_default=True, help="Seconds of timing per point.")
 @click.pass_context
 @handled
-def bench(ctx, kernel_name, revs, shapes, dtype, budget):
+def bench(ctx, kernel_name, revs, shapes, families, dtype, budget):
     """Time every revision side by side over the kernel's bench shapes (needs a GPU)."""
     from .bench import bench as run
     from .registry import load_kernel
 
     root = _root(ctx)
     kernel = load_kernel(root, kernel_name)
+    if families:
+        try:
+            shapes = [*shapes, *(s for s in kernel.family_shapes(families) if s not in shapes)]
+        except KeyError as exc:
+            raise KernlogError(exc.args[0]) from None
     shapes = list(shapes) or list(kernel.bench_shapes)
     path = run(root, kernel, _revisions(kernel, revs), shapes, list(dtype) or list(kernel.dtypes), budget,
                progress=click.echo)

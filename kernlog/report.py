@@ -164,7 +164,25 @@ def _arc(rows: list[dict], by_rev: dict, band, naive: str | None) -> dict | None
     return {"best": best, "ties": ties, "naive": naive, "vs_naive": best["vs_naive"], "refs": refs}
 
 
-def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None) -> dict | None:
+def _groups(rows: list[dict], families) -> list[dict]:
+    """The sweep's rows as one table per shape family (Kernel.families; a family with no member
+    measured yet is named, with no table), the rows of no family last; without families, one
+    table."""
+    out, placed = [], set()
+    for fam in families:
+        members = [format_shape(sh) for sh in fam.shapes]
+        mine = [r for r in rows if r["shape"] in members]
+        out.append({"name": fam.name, "why": fam.why, "rows": mine,
+                    "missing": [m for m in members if m not in {r["shape"] for r in mine}]})
+        placed |= {id(r) for r in mine}
+    rest = [r for r in rows if id(r) not in placed]
+    if rest or not out:
+        out.append({"name": "other bench shapes" if out else None, "why": "", "rows": rest, "missing": []})
+    return out
+
+
+def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None,
+           families=()) -> dict | None:
     """The bench.csv of `kernel` on `gpu` as a table; a point measured on an older source of its
     revision than `current` holds is listed in the row's "stale". "runs" lists the runs the
     points come from (`kernlog bench --rev` merges a run into the file), each with its commit
@@ -203,7 +221,8 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
                      "values": {r: (None if pd.isna(vals.get(r)) else float(vals.get(r))) for r in revs},
                      "stale": {r for r in revs if (dtype, shape, r) in old}})
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
-    return {"revisions": revs, "rows": rows, "metric": metric_name, "ceiling": ceiling,
+    return {"revisions": revs, "rows": rows,
+            "groups": _groups(rows, families), "metric": metric_name, "ceiling": ceiling,
             "stale": sorted({r for row in rows for r in row["stale"]}, key=by_rank),
             "has_copy": COPY in revs, "runs": runs,
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
@@ -263,7 +282,7 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
             groups.setdefault((r["gpu"]["slug"], format_shape(tuple(r["shape"])), r["dtype"]), []).append(r)
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
-        sweeps = [s for s in (_sweep(root, g, kernel.name, order, current) for g in gpus) if s]
+        sweeps = [s for s in (_sweep(root, g, kernel.name, order, current, kernel.families) for g in gpus) if s]
         claims = predictions.load(root, kernel.name)
         ladders = [dict(ladder(v, order, current, Bands(load_calibrations(root, k[0]), k[0]), kernel, claims),
                         gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])

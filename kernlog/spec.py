@@ -90,6 +90,21 @@ def _no_flops(shape: Shape) -> int:
 
 
 @dataclass(frozen=True)
+class Family:
+    """Shapes people run, swept together by `kernlog bench --family` and shown as one table:
+    a name, why these members, and the members."""
+    name: str
+    why: str
+    shapes: tuple[Shape, ...]
+
+    def __post_init__(self):
+        if not NAME_RE.match(self.name):
+            raise ValueError(f"family name {self.name!r} must match {NAME_RE.pattern}")
+        if not self.shapes or not all(s and all(type(n) is int and n > 0 for n in s) for s in self.shapes):
+            raise ValueError(f"family {self.name}: shapes must be tuples of positive integers")
+
+
+@dataclass(frozen=True)
 class Kernel:
     name: str
     revisions: tuple[Revision, ...]
@@ -118,6 +133,7 @@ class Kernel:
     # A regex of kernel names: ncu profiles only those (its metrics describe them, not the whole
     # launch); the CUPTI trace still times every kernel. "" profiles every kernel.
     ncu_kernels: str = ""
+    families: tuple[Family, ...] = ()  # shape families (issue 20): `kernlog bench --family`, a log table each
     doc: str = ""
 
     def __post_init__(self):
@@ -128,6 +144,27 @@ class Kernel:
             raise ValueError(f"kernel {self.name}: {COPY!r} is the sweep's copy column, not a revision name")
         if self.ceiling not in ("copy", "matmul"):
             raise ValueError(f"kernel {self.name}: ceiling must be 'copy' or 'matmul'")
+        rank = len(self.profile_shape)
+        for fam in self.families:
+            bad = [s for s in fam.shapes if len(s) != rank]
+            if bad:
+                raise ValueError(f"kernel {self.name}, family {fam.name}: shape {bad[0]} has not {rank} dimensions")
+        if len({f.name for f in self.families}) != len(self.families):
+            raise ValueError(f"kernel {self.name}: duplicate family names")
+
+    def family_shapes(self, names) -> list[Shape]:
+        """The members of the families `names` ("all": every family), in order, each once."""
+        known = {f.name: f for f in self.families}
+        if not known:
+            raise KeyError(f"{self.name} declares no shape family")
+        wanted = list(known) if "all" in names else list(names)
+        bad = [n for n in wanted if n not in known]
+        if bad:
+            raise KeyError(f"{self.name} has no family {bad[0]!r}; families: {', '.join(known)}")
+        out: list[Shape] = []
+        for n in wanted:
+            out += [s for s in known[n].shapes if s not in out]
+        return out
 
     def revision(self, name: str) -> Revision:
         for rev in self.revisions:

@@ -160,3 +160,12 @@ def test_list_flags_a_missing_ncu_report(repo):
     for path in (repo / "profiles").rglob("*.ncu-rep"):
         path.unlink()
     assert "ncu report missing" in run(repo, "list").output
+
+
+def test_bench_names_an_unknown_family_in_one_line(tmp_path):
+    from .helpers import scratch_repo
+
+    root = scratch_repo(tmp_path)
+    r = CliRunner().invoke(main, ["--root", str(root), "bench", "softmax", "--family", "nope"])
+    assert r.exit_code == 2 and "softmax has no family 'nope'; families: vocab" in r.output
+    assert "Traceback" not in r.output

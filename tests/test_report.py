@@ -294,3 +294,16 @@ def test_show_says_where_the_time_goes_and_what_ncu_left_out(tmp_path):
     assert "ncu profiled only the kernels matching .*softmax.*" in text
     del rec["kernel_times"]
     assert "where the time goes" not in render(tmp_path, rec)
+
+
+def test_a_sweep_is_one_table_per_shape_family_and_names_what_is_not_measured():
+    from kernlog.spec import Family
+
+    rows = [{"shape": s, "dtype": "fp32"} for s in ("4096x32000", "1x50257", "8192x4096")]
+    fams = (Family("vocab", "vocabularies", ((4096, 32000), (4096, 50257))),
+            Family("decode", "few rows", ((1, 50257),)), Family("long", "long rows", ((4, 1048576),)))
+    groups = report._groups(rows, fams)
+    assert [(g["name"], [r["shape"] for r in g["rows"]], g["missing"]) for g in groups] == [
+        ("vocab", ["4096x32000"], ["4096x50257"]), ("decode", ["1x50257"], []), ("long", [], ["4x1048576"]),
+        ("other bench shapes", ["8192x4096"], [])]
+    assert [g["name"] for g in report._groups(rows, ())] == [None]  # no families: one table, no heading

@@ -1,4 +1,5 @@
 """Revision identity (the source hash that marks stored profiles stale) and shapes."""
+import dataclasses
 import importlib.util
 
 import pytest
@@ -77,3 +78,24 @@ def test_a_kernel_refuses_duplicate_names_the_copy_column_and_an_unknown_ceiling
         kernel([COPY])
     with pytest.raises(ValueError, match="^kernel k: ceiling must be 'copy' or 'matmul'$"):
         kernel(["a"], "flops")
+
+
+def test_shape_families_are_checked_and_resolved():
+    from kernlog.registry import find_root, load_kernel
+    from kernlog.spec import Family
+
+    with pytest.raises(ValueError, match="family name"):
+        Family("Bad Name", "", ((1, 2),))
+    with pytest.raises(ValueError, match="positive integers"):
+        Family("empty", "", ())
+    k = load_kernel(find_root(), "softmax")
+    assert k.family_shapes(["decode"]) == list(next(f.shapes for f in k.families if f.name == "decode"))
+    everything = k.family_shapes(["all"])
+    assert len(everything) == len(set(everything)) == sum(len(f.shapes) for f in k.families)
+    assert k.family_shapes(["decode", "decode"]) == k.family_shapes(["decode"])
+    with pytest.raises(KeyError, match="no family 'nope'; families: vocab, decode"):
+        k.family_shapes(["nope"])
+    with pytest.raises(ValueError, match="has not 2 dimensions"):
+        dataclasses.replace(k, families=(Family("odd", "", ((1, 2, 3),)),))
+    with pytest.raises(KeyError, match="declares no shape family"):
+        load_kernel(find_root(), "gelu").family_shapes(["all"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kernels.common import TUNING_SOURCE, LazyModule
 from kernlog.frameworks import references
-from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
+from kernlog.spec import DTYPE_BYTES, Family, Kernel, Revision, torch_dtype
 
 from . import cuda_launch
 
@@ -109,9 +109,27 @@ REFERENCES = (
                "torch.compile of F.softmax (Inductor's generated Triton)"),
 )
 
+# Issue 20's shape families: what softmax meets in models, rows x columns. Not yet measured.
+FAMILIES = (
+    Family("vocab", "an LLM's output softmax over its vocabulary: Llama 2 (32000), GPT-2 (50257: odd, "
+           "no vector width divides it), Llama 3 (128256), Qwen 2 (151936) columns, 4096 tokens of a "
+           "training batch or a long prefill",
+           ((4096, 32000), (4096, 50257), (4096, 128256), (4096, 151936))),
+    Family("decode", "the same vocabularies at decode: 1 to 64 rows cannot fill 132 SMs with one "
+           "block per row",
+           ((1, 50257), (8, 128256), (32, 151936), (64, 50257))),
+    Family("long_rows", "rows of 256K to 1M columns (long-context attention scores, big classifiers): "
+           "one row outgrows a block, and a cluster",
+           ((64, 262144), (16, 1048576), (4, 1048576))),
+    Family("short_rows", "many rows of at most 128 columns (attention over short windows, MoE router "
+           "softmax over 8-128 experts): a warp or less per row",
+           ((1048576, 8), (262144, 64), (131072, 128), (65536, 100))),
+)
+
 KERNEL = Kernel(
     flops_per_element=5,  # for the roofline: max, subtract, exp, sum, scale
     name="softmax",
+    families=FAMILIES,
     revisions=CUDA_REVISIONS + (TRITON,) + REFERENCES,
     make_inputs=make_inputs,
     make_output=make_output,
