@@ -9,7 +9,9 @@ report blob of the history).
 """
 from __future__ import annotations
 
+import functools
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -38,14 +40,44 @@ def resolve(root: Path, ref: str) -> str:
         raise KernlogError(f"{ref!r} names no commit of this repository (`git log` lists them)") from None
 
 
-def paths(root: Path, commit: str) -> dict[str, int]:
-    """{path: size} of every file under profiles/ at `commit`."""
-    out = {}
+_SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def _once_per_commit(fn):
+    """`fn(root, commit)` read once per process for a full commit id (its objects never change;
+    a ref such as HEAD may move, and is read each time)."""
+    cached = functools.lru_cache(maxsize=None)(fn)
+
+    @functools.wraps(fn)
+    def call(root: Path, commit: str):
+        return cached(root, commit) if _SHA.fullmatch(commit) else fn(root, commit)
+    return call
+
+
+@_once_per_commit
+def _paths(root: Path, commit: str) -> tuple[tuple[str, int], ...]:
+    out = []
     for line in git(root, "ls-tree", "-r", "-l", commit, "--", "profiles/").splitlines():
         meta, _, path = line.partition("\t")
         size = meta.split()[3]
-        out[path] = int(size) if size.isdigit() else -1
-    return out
+        out.append((path, int(size) if size.isdigit() else -1))
+    return tuple(out)
+
+
+def paths(root: Path, commit: str) -> dict[str, int]:
+    """{path: size} of every file under profiles/ at `commit` (`kernlog history` asks once per
+    revision for the same commits: read once per commit)."""
+    return dict(_paths(root, commit))
+
+
+@_once_per_commit
+def commit_date(root: Path, commit: str) -> str | None:
+    """The committer date of `commit` (ISO 8601), or None where git knows no such commit ("HEAD"
+    of an old profile, a shallow clone)."""
+    try:
+        return git(root, "show", "-s", "--format=%cI", commit).strip() or None
+    except KernlogError:
+        return None
 
 
 def profiles_at(root: Path, commit: str, kernel: str | None = None, revision: str | None = None) -> list[dict]:

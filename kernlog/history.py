@@ -52,22 +52,16 @@ def entries(root: Path, side: Side) -> tuple[dict, list[dict]]:
                 why = "its failed.json is unreadable"
             recs.append({"_commit": None, "_at": failed.parent.name, "_path": str(failed.relative_to(root)),
                          "_error": f"not profiled at this commit: {why}"})
-    dates: dict = {}
     for r in recs:
-        r["_when"] = _when(root, r, dates)
+        r["_when"] = _when(root, r)
     return now, sorted(recs, key=lambda r: r["_when"])
 
 
-def _when(root: Path, rec: dict, dates: dict) -> str:
+def _when(root: Path, rec: dict) -> str:
     """Where an entry sits in the timeline: the date of the commit it profiled where git knows
     it (an --at entry profiles an old commit today), else when it was captured."""
     commit = rec.get("_at") or ((rec.get("git") or {}).get("commit") if "_error" not in rec else rec.get("_commit"))
-    if isinstance(commit, str) and commit not in dates:
-        try:
-            dates[commit] = gitrefs.git(root, "show", "-s", "--format=%cI", commit).strip() or None
-        except KernlogError:  # not a commit git knows ("HEAD" of an old profile, a shallow clone)
-            dates[commit] = None
-    return (dates.get(commit) if isinstance(commit, str) else None) or rec.get("captured_at") or ""
+    return (gitrefs.commit_date(root, commit) if isinstance(commit, str) else None) or rec.get("captured_at") or ""
 
 
 def timeline(root: Path, side: Side) -> dict:

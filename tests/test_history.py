@@ -130,3 +130,16 @@ def test_the_log_plots_a_revision_with_two_committed_entries(repo):
     text = report.render(repo, [load_kernel(repo, "softmax")], [section])
     assert f"![history of softmax 8192x4096 fp32]({hist['plot']})" in text
     assert report.plot_histories(repo, [section]) == [repo / hist["plot"]] and (repo / hist["plot"]).stat().st_size
+
+
+def test_what_a_commit_holds_is_read_once_but_a_moving_ref_each_time(repo):
+    from kernlog import gitrefs
+
+    first = commit(repo, version(0.12, 1, "a"), "first")
+    before = gitrefs.paths(repo, "HEAD")
+    rec = make_record("torch_compile")
+    commit(repo, rec, "second")
+    assert len(gitrefs.paths(repo, "HEAD")) > len(before)  # HEAD moved: read again
+    assert gitrefs.paths(repo, first) == before and gitrefs.paths(repo, first) is not gitrefs.paths(repo, first)
+    assert gitrefs.commit_date(repo, first) == git(repo, "show", "-s", "--format=%cI", first)
+    assert gitrefs.commit_date(repo, "0" * 40) is None
