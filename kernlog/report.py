@@ -60,11 +60,11 @@ def rate(rec: dict) -> dict:
     return out
 
 
-def across_gpus(section: dict) -> list[dict]:
+def across_gpus(ladders: list[dict]) -> list[dict]:
     """For each (shape, dtype) profiled on two or more GPUs: the revisions side by side, each
     GPU's time and % of its own copy bandwidth, and the speed ratio against the first GPU."""
     by_point: dict = {}
-    for lad in section["ladders"]:
+    for lad in ladders:
         by_point.setdefault((lad["shape"], lad["dtype"]), []).append(lad)
     out = []
     for (shape, dtype), lads in by_point.items():
@@ -295,7 +295,7 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
             lad["roofline"] = (f"reports/{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
                                if placed else None)
         sections.append({"kernel": kernel, "order": order, "ladders": ladders,
-                         "across": across_gpus({"ladders": ladders}),
+                         "across": across_gpus(ladders),
                          "sweeps": sweeps,
                          "revisions": {r.name: r for r in kernel.revisions},
                          "unreadable": [e for e in bad if Path(e.path).parts[-2] == kernel.name]})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from . import hotspots, units
@@ -48,9 +49,7 @@ def render(root: Path, rec: dict, fmt: str = "text") -> str:
         m = metric(key)
         lines.append(f"  {m.label:<38} {units.quantity(m.unit, value):>18}")
     facts = rec.get("facts") or {}
-    counts: dict = {}
-    for k in facts.get("kernels", []):
-        counts[k["name"]] = counts.get(k["name"], 0) + 1
+    counts = Counter(k["name"] for k in facts.get("kernels", []))
     only = ncu_filter(rec)
     lines.append(f"  occupancy limiter: {facts.get('occupancy_limiter') or 'not collected'}; "
                  + (f"ncu profiled only the kernels matching {only}: " if only else "kernels: ")

@@ -145,22 +145,21 @@ def _load_sdpa():
     return _launcher("torch_sdpa", _with_ops(replace(TORCH_OPS, attention=_sdpa)))
 
 
-TORCH_MODEL = (*MODEL_FILES,)
 LIBRARY = (MODEL / "library_ops.py", ROOT / "kernels" / "softmax" / "softmax_triton.py",
            ROOT / "kernels" / "layernorm" / "v1_looped.py", ROOT / "kernels" / "common" / "rownorm.py",
            ROOT / "kernels" / "gelu" / "v1_fused.py", ROOT / "kernels" / "dropout" / "v1_rand4x.py")
 
 REVISIONS = (
-    Revision("torch", "torch", TORCH_MODEL, _load_torch, "the model with PyTorch's ops, eager",
+    Revision("torch", "torch", MODEL_FILES, _load_torch, "the model with PyTorch's ops, eager",
              role="reference"),
-    Revision("torch_compile", "torch", TORCH_MODEL, _load_compile,
+    Revision("torch_compile", "torch", MODEL_FILES, _load_compile,
              "torch.compile of the whole model (Inductor), static shapes", role="reference"),
-    Revision("library", "triton", (*TORCH_MODEL, *LIBRARY), _load_library,
+    Revision("library", "triton", (*MODEL_FILES, *LIBRARY), _load_library,
              "softmax, LayerNorm, GeLU through kernlog's library (Triton softmax, LayerNorm v1_looped, "
              "GeLU v1_fused); matmuls and the rest PyTorch's",
              "a few % faster than eager where softmax and LayerNorm take a visible share; "
              "the matmuls dominate at GPT-2 size"),
-    Revision("torch_sdpa", "torch", TORCH_MODEL, _load_sdpa,
+    Revision("torch_sdpa", "torch", MODEL_FILES, _load_sdpa,
              "attention as one F.scaled_dot_product_attention (fused: no T x T scores in DRAM), the rest eager",
              "what a fused attention kernel would buy the library: the softmax's and the score matmuls' "
              "share at 1024 tokens, minus the fused kernel's own time", role="reference"),
