@@ -12,7 +12,7 @@ TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 # The GPU machine's Python, which brings its own CUDA torch, triton, cupy and ncu (README, GPU install).
 GPU_PY ?= python3
 
-.PHONY: setup log test test-slow test-gpu lock gpu
+.PHONY: setup log test test-slow test-gpu lock gpu liger-wheel
 
 $(PY):
 	python3 -m venv $(VENV) || { echo "make: cannot create $(VENV); on Debian: apt-get install python3-venv" >&2; exit 1; }
@@ -56,6 +56,11 @@ test-gpu:
 lock:
 	{ grep '^#' $(LOCK); $(PY) -m pip freeze --exclude-editable | grep -v '^#'; } > $(LOCK).new
 	mv $(LOCK).new $(LOCK)
+
+# Liger-Kernel's wheel into wheels/, for a GPU machine without network (scripts/gpu.sh liger).
+LIGER := liger-kernel==0.8.5
+liger-wheel: setup
+	$(PY) -m pip download -q --no-deps $(LIGER) -d wheels
 
 # On a GPU machine with ncu (no install: uses the packages already there).
 gpu:

@@ -12,26 +12,32 @@ from pathlib import Path
 from . import gate, provenance, store, timing
 from .errors import GateFailure, Unsupported
 from .profiler import ceilings, require_gpu
-from .spec import COPY, Kernel, Revision, Shape, format_shape
+from .spec import COPY, FAILS_GATE, REFUSED, Kernel, Revision, Shape, format_shape
 
 KEY = ["kernel", "revision", "shape", "dtype"]
 # spec.COPY is the sweep's column for the roofline at each point's size: a device-to-device
 # copy moving the kernel's fewest bytes (half read, half written), timed in the same run. A
 # 1 GiB copy sets the log's ceiling; at 64 MB a copy is already a few percent under it.
-# bench shapes are too large for a float64 CPU reference: there each revision is compared
-# with the first reference revision's output, in fp32 on the GPU, with this tolerance.
-AGREE = {"fp32": 1e-4, "bf16": 2e-2, "fp16": 4e-3}
 
 
-def agree(out, ref) -> float:
-    """Relative L2 distance of `out` from `ref` where `ref` is finite; inf if `out` is not
-    finite there (an unwritten, still-poisoned element)."""
-    out, ref = out.float(), ref.float()
-    finite = ref.isfinite()
-    if not out[finite].isfinite().all():
-        return float("inf")
-    num = (out[finite] - ref[finite]).norm().item()
-    return num / max(ref[finite].norm().item(), 1e-30)
+def attempt(kernel: Kernel, rev: Revision, launch, inputs, shape: Shape, dtype: str) -> tuple[str, str]:
+    """One launch at a sweep point, judged by the gate at full size against the float64
+    reference (on the GPU): ("ok", ""), ("wrong", the problem), or ("refused", why) where the
+    revision declines the shape (spec.Revision.refuses: Liger past 65536 columns) or raises
+    Unsupported. A launch that raises otherwise is wrong, the references' included."""
+    why = rev.refusal(shape)
+    if why:
+        return REFUSED, why
+    out = kernel.make_output(inputs)
+    gate.poison(out)
+    try:
+        result = gate._launch(launch, inputs, out)
+    except Unsupported as exc:
+        return REFUSED, str(exc)
+    except Exception as exc:
+        return "wrong", f"raised {type(exc).__name__}: {gate._gist(exc)}"
+    problem = gate._judge(kernel, rev, inputs, out, result, gate.tolerance(kernel, dtype))[1]
+    return ("wrong", problem) if problem else ("ok", "")
 
 
 def _write(root: Path, gpu: dict, kernel: Kernel, rows: list[dict]) -> Path:
@@ -68,17 +74,23 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     for rev in revs:
         try:
             launchers[rev.name] = rev.load()
-            bad = gate.first_failure(gate.check_revision(kernel, rev, "cuda", dtypes=dtypes,
-                                                         launch=launchers[rev.name]))
-        except Unsupported as exc:
+            # torch.compile: the gate's shapes through its shape-generic graph, not a graph each
+            gate_launch = rev.load_for_gate() if rev.load_for_gate else launchers[rev.name]
+            bad = gate.first_failure(gate.check_revision(kernel, rev, "cuda", dtypes=dtypes, launch=gate_launch))
+        except Unsupported as exc:  # not installed, or the GPU lacks a feature: left out, not failed
             progress(f"{rev.name}: skipped: {exc}")
-            failed.append(rev.name)
+            launchers.pop(rev.name, None)
             continue
         if bad is not None:
             progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
             failed.append(rev.name)
-    refs = [r.name for r in revs if r.role == "reference" and r.name not in failed]
-    rows = []
+    rows, wrong = [], []
+
+    def stamp(name, sha, shape, dtype):
+        return {"kernel": kernel.name, "revision": name, "shape": format_shape(shape), "dtype": dtype,
+                "gpu": gpu["name"], "torch": vers["torch"], "triton": vers["triton"],
+                "liger_kernel": vers.get("liger_kernel"), "commit": git["commit"], "run": run,
+                "source_sha256": sha, "copy_gbps": ceil["copy_gbps"], "matmul_tflops": ceil["matmul_bf16_tflops"]}
 
     def point(name, sha, shape, dtype, s):
         nbytes, flops = kernel.bytes_moved(shape, dtype), kernel.flops(shape)
@@ -87,35 +99,36 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
         if flops:
             values["tflops"] = flops / s["median_ms"] / 1e9
         for metric, value in values.items():
-            rows.append({"kernel": kernel.name, "revision": name, "shape": format_shape(shape),
-                         "dtype": dtype, "metric": metric, "value": value, "samples": s["n"],
-                         "gpu": gpu["name"], "torch": vers["torch"], "triton": vers["triton"],
-                         "commit": git["commit"], "run": run, "source_sha256": sha,
-                         "copy_gbps": ceil["copy_gbps"], "matmul_tflops": ceil["matmul_bf16_tflops"]})
+            rows.append(dict(stamp(name, sha, shape, dtype), metric=metric, value=value, samples=s["n"]))
         progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {name:<16} "
                  f"{s['median_ms'] * 1e3:9.1f} us {values['gbps']:8.0f} GB/s"
                  + (f" {values['tflops']:6.0f} TFLOP/s" if flops else ""))
+
     for shape in shapes:
         for dtype in dtypes:
             gen = torch.Generator(device="cuda").manual_seed(0)
             inputs = kernel.make_inputs(shape, dtype, gen, "cuda", kernel.cases[0])
-            baseline = None
-            # the reference runs first, so every other revision is compared with its output
-            for rev in sorted(revs, key=lambda r: r.name != (refs[0] if refs else None)):
-                if rev.name in failed:
+            for rev in revs:
+                if rev.name in failed or rev.name not in launchers:
                     continue
                 launch = launchers[rev.name]
+                verdict, why = attempt(kernel, rev, launch, inputs, shape, dtype)
+                if verdict == REFUSED:
+                    progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {rev.name:<16} refused: {why}")
+                    rows.append(dict(stamp(rev.name, rev.sha256(), shape, dtype), metric=REFUSED,
+                                     value=float("nan"), samples=0, note=why))
+                    continue
+                if verdict == "wrong" and rev.role != "reference":
+                    progress(f"{rev.name} {format_shape(shape)} {dtype}: FAILED the gate at full size, "
+                             f"not timed: {why}")
+                    wrong.append(f"{rev.name} at {format_shape(shape)} {dtype}")
+                    continue
+                if verdict == "wrong":  # the user's baseline, less accurate here: timed, and marked
+                    progress(f"{rev.name} {format_shape(shape)} {dtype}: fails the gate at full size (a reference: "
+                             f"timed all the same, marked in the log): {why}")
+                    rows.append(dict(stamp(rev.name, rev.sha256(), shape, dtype), metric=FAILS_GATE,
+                                     value=float("nan"), samples=0, note=why))
                 out = kernel.make_output(inputs)
-                gate.poison(out)
-                result = launch(inputs, out)
-                if refs and kernel.extra_check is None:
-                    if rev.name == refs[0]:
-                        baseline = result.clone()
-                    elif baseline is not None and agree(result, baseline) > max(AGREE[dtype],
-                                                                                gate.tolerance(kernel, dtype).l2):
-                        progress(f"{rev.name} {format_shape(shape)} {dtype}: disagrees with {refs[0]} "
-                                 f"({agree(result, baseline):.1e}); left out")
-                        continue
                 s = timing.summary(timer.samples(functools.partial(launch, inputs, out), budget_s=budget_s))
                 point(rev.name, rev.sha256(), shape, dtype, s)
             if kernel.ceiling == "copy":
@@ -127,8 +140,9 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             torch.cuda.empty_cache()
             path = _write(root, gpu, kernel, rows)  # after every point: a cut-off sweep keeps what it measured
     path = _write(root, gpu, kernel, rows)
-    if failed:
-        raise GateFailure(f"{len(failed)} revision(s) failed the correctness gate: {', '.join(failed)}")
+    if failed or wrong:
+        raise GateFailure("failed the correctness gate: " + ", ".join(failed + wrong)
+                          + f" (the lines above say why; what passed is in {path.relative_to(root)})")
     return path
 
 

@@ -18,6 +18,14 @@ def compiled(fn, dynamic: bool | None = False):
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(cfg, name):
             setattr(cfg, name, max(getattr(cfg, name), RECOMPILE_LIMIT))
+    for name in ("accumulated_recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(cfg, name):
+            setattr(cfg, name, max(getattr(cfg, name), 4 * RECOMPILE_LIMIT))
+    # Past the limit Dynamo runs the function eagerly with a warning: a torch.compile column
+    # that silently times eager (a bench gate over 22 shapes x 2 dtypes x 5 cases reached it on
+    # the H100). Raise instead, so the gate or the sweep fails naming it.
+    if hasattr(cfg, "fail_on_recompile_limit_hit"):
+        cfg.fail_on_recompile_limit_hit = True
     return torch.compile(fn, dynamic=dynamic)
 
 
@@ -39,3 +47,43 @@ def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optio
     return (Revision("torch", "torch", (init,), load_eager, eager, role="reference", code=op),
             Revision("torch_compile", "torch", (init,), load_compiled, compiled_, role="reference", code=op,
                      load_for_gate=lambda: load_compiled(dynamic=None)))
+
+
+LIGER = "liger_kernel"
+LIGER_INSTALL = ("pip install liger-kernel (a GPU machine without network: pip install --no-deps "
+                 "liger_kernel-<version>-py3-none-any.whl)")
+
+
+def liger_version() -> str | None:
+    """The installed Liger-Kernel's version, None where it is not installed (read from the
+    package metadata: importing it pulls in its Triton kernels)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("liger-kernel")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def liger(op: Callable, init: Path, change: str, max_cols: int = 65536) -> tuple:
+    """The `liger` revision: `op(*inputs)` calling Liger-Kernel (Triton kernels, the usual choice
+    for softmax and norms in training stacks), an optional GPU dependency. Without it, or without
+    a GPU, loading it raises Unsupported, so profile, check and bench skip it with one line. Its
+    row kernels take at most `max_cols` columns (liger_kernel.ops.utils.calculate_settings raises
+    past 65536): longer rows are declined, and bench's table says so."""
+    from .errors import Unsupported
+    from .spec import Revision
+
+    def load():
+        import torch
+
+        if liger_version() is None:
+            raise Unsupported(f"Liger-Kernel is not installed: {LIGER_INSTALL}")
+        if not torch.cuda.is_available():
+            raise Unsupported("Liger-Kernel runs on a GPU")
+        return lambda inputs, out: op(*inputs)
+
+    def refuses(shape) -> str:
+        return f"Liger-Kernel takes rows of at most {max_cols} columns" if shape[-1] > max_cols else ""
+
+    return (Revision("liger", "torch", (init,), load, change, role="reference", code=op, refuses=refuses),)

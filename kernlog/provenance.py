@@ -141,6 +141,9 @@ def versions(ncu: str | None = None) -> dict:
             out[name] = __import__(name).__version__
         except ImportError:
             out[name] = None
+    from .frameworks import liger_version
+
+    out["liger_kernel"] = liger_version()
     if ncu:
         out["ncu"] = ncu_version(ncu)
     return out

@@ -16,7 +16,7 @@ from .diff import metric_rows, timing_verdict
 from .errors import KernlogError
 from .metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from .noise import Bands, load_calibrations
-from .spec import COPY, format_shape
+from .spec import COPY, FAILS_GATE, REFUSED, format_shape
 
 LOG = "KERNEL_LOG.md"
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
@@ -215,18 +215,35 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
         by_run.setdefault(run or commit, (commit, set()))[1].add(rev)
     runs = sorted(({"commit": (commit or "not recorded")[:10], "revisions": sorted(timed, key=by_rank)}
                    for commit, timed in by_run.values()), key=lambda r: by_rank(r["revisions"][0]))
+    refused, failing = _noted(df, REFUSED), _noted(df, FAILS_GATE)
     rows = []
     for (dtype, shape), vals in wide.iterrows():
         rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
                      "values": {r: (None if pd.isna(vals.get(r)) else float(vals.get(r))) for r in revs},
-                     "stale": {r for r in revs if (dtype, shape, r) in old}})
+                     "stale": {r for r in revs if (dtype, shape, r) in old},
+                     "refused": refused.get((dtype, shape), {}), "fails_gate": failing.get((dtype, shape), {})})
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
     return {"revisions": revs, "rows": rows,
             "groups": _groups(rows, families), "metric": metric_name, "ceiling": ceiling,
             "stale": sorted({r for row in rows for r in row["stale"]}, key=by_rank),
             "has_copy": COPY in revs, "runs": runs,
+            "refusals": sorted({(r, why) for row in rows for r, why in row["refused"].items()},
+                               key=lambda rw: (by_rank(rw[0]), rw[1])),
+            "gate_failures": [(r, row["shape"], row["dtype"], why) for row in rows
+                              for r, why in sorted(row["fails_gate"].items(), key=lambda rw: by_rank(rw[0]))],
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
             "gpu": str(df["gpu"].iloc[0])}
+
+
+def _noted(df, metric: str) -> dict:
+    """(dtype, shape) -> {revision: the note} of bench.csv's rows of `metric` (spec.REFUSED,
+    spec.FAILS_GATE)."""
+    rows = df[df["metric"] == metric]
+    notes = rows["note"] if "note" in rows else [""] * len(rows)
+    out: dict = {}
+    for d, sh, rev, note in zip(rows["dtype"], rows["shape"], rows["revision"], notes, strict=True):
+        out.setdefault((d, sh), {})[rev] = note if isinstance(note, str) and note else "not recorded"
+    return out
 
 
 def _numel(shape: str) -> int:

@@ -28,6 +28,10 @@ KINDS = ("cuda", "triton", "torch")
 ROLES = ("step", "reference", "counterpart")
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 COPY = "copy"  # the sweep's same-size copy column (kernlog bench): no revision may take the name
+REFUSED = "refused"  # bench.csv's metric of a point a revision declined, its reason in the "note" column
+# bench.csv's metric of a point where a reference (F.*, Liger) fails the gate at full size: the
+# user's baseline is timed all the same, and the log marks it with the problem (in "note")
+FAILS_GATE = "fails_gate"
 
 
 def torch_dtype(name: str):
@@ -61,6 +65,12 @@ class Revision:
     # The launcher the gate checks across its shapes, where it differs from `load`'s (the one
     # timed and profiled): torch.compile's shape-generic graph in place of one per shape.
     load_for_gate: Optional[Callable[[], Launcher]] = None
+    # The shapes it declines, declared: shape -> why ("" where it runs). The gate leaves those out
+    # and bench records the refusal; a revision raising on a shape it did not decline fails.
+    refuses: Optional[Callable[[Shape], str]] = None
+
+    def refusal(self, shape: Shape) -> str:
+        return self.refuses(tuple(shape)) if self.refuses is not None else ""
 
     def __post_init__(self):
         if not NAME_RE.match(self.name):
@@ -92,15 +102,19 @@ def _no_flops(shape: Shape) -> int:
 @dataclass(frozen=True)
 class Family:
     """Shapes people run, swept together by `kernlog bench --family` and shown as one table:
-    a name, why these members, and the members."""
+    a name, why these members, and the members. `check`: small versions of the members (their
+    odd lengths, fewer rows) that join the kernel's check shapes, so every gate -- the CPU's
+    included -- meets what the family is about; bench gates each member at full size."""
     name: str
     why: str
     shapes: tuple[Shape, ...]
+    check: tuple[Shape, ...] = ()
 
     def __post_init__(self):
         if not NAME_RE.match(self.name):
             raise ValueError(f"family name {self.name!r} must match {NAME_RE.pattern}")
-        if not self.shapes or not all(s and all(type(n) is int and n > 0 for n in s) for s in self.shapes):
+        if not self.shapes or not all(s and all(type(n) is int and n > 0 for n in s)
+                                      for s in self.shapes + self.check):
             raise ValueError(f"family {self.name}: shapes must be tuples of positive integers")
 
 
@@ -110,7 +124,7 @@ class Kernel:
     revisions: tuple[Revision, ...]
     make_inputs: Callable[..., Inputs]  # (shape, dtype_name, generator, device, case) -> inputs
     make_output: Callable[[Inputs], Any]  # empty output for these inputs
-    reference: Callable[[Inputs, Any], Any]  # float64 result; `out` only for stochastic ops
+    reference: Callable[[Inputs, Any], Any]  # float64 result on the inputs' device; `out` only for stochastic ops
     bytes_moved: Callable[[Shape, str], int]  # fewest DRAM bytes: each input read once, output written once
     check_shapes: tuple[Shape, ...]
     bench_shapes: tuple[Shape, ...]
@@ -134,6 +148,7 @@ class Kernel:
     # launch); the CUPTI trace still times every kernel. "" profiles every kernel.
     ncu_kernels: str = ""
     families: tuple[Family, ...] = ()  # shape families (issue 20): `kernlog bench --family`, a log table each
+    reference_notes: tuple[str, ...] = ()  # references a user might expect that the kernel lacks, and why
     doc: str = ""
 
     def __post_init__(self):
@@ -146,7 +161,7 @@ class Kernel:
             raise ValueError(f"kernel {self.name}: ceiling must be 'copy' or 'matmul'")
         rank = len(self.profile_shape)
         for fam in self.families:
-            bad = [s for s in fam.shapes if len(s) != rank]
+            bad = [s for s in fam.shapes + fam.check if len(s) != rank]
             if bad:
                 raise ValueError(f"kernel {self.name}, family {fam.name}: shape {bad[0]} has not {rank} dimensions")
         if len({f.name for f in self.families}) != len(self.families):
@@ -165,6 +180,14 @@ class Kernel:
         for n in wanted:
             out += [s for s in known[n].shapes if s not in out]
         return out
+
+    @property
+    def gate_shapes(self) -> tuple[Shape, ...]:
+        """What the gate checks: the check shapes, then the families' small versions not among them."""
+        out = list(self.check_shapes)
+        for fam in self.families:
+            out += [s for s in fam.check if s not in out]
+        return tuple(out)
 
     def revision(self, name: str) -> Revision:
         for rev in self.revisions:

@@ -7,7 +7,8 @@
 #                                     then --ignore=tests/test_gate_all_kernels.py
 #   scripts/gpu.sh sanitize           compute-sanitizer (memcheck, racecheck) on every CUDA C revision
 #   scripts/gpu.sh profile K [K ...]  kernlog profile for each kernel (missing revisions only)
-#   scripts/gpu.sh bench K [K ...]    kernlog bench for each kernel
+#   scripts/gpu.sh bench K [K ...]    kernlog bench for each kernel (BENCH_FAMILY=all: its shape families)
+#   scripts/gpu.sh liger              install Liger-Kernel (a reference) from wheels/ (make liger-wheel), no network
 #   scripts/gpu.sh noise [K/R ...]    A/A noise calibration (default: a memory-, a latency- and a compute-bound revision)
 #   scripts/gpu.sh retime A B [A B]   kernlog diff A B --retime for each pair
 # Logs go to $OUT (or ./gpu-logs); profiles/ is written in place.
@@ -62,8 +63,14 @@ case $stage in
   bench)
     for k in "$@"; do  # KERNEL or KERNEL:SHAPE,SHAPE to sweep fewer shapes
       shapes=(); [[ $k == *:* ]] && { IFS=, read -ra s <<< "${k#*:}"; for x in "${s[@]}"; do shapes+=(--shape "$x"); done; }
+      [ -n "${BENCH_FAMILY:-}" ] && shapes+=(--family "$BENCH_FAMILY")
       python3 -m kernlog bench "${k%%:*}" "${shapes[@]}" --budget "${BENCH_BUDGET:-0.5}" 2>&1 | tee -a "$LOGS/bench.log" || status=1
     done
+    ;;
+  liger)
+    wheel=$(ls wheels/liger_kernel-*.whl 2>/dev/null | tail -1)
+    [ -n "$wheel" ] || { echo "no wheels/liger_kernel-*.whl: run make liger-wheel where there is a network"; exit 2; }
+    python3 -m pip install -q --no-deps "$wheel" || status=1
     ;;
   noise)
     [ $# -gt 0 ] || set -- softmax/v7_bf16_packed softmax/v0_naive matmul_relu/v1_tma_persistent

@@ -28,13 +28,90 @@ def test_nothing_measured_writes_nothing(tmp_path):
     assert not path.exists()
 
 
-def test_agreement_rejects_unwritten_elements_and_measures_distance():
+def _softmax_point(shape=(3, 50257), dtype="fp32"):
     import torch
 
-    ref = torch.tensor([1.0, 2.0, float("nan"), 4.0])
-    assert bench.agree(ref.clone(), ref) == 0.0
-    assert bench.agree(torch.tensor([1.0, float("nan"), 0.0, 4.0]), ref) == float("inf")
-    assert abs(bench.agree(torch.tensor([1.0, 2.0, 0.0, 4.4]), ref) - 0.4 / 21 ** 0.5) < 1e-6
+    from kernlog.registry import find_root, load_kernel
+
+    kernel = load_kernel(find_root(), "softmax")
+    inputs = kernel.make_inputs(shape, dtype, torch.Generator().manual_seed(0), "cpu", "random")
+    return kernel, inputs
+
+
+def test_a_sweep_point_is_judged_by_the_gate_at_full_size():
+    """bench.attempt: the float64 reference decides, element by element; a wrong output is
+    never timed, whoever wrote it."""
+    import dataclasses
+
+    import torch
+
+    kernel, inputs = _softmax_point()
+    torch_rev = kernel.revision("torch")
+    assert bench.attempt(kernel, torch_rev, torch_rev.load(), inputs, (3, 50257), "fp32") == ("ok", "")
+
+    def last_columns_doubled(inp, out):  # right but for the row's last 8 of 50257: a localized error
+        out.copy_(torch.softmax(inp[0], -1))
+        out[:, -8:] *= 2
+        return out
+
+    mine = dataclasses.replace(torch_rev, name="mine", kind="triton", role="step")
+    verdict, why = bench.attempt(kernel, mine, last_columns_doubled, inputs, (3, 50257), "fp32")
+    assert verdict == "wrong" and "elements over" in why
+
+    def unwritten(inp, out):
+        return out
+
+    assert bench.attempt(kernel, mine, unwritten, inputs, (3, 50257), "fp32")[0] == "wrong"
+
+
+def test_a_declined_shape_is_refused_without_a_launch_and_a_raise_is_wrong():
+    import dataclasses
+
+    from kernlog.errors import Unsupported
+
+    kernel, inputs = _softmax_point((2, 70000))
+    launched = []
+
+    def launch(inp, out):
+        launched.append(1)
+        raise RuntimeError("n = 70000 exceeds the recommended Triton blocksize = 65536")
+
+    ref = dataclasses.replace(kernel.revision("torch"), name="liger",
+                              refuses=lambda shape: "at most 65536 columns" if shape[-1] > 65536 else "")
+    assert bench.attempt(kernel, ref, launch, inputs, (2, 70000), "fp32") == ("refused", "at most 65536 columns")
+    assert not launched
+    # a reference that raises on a shape it did not decline is wrong, not refused
+    undeclared = dataclasses.replace(ref, refuses=None)
+    verdict, why = bench.attempt(kernel, undeclared, launch, inputs, (2, 70000), "fp32")
+    assert (verdict, launched) == ("wrong", [1]) and why.startswith("raised RuntimeError: n = 70000")
+
+    def unsupported(inp, out):
+        raise Unsupported("needs thread block clusters (compute capability 8.0)")
+
+    assert bench.attempt(kernel, undeclared, unsupported, inputs, (2, 70000), "fp32") == (
+        "refused", "needs thread block clusters (compute capability 8.0)")
+
+
+def test_a_refused_point_shows_as_refused_with_its_reason(tmp_path):
+    from kernlog import report
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    common = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0}
+    rows = [dict(_row("torch", "16x1048576", 2000.0), **common),
+            dict(_row("liger", "16x1048576", float("nan")), metric="refused",
+                 note="Liger-Kernel takes rows of at most 65536 columns", **common),
+            dict(_row("liger", "4096x50257", 2500.0), **common), dict(_row("torch", "4096x50257", 2400.0), **common),
+            dict(_row("torch", "4096x50257", float("nan")), metric="fails_gate", note="3 of 9 elements over", **common)]
+    bench._write(root, GPU, kernel, rows)
+    text = report.render(root, [kernel])
+    assert "| fp32 | 16x1048576 | 2000 | refused |" in text
+    assert "| fp32 | 4096x50257 | 2400‡ | 2500 |" in text
+    assert ("‡ torch fails kernlog's gate at 4096x50257 fp32 (timed all the same: it is what a user runs): "
+            "3 of 9 elements over.") in text
+    assert "*refused* (liger): Liger-Kernel takes rows of at most 65536 columns." in text
+    assert "**long_rows**" in text and "**vocab**" in text
 
 
 def test_the_sweep_shows_a_same_size_copy_last_and_never_judges_it_stale(tmp_path):
@@ -71,14 +148,6 @@ def test_bench_times_each_revision_and_a_same_size_copy_in_one_run(tmp_path):
     copy = df[df["revision"] == bench.COPY]
     # no commit where the tree has no git (NaN, which no set of NaNs equals): compare as text
     assert copy["source_sha256"].isna().all() and set(copy["commit"].fillna("")) == set(df["commit"].fillna(""))
-
-
-def test_agreement_is_relative_to_the_reference_norm_however_small():
-    import torch
-
-    ref = torch.tensor([3e-6, 4e-6])  # norm 5e-6: a softmax row of 131072 averages 7.6e-6
-    assert bench.agree(torch.tensor([3e-6, 4.5e-6]), ref) == pytest.approx(0.1, rel=1e-5)
-    assert bench.agree(torch.zeros(2), torch.zeros(2)) == 0.0  # an all-zero reference divides by no zero
 
 
 def test_the_csv_is_sorted_long_format_with_six_significant_digits_and_no_index(tmp_path):

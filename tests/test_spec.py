@@ -97,5 +97,32 @@ def test_shape_families_are_checked_and_resolved():
         k.family_shapes(["nope"])
     with pytest.raises(ValueError, match="has not 2 dimensions"):
         dataclasses.replace(k, families=(Family("odd", "", ((1, 2, 3),)),))
+    with pytest.raises(ValueError, match="has not 2 dimensions"):
+        dataclasses.replace(k, families=(Family("odd", "", ((1, 2),), check=((3,),)),))
+    with pytest.raises(ValueError, match="positive integers"):
+        Family("zero", "", ((1, 2),), check=((0, 2),))
     with pytest.raises(KeyError, match="declares no shape family"):
-        load_kernel(find_root(), "gelu").family_shapes(["all"])
+        load_kernel(find_root(), "vector_add").family_shapes(["all"])
+
+
+def test_the_gate_checks_the_families_small_versions_after_the_check_shapes():
+    from kernlog.registry import find_root, load_kernel
+    from kernlog.spec import Family
+
+    k = load_kernel(find_root(), "softmax")
+    assert k.gate_shapes[:len(k.check_shapes)] == k.check_shapes
+    small = [s for f in k.families for s in f.check]
+    assert set(k.gate_shapes) == set(k.check_shapes) | set(small) and len(set(k.gate_shapes)) == len(k.gate_shapes)
+    assert (3, 50257) in k.gate_shapes and (2, 300007) in k.gate_shapes
+    again = dataclasses.replace(k, families=(Family("dup", "", ((1, 2),), check=(k.check_shapes[0], (9, 9))),))
+    assert again.gate_shapes == k.check_shapes + ((9, 9),)
+
+
+def test_a_revision_declines_only_what_it_declares():
+    from kernlog.registry import find_root, load_kernel
+
+    k = load_kernel(find_root(), "softmax")
+    liger = k.revision("liger")
+    assert liger.role == "reference" and liger.refusal((4, 65536)) == ""
+    assert "65536" in liger.refusal((4, 65537))
+    assert k.revision("torch").refusal((1, 1 << 20)) == ""

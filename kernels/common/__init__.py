@@ -16,14 +16,17 @@ class LazyModule:
     3-5 s of `kernlog list` on the 2-core CPU machine, and list/show/diff run nothing.
     A function-level import would not do for the framework references: their lambdas' source,
     `lambda x: torch.softmax(...)`, is their revision's identity (spec.Revision.sha256), so
-    they keep reading the globals `torch` and `F`."""
+    they keep reading the globals `torch` and `F`.
+    An `optional` one (Liger-Kernel, absent from most machines) is imported only when read
+    itself, never along with the others."""
 
-    def __init__(self, name: str, namespace: dict):
+    def __init__(self, name: str, namespace: dict, optional: bool = False):
         self._name = name
         self._namespace = namespace
+        self._optional = optional
 
     def __getattr__(self, attr):
         for key, value in list(self._namespace.items()):
-            if isinstance(value, LazyModule):
+            if isinstance(value, LazyModule) and (value is self or not value._optional):
                 self._namespace[key] = importlib.import_module(value._name)
         return getattr(importlib.import_module(self._name), attr)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kernels.common import LazyModule
 from kernlog.frameworks import references
-from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
+from kernlog.spec import DTYPE_BYTES, Family, Kernel, Revision, torch_dtype
 
 torch = LazyModule("torch", globals())
 F = LazyModule("torch.nn.functional", globals())
@@ -35,10 +35,10 @@ def make_output(inputs):
 
 def reference(inputs, out):
     x, p, _ = inputs
-    x = x.detach().to("cpu", torch.float64)
+    x = x.detach().to(torch.float64)
     if p >= 1.0:
         return torch.zeros_like(x)
-    kept = out.detach().to("cpu") != 0
+    kept = out.detach().to(x.device) != 0
     return torch.where(kept, x / (1.0 - p), torch.zeros_like(x))
 
 
@@ -81,10 +81,28 @@ REVISIONS = (
                "torch.compile of F.dropout (Inductor's generated Triton with its own RNG)", args=2),
 )
 
+# Issue 20's shape families, in elements; `check`: small versions the gate checks everywhere
+# (bench gates every member at full size on the GPU).
+FAMILIES = (
+    Family("training", "dropout on a training batch: the residual stream of GPT-2 small (2048 tokens x 768), "
+           "its MLP activation (2048 x 3072), and the attention probabilities of 8 x 12 heads x 1024^2",
+           ((1572864,), (6291456,), (100663296,))),
+    Family("decode", "a decode step: one to 64 tokens' worth, too few elements to fill the GPU",
+           ((768,), (4096,), (64 * 4096,)),
+           check=((768,),)),
+    Family("odd", "lengths no vector width divides (a tail in every kernel): a prime near a million, "
+           "and GPT-2's 2048 x 3072 plus one",
+           ((1000003,), (6291457,)),
+           check=((1009,), (12289,))),
+)
+REFERENCE_NOTES = ("Liger-Kernel: no dropout operator",)
+
 KERNEL = Kernel(
     flops_per_element=2,  # for the roofline: the keep test and the scale
     name="dropout",
     revisions=REVISIONS,
+    families=FAMILIES,
+    reference_notes=REFERENCE_NOTES,
     make_inputs=make_inputs,
     make_output=make_output,
     reference=reference,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kernels.common import LazyModule
 from kernlog.frameworks import references
-from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
+from kernlog.spec import DTYPE_BYTES, Family, Kernel, Revision, torch_dtype
 
 torch = LazyModule("torch", globals())
 F = LazyModule("torch.nn.functional", globals())
@@ -32,7 +32,7 @@ def make_output(inputs):
 
 def reference(inputs, out=None):
     x, approximate = inputs
-    return F.gelu(x.detach().to("cpu", torch.float64), approximate=approximate)
+    return F.gelu(x.detach().to(torch.float64), approximate=approximate)
 
 
 def bytes_moved(shape, dtype):
@@ -71,10 +71,30 @@ REVISIONS = (
                "torch.compile of F.gelu (Inductor's generated Triton)"),
 )
 
+# Issue 20's shape families, in elements; `check`: small versions the gate checks everywhere
+# (bench gates every member at full size on the GPU).
+FAMILIES = (
+    Family("mlp", "the MLP's hidden activation over a training batch: GPT-2 small (2048 tokens x 3072), "
+           "BERT-large (4096 x 4096), GPT-J (4096 x 16384)",
+           ((6291456,), (16777216,), (67108864,))),
+    Family("decode", "a decode step: one to 64 tokens' worth, too few elements to fill the GPU",
+           ((3072,), (16384,), (64 * 16384,)),
+           check=((3072,),)),
+    Family("odd", "lengths no vector width divides (a tail in every kernel): a prime near a million, "
+           "and GPT-2's 2048 x 3072 plus one",
+           ((1000003,), (6291457,)),
+           check=((1009,), (12289,))),
+)
+# Liger-Kernel has no GeLU alone: its GeGLU (LigerGELUMulFunction) computes gelu_tanh(a) * b, a
+# different operator with twice the reads, so it is not this kernel's reference.
+REFERENCE_NOTES = ("Liger-Kernel: no standalone GeLU (its GeGLU computes gelu(a) * b, another operator)",)
+
 KERNEL = Kernel(
     flops_per_element=9,  # for the roofline: the tanh form: cube, two multiply-adds, tanh, add, two multiplies
     name="gelu",
     revisions=REVISIONS,
+    families=FAMILIES,
+    reference_notes=REFERENCE_NOTES,
     make_inputs=make_inputs,
     make_output=make_output,
     reference=reference,

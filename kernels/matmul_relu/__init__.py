@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kernels.common import TUNING_SOURCE, LazyModule
 from kernlog.frameworks import references
-from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
+from kernlog.spec import DTYPE_BYTES, Family, Kernel, Revision, torch_dtype
 
 torch = LazyModule("torch", globals())
 HERE = Path(__file__).resolve().parent
@@ -28,7 +28,7 @@ def make_output(inputs):
 
 
 def reference(inputs, out=None):
-    a, b = (t.detach().to("cpu", torch.float64) for t in inputs)
+    a, b = (t.detach().to(torch.float64) for t in inputs)
     return torch.relu(a @ b)
 
 
@@ -69,9 +69,28 @@ REVISIONS = (
                "torch.compile of relu(A @ B): cuBLAS with Inductor's ReLU kernel"),
 )
 
+# Issue 20's shape families, (M, N, K); `check`: small versions the gate checks everywhere
+# (bench gates every member at full size on the GPU).
+FAMILIES = (
+    Family("unaligned", "sizes that are no tile's multiple: 1000^3; 3000 x 5000 x 4000 (TMA-aligned, tails in "
+           "M and N); GPT-2's LM head over 4096 tokens (N = 50257, odd); 2047 x 2049 x 2048",
+           ((1000, 1000, 1000), (3000, 5000, 4000), (4096, 50257, 768), (2047, 2049, 2048)),
+           check=((33, 257, 48), (100, 136, 88), (31, 49, 77))),
+    Family("decode", "skinny M, a decode step of 1 to 64 tokens through Llama 2 7B's layers: attention "
+           "projection (4096 x 4096), MLP up (11008 x 4096) and down (4096 x 11008), a fused QKV (12288)",
+           ((1, 4096, 4096), (8, 11008, 4096), (32, 4096, 11008), (64, 12288, 4096)),
+           check=((1, 264, 136), (8, 72, 200))),
+    Family("large_k", "large K with small M x N (split-K territory: too few output tiles to fill the GPU)",
+           ((256, 256, 65536), (512, 512, 16384), (128, 1024, 32768)),
+           check=((16, 16, 2056), (24, 40, 1032))),
+    Family("square", "square sizes: the bar is cuBLAS itself (1.0x) from 2048 up",
+           ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192))),
+)
+
 KERNEL = Kernel(
     name="matmul_relu",
     revisions=REVISIONS,
+    families=FAMILIES,
     make_inputs=make_inputs,
     make_output=make_output,
     reference=reference,
