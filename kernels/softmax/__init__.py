@@ -71,11 +71,16 @@ STEPS = (
     ("v7_bf16_packed", "bf16 rows stay packed in registers, 64 per thread (v6 widened 32 to floats): "
      "as many bytes per thread as fp32, half the blocks per row; exp computed again at the store",
      "bf16 rows of 16384-131072 reach >= 2.7 TB/s, like v6's fp32; fp32 unchanged (v6's kernels)"),
+    ("v8_split", "rows <= 128: a group of 1-32 lanes per row, several rows per warp; rows too long for a "
+     "cluster, or too few to fill the GPU: split across blocks in two kernels ((max, sum) per chunk, then "
+     "merge and write), as candidates beside v7's layouts",
+     "rows <= 128 at >= F.softmax (>= 2.2 TB/s fp32 at 1048576x8, v7 336); rows >= 256K and decode batches "
+     ">= 1.5 TB/s (v7 130-1113); nothing slower than v7 beyond noise"),
 )
 # v6 and v7 time their candidates with the picker. The .cu files each includes (v7 v6's, v6
 # v5's), kernlog's header, cuda_launch.py and kernlog/cuda.py count without being listed
 # (kernlog.provenance.executed_files).
-PICKER = {"v6_autotuned": (TUNING_SOURCE,), "v7_bf16_packed": (TUNING_SOURCE,)}
+PICKER = {"v6_autotuned": (TUNING_SOURCE,), "v7_bf16_packed": (TUNING_SOURCE,), "v8_split": (TUNING_SOURCE,)}
 
 
 
@@ -144,7 +149,9 @@ FAMILIES = (
     Family("short_rows", "many rows of at most 128 columns (attention over short windows, MoE router "
            "softmax over 8-128 experts): a warp or less per row",
            ((1048576, 8), (262144, 64), (131072, 128), (65536, 100)),
-           check=((2049, 8), (257, 64), (131, 128), (67, 100))),
+           # the group path's every width: 4-128 columns aligned (fp32 and bf16), 13, 30, 100 not
+           check=((33, 4), (2049, 8), (513, 13), (513, 16), (257, 30), (257, 32), (257, 64), (131, 128),
+                  (67, 100))),
 )
 
 KERNEL = Kernel(

@@ -23,6 +23,7 @@ class Launch:
     grid: int
     block: int
     capacity: int = 0  # longest row the kernel holds in registers; 0: it loops over the row
+    then: str = ""  # a second kernel launched after the first on the same grid (v8's split rows)
 
 
 Plan = Callable[[int, int, str, bool], "Launch | list[Launch]"]
@@ -130,6 +131,44 @@ def plan_v7(rows, cols, dtype, aligned):
 
 V7_NAMES = V6_NAMES + tuple(f"softmax_bf16_packed_t{t}_c{c}" for t, c in PACKED_CONFIGS)
 
+# ---- v8: v7's plan, plus a group of lanes per short row and rows split across blocks.
+GROUP_COLS = 128  # the group path's longest row
+GROUP_THREADS = 256
+GROUP_SIZES = (1, 2, 4, 8, 16, 32)  # lanes per row, each holding 16 bytes of it (v8_split.cu)
+SPLIT_THREADS = 512
+# Blocks a split launch aims for, whatever the rows: each a candidate, timed per shape. A row
+# splits into at most one chunk per 2 vectors of each of its block's threads.
+SPLIT_BLOCKS = (256, 512, 1024)
+
+
+def _group(rows, cols, dtype, aligned):
+    elems = vector_width(dtype)  # 16 bytes of row per lane: one vector, or as many elements (scalar)
+    g = next(g for g in GROUP_SIZES if g * elems >= cols)
+    return Launch(f"softmax_{dtype}_group_{'vec' if aligned else 'scalar'}_g{g}", _cdiv(rows * g, GROUP_THREADS),
+                  GROUP_THREADS, g * elems)
+
+
+def _splits(rows, cols, dtype, aligned):
+    path, vw = ("vec", vector_width(dtype)) if aligned else ("scalar", 1)
+    most = cols // vw // (2 * SPLIT_THREADS)
+    counts = sorted({min(_cdiv(blocks, rows), most) for blocks in SPLIT_BLOCKS})
+    return [Launch(f"softmax_{dtype}_split_stats_{path}", rows * n, SPLIT_THREADS,
+                   then=f"softmax_{dtype}_split_write_{path}") for n in counts if n >= 2]
+
+
+def plan_v8(rows, cols, dtype, aligned):
+    if cols <= GROUP_COLS:  # a group per row, no candidates (v6's reason for warp rows)
+        return _group(rows, cols, dtype, aligned)
+    out = plan_v7(rows, cols, dtype, aligned)
+    if cols <= 32 * WARP_ELEMS[-1]:
+        return out
+    return out + _splits(rows, cols, dtype, aligned)
+
+
+V8_NAMES = V7_NAMES + tuple(f"softmax_{dt}_group_{p}_g{g}" for dt in DTYPES for p in ("vec", "scalar")
+                            for g in GROUP_SIZES if g * vector_width(dt) <= GROUP_COLS) + tuple(
+    f"softmax_{dt}_split_{k}_{p}" for dt in DTYPES for p in ("vec", "scalar") for k in ("stats", "write"))
+
 # revision name -> (plan, every kernel name the plan can return)
 PLANS: dict[str, tuple[Plan, Sequence[str]]] = {
     "v0_naive": (plan_thread_per_row, SIMPLE_NAMES),
@@ -140,14 +179,16 @@ PLANS: dict[str, tuple[Plan, Sequence[str]]] = {
     "v5_tuned": (plan_v5, V5_NAMES),
     "v6_autotuned": (plan_v6, V6_NAMES),  # a list of candidates: the launcher times them
     "v7_bf16_packed": (plan_v7, V7_NAMES),
+    "v8_split": (plan_v8, V8_NAMES),
 }
 
 # revisions whose kernels take a trailing float2 workspace pointer
-WORKSPACE_REVISIONS = ("v5_tuned", "v6_autotuned", "v7_bf16_packed")
+WORKSPACE_REVISIONS = ("v5_tuned", "v6_autotuned", "v7_bf16_packed", "v8_split")
 # revision -> what its file needs beyond compute capability 8.0 (kernlog.cuda.FEATURES): v5's
 # cluster rows use __cluster_dims__ and barrier.cluster PTX, which v6 and v7 include; without
 # them the file does not compile, so a GPU without clusters skips the revision.
-NEEDS = {"v5_tuned": ("clusters",), "v6_autotuned": ("clusters",), "v7_bf16_packed": ("clusters",)}
+NEEDS = {"v5_tuned": ("clusters",), "v6_autotuned": ("clusters",), "v7_bf16_packed": ("clusters",),
+         "v8_split": ("clusters",)}
 
 
 def is_aligned(x, out) -> bool:
@@ -196,6 +237,8 @@ def loader(source: Path, revision: str) -> Callable[[], Callable]:
                         ws = workspace[0] = torch.empty(2 * step.grid, dtype=torch.float32, device=x.device)
                     args += (cuda.ptr(ws),)
                 cuda.launch(kernels[step.kernel], (step.grid, 1, 1), (step.block, 1, 1), args)
+                if step.then:  # the split path's second kernel, ordered after the first by the stream
+                    cuda.launch(kernels[step.then], (step.grid, 1, 1), (step.block, 1, 1), args)
 
             # A tuned shape goes through tuning.pick on every launch: it records which pick ran
             # (the profile stores it; the ncu pass is pinned to it).
