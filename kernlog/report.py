@@ -16,7 +16,7 @@ from .diff import metric_rows, timing_verdict
 from .errors import KernlogError
 from .metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from .noise import Bands, load_calibrations
-from .spec import COPY, FAILS_GATE, REFUSED, format_shape
+from .spec import COPY, DTYPE_BYTES, FAILS_GATE, REFUSED, format_shape
 
 LOG = "KERNEL_LOG.md"
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
@@ -181,8 +181,40 @@ def _groups(rows: list[dict], families) -> list[dict]:
     return out
 
 
+# Issue 20's bars, shown beside each sweep row for the ladder's best step and for its
+# counterpart (the Triton softmax) each: the speed against the best reference there (a gap
+# inside the GPU's calibrated wall-time band is a tie), and the share of the same run's copy
+# where the tensor holds 64 MB or more (at least 90% of it).
+COPY_BAR, COPY_BAR_BYTES = 0.90, 64e6
+
+
+def _bar(row: dict, name: str | None, refs: list, band: float) -> dict:
+    vals = row["values"]
+    v = vals.get(name) if name else None
+    theirs = [vals[r] for r in refs if vals.get(r) is not None]
+    vs_ref = v / max(theirs) if v is not None and theirs else None
+    of_copy = v / vals[COPY] if v is not None and vals.get(COPY) else None
+    big = row["elems"] * DTYPE_BYTES.get(row["dtype"], 4) >= COPY_BAR_BYTES
+    return {"name": name, "vs_ref": vs_ref, "ref_met": None if vs_ref is None else vs_ref >= 1 - band,
+            "of_copy": of_copy, "copy_met": None if of_copy is None or not big else of_copy >= COPY_BAR}
+
+
+def _bars(row: dict, roles: dict, band: float) -> list[dict]:
+    """[best step, counterpart (where the kernel has one)]: each one's speed against the best
+    reference ("ref_met": not slower beyond `band`) and share of the copy column ("copy_met",
+    where that bar applies); None where not measured."""
+    vals = row["values"]
+    refs = [r for r in vals if roles.get(r) == "reference"]
+    steps = {r: v for r, v in vals.items() if v is not None and roles.get(r) == "step"}
+    out = [_bar(row, max(steps, key=steps.get) if steps else None, refs, band)]
+    counterparts = [r for r in vals if roles.get(r) == "counterpart"]
+    if counterparts:
+        out.append(_bar(row, counterparts[0], refs, band))
+    return out
+
+
 def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None,
-           families=()) -> dict | None:
+           families=(), roles: dict | None = None) -> dict | None:
     """The bench.csv of `kernel` on `gpu` as a table; a point measured on an older source of its
     revision than `current` holds is listed in the row's "stale". "runs" lists the runs the
     points come from (`kernlog bench --rev` merges a run into the file), each with its commit
@@ -223,6 +255,10 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
                      "stale": {r for r in revs if (dtype, shape, r) in old},
                      "refused": refused.get((dtype, shape), {}), "fails_gate": failing.get((dtype, shape), {})})
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
+    band = Bands(load_calibrations(root, gpu), gpu)("wall_ms").rel
+    roles = roles or {}
+    for row in rows:
+        row["bars"] = _bars(row, roles, band)
     return {"revisions": revs, "rows": rows,
             "groups": _groups(rows, families), "metric": metric_name, "ceiling": ceiling,
             "stale": sorted({r for row in rows for r in row["stale"]}, key=by_rank),
@@ -232,6 +268,9 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
             "gate_failures": [(r, row["shape"], row["dtype"], why) for row in rows
                               for r, why in sorted(row["fails_gate"].items(), key=lambda rw: by_rank(rw[0]))],
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
+            "band": band, "has_refs": any(roles.get(r) == "reference" for r in revs),
+            "bar_labels": ["best step", "counterpart"][:max((len(r["bars"]) for r in rows), default=1)],
+            "missed": [r for r in rows if any(b["ref_met"] is False or b["copy_met"] is False for b in r["bars"])],
             "gpu": str(df["gpu"].iloc[0])}
 
 
@@ -299,7 +338,8 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
             groups.setdefault((r["gpu"]["slug"], format_shape(tuple(r["shape"])), r["dtype"]), []).append(r)
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
-        sweeps = [s for s in (_sweep(root, g, kernel.name, order, current, kernel.families) for g in gpus) if s]
+        roles = {r.name: r.role for r in kernel.revisions}
+        sweeps = [s for s in (_sweep(root, g, kernel.name, order, current, kernel.families, roles) for g in gpus) if s]
         claims = predictions.load(root, kernel.name)
         ladders = [dict(ladder(v, order, current, Bands(load_calibrations(root, k[0]), k[0]), kernel, claims),
                         gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])
@@ -350,7 +390,7 @@ def render_blocks(sections: list[dict]) -> dict[str, str]:
     blocks = {"summary": env.get_template("summary.md.j2").render(sections=sections, stale=stale_figures(sections))}
     tpl = env.get_template("kernel.md.j2")
     for s in sections:
-        blocks[s["kernel"].name] = tpl.render(s=s)
+        blocks[s["kernel"].name] = tpl.render(s=s, copy_bar=COPY_BAR)
     return blocks
 
 

@@ -160,3 +160,26 @@ def test_the_csv_is_sorted_long_format_with_six_significant_digits_and_no_index(
         "softmax,torch,4096x1024,fp32,gbps,2",
         "softmax,torch,65536,fp32,gbps,3",
         "softmax,v5_tuned,65536,fp32,gbps,1.23457"]
+
+
+def test_each_row_shows_the_best_step_and_the_counterpart_against_the_bars(tmp_path):
+    """Issue 20's bars beside each row: the best step and the counterpart each against the best
+    reference (a gap inside the wall-time band is a tie) and against the copy, where the tensor
+    holds 64 MB or more."""
+    from kernlog import report
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    common = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0}
+    points = {"4096x50257": (("v7_bf16_packed", 1600.0), ("v5_tuned", 1500.0), ("triton", 2245.0),
+                             ("torch", 2089.0), ("liger", 2000.0), (bench.COPY, 2983.0)),
+              "1x50257": (("v7_bf16_packed", 60.0), ("triton", 59.8), ("torch", 60.0), (bench.COPY, 88.0))}
+    rows = [dict(_row(rev, shape, v), **common) for shape, pts in points.items() for rev, v in pts]
+    bench._write(root, GPU, kernel, rows)
+    text = report.render(root, [kernel])
+    # 823 MB: both bars apply; v7 is the best step (v5 slower), torch the best reference
+    assert "| v7_bf16_packed | 0.77x ✗ | 54% ✗ | triton | 1.07x | 75% ✗ |" in text
+    # 0.4 MB: no copy bar; triton 0.3% under torch is a tie
+    assert "| v7_bf16_packed | 1.00x | 68% | triton | 1.00x | 68% |" in text
+    assert "1 of 2 points miss a bar." in text
