@@ -95,3 +95,27 @@ def test_override_may_name_some_fields_or_a_whole_tolerance():
     assert gate.tolerance(some, "fp32") == gate.TOLERANCE["fp32"]
     whole = gate.Tolerance(l2=1.0, row=1.5, rtol=2.0, atol=3.0)
     assert gate.tolerance(dataclasses.replace(kernel, tolerance={"fp32": whole}), "fp32") is whole
+
+
+def test_the_gate_skips_only_the_shapes_a_revision_declares_it_declines():
+    """A reference that raises past 64 columns passes where it declares so (Revision.refuses,
+    as Liger past 65536) and fails where it does not: a raise is a failure unless declared."""
+    kernel = load_kernel(find_root(), "softmax")
+    launched = []
+
+    def narrow(inputs, out):
+        (x,) = inputs
+        launched.append(x.shape[1])
+        if x.shape[1] > 64:
+            raise RuntimeError("n exceeds the blocksize")
+        return torch.softmax(x, -1)
+
+    shapes = ((3, 64), (2, 65), (2, 1000))
+    declines = dataclasses.replace(kernel.revision("torch"), name="narrow",
+                                   refuses=lambda shape: "at most 64 columns" if shape[-1] > 64 else "")
+    results = gate.check_revision(kernel, declines, "cpu", shapes=shapes, dtypes=("fp32",), launch=narrow)
+    assert results and all(r.ok for r in results) and set(launched) == {64}
+    silent = dataclasses.replace(declines, refuses=None)
+    failed = [r for r in gate.check_revision(kernel, silent, "cpu", shapes=shapes, dtypes=("fp32",), launch=narrow)
+              if not r.ok]
+    assert {r.shape for r in failed} == {(2, 65), (2, 1000)} and "raised RuntimeError" in failed[0].problem

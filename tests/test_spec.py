@@ -126,3 +126,15 @@ def test_a_revision_declines_only_what_it_declares():
     assert liger.role == "reference" and liger.refusal((4, 65536)) == ""
     assert "65536" in liger.refusal((4, 65537))
     assert k.revision("torch").refusal((1, 1 << 20)) == ""
+
+
+def test_torch_compile_raises_past_its_recompile_limit_rather_than_running_eager():
+    """Past Dynamo's limit a compiled function runs eagerly with a warning: a torch.compile column
+    timing eager (the first family sweep did, on the H100). kernlog asks Dynamo to raise."""
+    import torch
+
+    from kernlog.frameworks import RECOMPILE_LIMIT, compiled
+
+    compiled(lambda x: x + 1)
+    cfg = torch._dynamo.config
+    assert cfg.fail_on_recompile_limit_hit is True and cfg.recompile_limit >= RECOMPILE_LIMIT
