@@ -446,12 +446,40 @@ def _save(plt, fig, path: Path) -> None:
     plt.close(fig)
 
 
+def _plot_families(plt, s: dict, sw: dict):
+    """A kernel with shape families: a panel per family and dtype, its members side by side (a
+    line through 1x50257, 64x50257 and 4096x50257 at one row length would say nothing)."""
+    dtypes = sorted({r["dtype"] for r in sw["rows"]})
+    groups = [g for g in sw["groups"] if g["rows"]]
+    fig, axes = plt.subplots(len(groups), len(dtypes), figsize=(6 * len(dtypes), 3.8 * len(groups)), squeeze=False)
+    for axrow, g in zip(axes, groups, strict=True):
+        for ax, dtype in zip(axrow, dtypes, strict=True):
+            rows = [r for r in g["rows"] if r["dtype"] == dtype]
+            for i, rev in enumerate(sw["revisions"]):
+                pts = [(j, r["values"][rev]) for j, r in enumerate(rows) if r["values"][rev] is not None]
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)],
+                            linestyle=("-", "--", "-.", ":")[i // 10 % 4], color=f"C{i % 10}", label=rev)
+            ax.axhline(sw["ceiling"], color="grey", linestyle="--", label="ceiling")
+            ax.set_xticks(range(len(rows)), [r["shape"] for r in rows], rotation=20, fontsize=7)
+            ax.set_ylabel(sw["unit"])
+            ax.set_title(f"{s['kernel'].name} {g['name'] or 'bench shapes'} {dtype} ({sw['gpu']})", fontsize=9)
+    axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
 def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
-    """One SVG per kernel and GPU: throughput against size, a line per revision."""
+    """One SVG per kernel and GPU: throughput against size, a line per revision (with shape
+    families: a panel per family)."""
     plt = _pyplot()
     written = []
     for s in sections:
         for sw in s["sweeps"]:
+            if any(g["name"] and g["rows"] for g in sw["groups"]):
+                path = root / "reports" / f"{s['kernel'].name}_sweep.svg"
+                _save(plt, _plot_families(plt, s, sw), path)
+                written.append(path)
+                continue
             dtypes = sorted({r["dtype"] for r in sw["rows"]})
             fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4), squeeze=False)
             for ax, dtype in zip(axes[0], dtypes, strict=False):
