@@ -172,12 +172,13 @@ def _groups(rows: list[dict], families) -> list[dict]:
     for fam in families:
         members = [format_shape(sh) for sh in fam.shapes]
         mine = [r for r in rows if r["shape"] in members]
-        out.append({"name": fam.name, "why": fam.why, "rows": mine,
+        out.append({"name": fam.name, "family": True, "why": fam.why, "rows": mine,
                     "missing": [m for m in members if m not in {r["shape"] for r in mine}]})
         placed |= {id(r) for r in mine}
     rest = [r for r in rows if id(r) not in placed]
     if rest or not out:
-        out.append({"name": "other bench shapes" if out else None, "why": "", "rows": rest, "missing": []})
+        out.append({"name": "other bench shapes" if out else None, "family": False, "why": "", "rows": rest,
+                    "missing": []})
     return out
 
 
@@ -475,7 +476,7 @@ def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
     written = []
     for s in sections:
         for sw in s["sweeps"]:
-            if any(g["name"] and g["rows"] for g in sw["groups"]):
+            if any(g["family"] and g["rows"] for g in sw["groups"]):
                 path = root / "reports" / f"{s['kernel'].name}_sweep.svg"
                 _save(plt, _plot_families(plt, s, sw), path)
                 written.append(path)

@@ -89,6 +89,12 @@ def test_sweep_table_and_plot_from_bench_csv(tmp_path):
     assert "| fp32 | 4096x1024 | 1900 | 2000 |" in text and "| fp32 | 1024x131072 | – | 1500 |" in text
     (svg,) = report.plot_sweeps(root, report.collect(root, kernels))
     assert svg.name == "softmax_sweep.svg" and svg.stat().st_size > 1000
+    assert "softmax fp32 (NVIDIA H100 80GB HBM3)" in svg.read_text()  # no family member: one panel per dtype
+    # a family member measured: a panel per family (and the rest), members side by side
+    pd.DataFrame(rows + [dict(rows[0], shape="64x50257", value=900.0)]).to_csv(path, index=False)
+    (svg,) = report.plot_sweeps(root, report.collect(root, kernels))
+    text = svg.read_text()
+    assert "softmax decode fp32" in text and "softmax other bench shapes fp32" in text and "64x50257" in text
 
 
 def test_summary_of_a_shape_profiled_without_a_reference_says_so(tmp_path):
