@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import io
+import statistics
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -59,8 +60,30 @@ def _write(root: Path, gpu: dict, kernel: Kernel, rows: list[dict]) -> Path:
     return path
 
 
+def interleaved(fns: dict, repeat: int, sample: Callable) -> dict:
+    """name -> [samples of each run]: `repeat` runs over every fn, each run in an order rotated
+    by one from the last, so no revision always follows the same neighbour (a tie is judged on
+    the median of at least three interleaved runs)."""
+    names = list(fns)
+    runs: dict = {name: [] for name in names}
+    for i in range(repeat):
+        for name in names[i % len(names):] + names[:i % len(names)] if names else []:
+            runs[name].append(sample(fns[name]))
+    return runs
+
+
+def combine(runs: list[list[float]]) -> dict:
+    """One point's timing from its runs: timing.summary of every sample, but the median of the
+    runs' medians, and run_spread, (max - min) / median of those (0 for one run): the measured
+    run-to-run spread, under which a gap is a tie."""
+    meds = [statistics.median(r) for r in runs]
+    mid = statistics.median(meds)
+    return dict(timing.summary([x for r in runs for x in r]), median_ms=mid, runs=len(runs),
+                run_spread=(max(meds) - min(meds)) / mid if mid else 0.0)
+
+
 def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape], dtypes: list[str],
-          budget_s: float = 0.5, progress: Callable[[str], None] = print) -> Path:
+          budget_s: float = 0.5, progress: Callable[[str], None] = print, repeat: int = 1) -> Path:
     require_gpu()
     import torch
 
@@ -96,6 +119,8 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
         nbytes, flops = kernel.bytes_moved(shape, dtype), kernel.flops(shape)
         values = {"median_ms": s["median_ms"], "p05_ms": s["p05_ms"], "p95_ms": s["p95_ms"],
                   "gbps": nbytes / s["median_ms"] / 1e6}
+        if s["runs"] > 1:
+            values["run_spread"] = s["run_spread"]
         if flops:
             values["tflops"] = flops / s["median_ms"] / 1e9
         for metric, value in values.items():
@@ -108,6 +133,8 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
         for dtype in dtypes:
             gen = torch.Generator(device="cuda").manual_seed(0)
             inputs = kernel.make_inputs(shape, dtype, gen, "cuda", kernel.cases[0])
+            out = kernel.make_output(inputs)  # every timed launch writes here (each was gated on its own)
+            timed: dict = {}  # name -> (source hash, the launch to time), in the kernel's order
             for rev in revs:
                 if rev.name in failed or rev.name not in launchers:
                     continue
@@ -128,15 +155,17 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                              f"timed all the same, marked in the log): {why}")
                     rows.append(dict(stamp(rev.name, rev.sha256(), shape, dtype), metric=FAILS_GATE,
                                      value=float("nan"), samples=0, note=why))
-                out = kernel.make_output(inputs)
-                s = timing.summary(timer.samples(functools.partial(launch, inputs, out), budget_s=budget_s))
-                point(rev.name, rev.sha256(), shape, dtype, s)
+                timed[rev.name] = (rev.sha256(), functools.partial(launch, inputs, out))
             if kernel.ceiling == "copy":
                 src, dst = copy_buffers(kernel.bytes_moved(shape, dtype))
-                copy_ms = timer.samples(lambda: dst.copy_(src), budget_s=budget_s)  # noqa: B023 (called here)
-                point(COPY, None, shape, dtype, timing.summary(copy_ms))
-                del src, dst
-            del inputs
+                timed[COPY] = (None, lambda: dst.copy_(src))  # noqa: B023 (called in this iteration)
+            runs = interleaved({name: fn for name, (_, fn) in timed.items()}, repeat,
+                               lambda fn: timer.samples(fn, budget_s=budget_s / repeat))
+            for name, (sha, _) in timed.items():
+                point(name, sha, shape, dtype, combine(runs[name]))
+            timed.clear()
+            del inputs, out
+            src = dst = None
             torch.cuda.empty_cache()
             path = _write(root, gpu, kernel, rows)  # after every point: a cut-off sweep keeps what it measured
     path = _write(root, gpu, kernel, rows)

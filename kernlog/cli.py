@@ -242,9 +242,11 @@ def prune(ctx, kernel_name, dry_run):
               help="The members of this shape family (repeatable; 'all': every family the kernel declares).")
 @click.option("--dtype", type=DTYPE, multiple=True)
 @click.option("--budget", type=float, default=0.5, show_default=True, help="Seconds of timing per point.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Interleaved runs per point (3+: the log judges a gap inside their spread a tie).")
 @click.pass_context
 @handled
-def bench(ctx, kernel_name, revs, shapes, families, dtype, budget):
+def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat):
     """Time every revision side by side over the kernel's bench shapes (needs a GPU)."""
     from .bench import bench as run
     from .registry import load_kernel
@@ -258,7 +260,7 @@ def bench(ctx, kernel_name, revs, shapes, families, dtype, budget):
             raise KernlogError(exc.args[0]) from None
     shapes = list(shapes) or list(kernel.bench_shapes)
     path = run(root, kernel, _revisions(kernel, revs), shapes, list(dtype) or list(kernel.dtypes), budget,
-               progress=click.echo)
+               progress=click.echo, repeat=repeat)
     click.echo(str(path.relative_to(root)))
 
 

@@ -190,10 +190,12 @@ COPY_BAR, COPY_BAR_BYTES = 0.90, 64e6
 
 
 def _bar(row: dict, name: str | None, refs: list, band: float) -> dict:
-    vals = row["values"]
+    vals, spread = row["values"], row.get("spread", {})
     v = vals.get(name) if name else None
-    theirs = [vals[r] for r in refs if vals.get(r) is not None]
-    vs_ref = v / max(theirs) if v is not None and theirs else None
+    theirs = {r: vals[r] for r in refs if vals.get(r) is not None}
+    vs_ref = v / max(theirs.values()) if v is not None and theirs else None
+    if theirs:  # wider where `bench --repeat` measured a wider run-to-run spread at this point
+        band = max(band, spread.get(name) or 0.0, spread.get(max(theirs, key=theirs.get)) or 0.0)
     of_copy = v / vals[COPY] if v is not None and vals.get(COPY) else None
     big = row["elems"] * DTYPE_BYTES.get(row["dtype"], 4) >= COPY_BAR_BYTES
     return {"name": name, "vs_ref": vs_ref, "ref_met": None if vs_ref is None else vs_ref >= 1 - band,
@@ -249,12 +251,16 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
     runs = sorted(({"commit": (commit or "not recorded")[:10], "revisions": sorted(timed, key=by_rank)}
                    for commit, timed in by_run.values()), key=lambda r: by_rank(r["revisions"][0]))
     refused, failing = _noted(df, REFUSED), _noted(df, FAILS_GATE)
+    spreads = df[df["metric"] == "run_spread"]
+    spread = {(d, sh, r): v for d, sh, r, v in zip(spreads["dtype"], spreads["shape"], spreads["revision"],
+                                                  spreads["value"], strict=True)}
     rows = []
     for (dtype, shape), vals in wide.iterrows():
         rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
                      "values": {r: (None if pd.isna(vals.get(r)) else float(vals.get(r))) for r in revs},
                      "stale": {r for r in revs if (dtype, shape, r) in old},
-                     "refused": refused.get((dtype, shape), {}), "fails_gate": failing.get((dtype, shape), {})})
+                     "refused": refused.get((dtype, shape), {}), "fails_gate": failing.get((dtype, shape), {}),
+                     "spread": {r: spread[(dtype, shape, r)] for r in revs if (dtype, shape, r) in spread}})
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
     band = Bands(load_calibrations(root, gpu), gpu)("wall_ms").rel
     roles = roles or {}

@@ -7,7 +7,8 @@
 #                                     then --ignore=tests/test_gate_all_kernels.py
 #   scripts/gpu.sh sanitize           compute-sanitizer (memcheck, racecheck) on every CUDA C revision
 #   scripts/gpu.sh profile K [K ...]  kernlog profile for each kernel (missing revisions only)
-#   scripts/gpu.sh bench K [K ...]    kernlog bench for each kernel (BENCH_FAMILY=all: its shape families)
+#   scripts/gpu.sh bench K [K ...]    kernlog bench for each kernel (BENCH_FAMILY=all: its shape families;
+#                                     BENCH_REPEAT=3: three interleaved runs per point)
 #   scripts/gpu.sh liger              install Liger-Kernel (a reference) from wheels/ (make liger-wheel), no network
 #   scripts/gpu.sh noise [K/R ...]    A/A noise calibration (default: a memory-, a latency- and a compute-bound revision)
 #   scripts/gpu.sh retime A B [A B]   kernlog diff A B --retime for each pair
@@ -64,7 +65,7 @@ case $stage in
     for k in "$@"; do  # KERNEL or KERNEL:SHAPE,SHAPE to sweep fewer shapes
       shapes=(); [[ $k == *:* ]] && { IFS=, read -ra s <<< "${k#*:}"; for x in "${s[@]}"; do shapes+=(--shape "$x"); done; }
       [ -n "${BENCH_FAMILY:-}" ] && shapes+=(--family "$BENCH_FAMILY")
-      python3 -m kernlog bench "${k%%:*}" "${shapes[@]}" --budget "${BENCH_BUDGET:-0.5}" 2>&1 | tee -a "$LOGS/bench.log" || status=1
+      python3 -m kernlog bench "${k%%:*}" "${shapes[@]}" --budget "${BENCH_BUDGET:-0.5}" --repeat "${BENCH_REPEAT:-1}" 2>&1 | tee -a "$LOGS/bench.log" || status=1
     done
     ;;
   liger)

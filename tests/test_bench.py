@@ -135,6 +135,19 @@ def test_the_sweep_shows_a_same_size_copy_last_and_never_judges_it_stale(tmp_pat
 
 
 @pytest.mark.gpu
+def test_bench_repeat_records_each_points_run_to_run_spread(tmp_path):
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "vector_add")
+    path = bench.bench(root, kernel, [kernel.revision("torch"), kernel.revision("triton")], [(1 << 20,)], ["fp32"],
+                       budget_s=0.1, progress=lambda line: None, repeat=3)
+    df = pd.read_csv(path, dtype={"shape": str})
+    spread = df[df["metric"] == "run_spread"].set_index("revision")["value"]
+    assert set(spread.index) == {"torch", "triton", bench.COPY} and (spread >= 0).all() and (spread < 1).all()
+
+
+@pytest.mark.gpu
 def test_bench_times_each_revision_and_a_same_size_copy_in_one_run(tmp_path):
     from kernlog.registry import load_kernel
 
@@ -183,3 +196,41 @@ def test_each_row_shows_the_best_step_and_the_counterpart_against_the_bars(tmp_p
     # 0.4 MB: no copy bar; triton 0.3% under torch is a tie
     assert "| v7_bf16_packed | 1.00x | 68% | triton | 1.00x | 68% |" in text
     assert "1 of 2 points miss a bar." in text
+
+
+def test_interleaved_runs_rotate_the_order_and_time_each_revision_once_per_run():
+    order = []
+
+    def sample(fn):
+        order.append(fn())
+        return [1.0]
+
+    runs = bench.interleaved({"a": lambda: "a", "b": lambda: "b", "copy": lambda: "copy"}, 3, sample)
+    assert order == ["a", "b", "copy", "b", "copy", "a", "copy", "a", "b"]
+    assert {k: len(v) for k, v in runs.items()} == {"a": 3, "b": 3, "copy": 3}
+    assert bench.interleaved({}, 3, sample) == {}
+
+
+def test_a_point_of_several_runs_is_the_median_of_their_medians_with_their_spread():
+    s = bench.combine([[1.0, 1.0, 9.0], [1.1, 1.1, 1.1], [1.2, 0.1, 1.2]])
+    assert s["median_ms"] == 1.1 and s["runs"] == 3 and s["n"] == 9
+    assert s["run_spread"] == pytest.approx((1.2 - 1.0) / 1.1)
+    one = bench.combine([[2.0, 4.0, 3.0]])
+    assert (one["median_ms"], one["run_spread"], one["runs"]) == (3.0, 0.0, 1)
+
+
+def test_a_gap_inside_the_measured_run_to_run_spread_is_a_tie(tmp_path):
+    from kernlog import report
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    common = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0}
+    rows = [dict(_row("v8_split", "8x128256", 900.0), **common), dict(_row("torch", "8x128256", 1000.0), **common),
+            dict(_row("v8_split", "4x1048576", 900.0), **common), dict(_row("torch", "4x1048576", 1000.0), **common),
+            # 12% run-to-run spread measured for torch at the first point only
+            dict(_row("torch", "8x128256", 0.12), metric="run_spread", **common)]
+    bench._write(root, GPU, kernel, rows)
+    text = report.render(root, [kernel])
+    assert "| v8_split | 0.90x |" in text  # 10% slower, inside the 12% spread: a tie
+    assert "| v8_split | 0.90x ✗ |" in text  # the same gap with no spread measured: a miss
