@@ -7,14 +7,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels.dropout import v0_rand, v1_rand4x
+from kernels.dropout import v0_rand, v1_rand4x, v2_tail
 from kernlog import gate
 from kernlog.registry import find_root, load_kernel
 from kernlog.spec import Revision
 
 KERNEL = load_kernel(find_root(), "dropout")
-DROPOUTS = [v0_rand.dropout, v1_rand4x.dropout]
-IDS = ["v0_rand", "v1_rand4x"]
+DROPOUTS = [v0_rand.dropout, v1_rand4x.dropout, v2_tail.dropout]
+IDS = ["v0_rand", "v1_rand4x", "v2_tail"]
 N = 20011  # not a multiple of any BLOCK or of 4
 
 
@@ -105,3 +105,12 @@ def test_gate_rejects_a_dropout_at_the_wrong_rate():
 
     failed = _failures(half_rate)
     assert len(failed) == 4 and all("kept fraction" in r.problem for r in failed)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, N, 1024 * 3 + 5])
+def test_v2_drops_exactly_what_v1_drops_for_one_seed_whatever_the_tail(n):
+    """v2 draws its tail's uniforms from v1's counters: the same output bit for bit, so the
+    split into body and tail changes the speed and nothing else."""
+    x = _x(n=n)
+    for p in (0.1, 0.5):
+        assert torch.equal(_run(v2_tail.dropout, x, p, 1234), _run(v1_rand4x.dropout, x, p, 1234))
