@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernels.matmul_relu import v0_tiled, v1_tma_persistent
+from kernels.matmul_relu import v0_tiled, v1_tma_persistent, v2_split_k
 from kernlog import gate
 from kernlog.cuda import DeviceCaps
 from kernlog.errors import Unsupported
@@ -126,7 +126,7 @@ import sys
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels.matmul_relu import v0_tiled, v1_tma_persistent as v1
+from kernels.matmul_relu import v0_tiled, v1_tma_persistent, v2_split_k as v1
 
 GPUS = json.loads(sys.argv[1])
 V0_ARGS = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
@@ -181,3 +181,29 @@ def test_every_config_compiles_and_takes_the_shared_memory_its_pruning_assumes()
     done = subprocess.run([sys.executable, "-c", _COMPILE_ALL, json.dumps(gpus)], capture_output=True, text=True,
                           cwd=find_root(), env=env, timeout=900)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+
+
+
+@pytest.mark.parametrize("split", [2, 3, 5])
+@pytest.mark.parametrize("shape", [(33, 47, 300), (16, 40, 1032), (1, 72, 200)])
+def test_split_k_sums_its_slices_to_the_reference(shape, split):
+    """v2's two kernels through the interpreter: SPLIT slices of K (the last one short), the
+    partials summed before the ReLU (a ReLU per slice would be wrong wherever they differ in sign)."""
+    inputs = _inputs(shape)
+    out = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.bfloat16)
+    v2_split_k.matmul_relu(*inputs, out, config=dict(v2_split_k.CPU_CONFIG, SPLIT=split))
+    err, problem = gate.compare(out, KERNEL.reference(inputs), TOL)
+    assert not problem, problem
+
+
+def test_split_k_is_a_candidate_only_where_v1_leaves_the_gpu_idle():
+    sms = 132
+    assert v2_split_k.candidates(4096, 4096, 4096, sms) == [("v1", None)]  # 256+ tiles: nothing to split
+    for shape in ((256, 256, 65536), (1, 4096, 4096), (512, 512, 16384)):
+        cands = v2_split_k.candidates(*shape, sms)
+        splits = [kw for kind, kw in cands if kind == "split"]
+        assert cands[0] == ("v1", None) and splits and len(cands) == len({repr(c) for c in cands})
+        for kw in splits:
+            tiles = -(-shape[0] // kw["BLOCK_M"]) * -(-shape[1] // kw["BLOCK_N"])
+            assert kw["SPLIT"] >= 2 and kw["SPLIT"] * v2_split_k.MIN_K_STEPS * kw["BLOCK_K"] <= shape[2]
+            assert tiles * kw["SPLIT"] <= max(v2_split_k.WAVES) * sms + tiles  # no more programs than asked

@@ -54,6 +54,12 @@ def _load_v1():
     return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
 
 
+def _load_v2():
+    from .v2_split_k import matmul_relu
+
+    return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
+
+
 REVISIONS = (
     Revision("v0_tiled", "triton", (HERE / "v0_tiled.py", TUNING_SOURCE), _load_v0,
              "tiled tl.dot, grouped program order (GROUP_M=8), ReLU + bf16 cast in the epilogue; "
@@ -64,6 +70,12 @@ REVISIONS = (
              "TMA descriptors for A, B, C (hardware bounds and zero-fill) and one persistent program "
              "per SM walking the tiles in grouped order; v0 for shapes TMA cannot take",
              ">= cuBLAS at 2048^3-8192^3, ~650-700 TFLOP/s at 4096^3; fewer issued instructions per tile"),
+    Revision("v2_split_k", "triton", (HERE / "v2_split_k.py", HERE / "v1_tma_persistent.py", HERE / "v0_tiled.py",
+                                      TUNING_SOURCE), _load_v2,
+             "split-K layouts timed beside v1: tiles x slices of K write fp32 partials, a second kernel sums them "
+             "in order, applies the ReLU and casts once; small tiles for skinny M",
+             "large_k and decode members >= 0.95x of relu(A @ B) (v1: 0.15-0.39x and 0.70-0.75x); every other "
+             "member as v1"),
     *references(lambda a, b: torch.relu(a @ b), HERE / "__init__.py",
                "torch.relu(A @ B), eager: cuBLAS then a separate ReLU pass",
                "torch.compile of relu(A @ B): cuBLAS with Inductor's ReLU kernel"),
