@@ -69,3 +69,31 @@ def test_looped_revision_normalizes_rows_longer_than_v0_holds(kernel):
     shapes = [(3, MAX_COLS + 5), (2, 4 * MAX_COLS)]
     failed = [r.line() for r in gate.check_revision(kernel, rev, "cuda", shapes=shapes) if not r.ok]
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.parametrize("kernel", [LAYERNORM, RMSNORM], ids=["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("shape,case", [((5, 1000), "random"), ((3, 1001), "random"), ((4, 1000), "strided")])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_the_aligned_whole_row_kernel_matches_the_reference(kernel, shape, case, dtype):
+    """v2's whole-row kernel, which on the CPU the launcher never picks (it runs the loop there),
+    through the interpreter: sizes passed divided by 8 where they allow (1000), whole (1001, a
+    row stride of 1003)."""
+    import triton
+
+    from kernels.common import rownorm, rownorm_aligned
+
+    x, w, *rest = kernel.make_inputs(shape, dtype, torch.Generator().manual_seed(3), "cpu", "random")
+    if case == "strided":
+        wide = torch.zeros(shape[0], shape[1] + 3, dtype=x.dtype)
+        wide[:, :shape[1]] = x
+        x = wide[:, :shape[1]]
+    inputs = (x, w, *rest)
+    bias, eps = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
+    out = torch.full(shape, float("nan"), dtype=x.dtype)
+    args = rownorm_aligned.rows_args(x, w, bias, eps, out)
+    assert args[9] == (8 if shape[1] == 1000 and case == "random" else 1)  # Q
+    block = triton.next_power_of_2(shape[1])
+    rownorm_aligned.rows_kernel.fn[(triton.cdiv(shape[0], rownorm.CPU_ROW_CONFIG["ROWS"]),)](
+        *args, BLOCK_N=block, **rownorm.CPU_ROW_CONFIG)
+    err, problem = gate.compare(out, kernel.reference(inputs), gate.tolerance(kernel, dtype))
+    assert not problem, problem
