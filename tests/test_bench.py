@@ -217,6 +217,9 @@ def test_a_point_of_several_runs_is_the_median_of_their_medians_with_their_sprea
     assert s["run_spread"] == pytest.approx((1.2 - 1.0) / 1.1)
     one = bench.combine([[2.0, 4.0, 3.0]])
     assert (one["median_ms"], one["run_spread"], one["runs"]) == (3.0, 0.0, 1)
+    # one long run does not outvote two short ones: the median of medians, not of all samples
+    assert bench.combine([[1.0] * 5, [2.0], [3.0]])["median_ms"] == 2.0
+    assert bench.combine([[0.0], [0.0]])["run_spread"] == 0.0  # an all-zero point divides by nothing
 
 
 def test_a_gap_inside_the_measured_run_to_run_spread_is_a_tie(tmp_path):
