@@ -128,13 +128,26 @@ def test_a_revision_declines_only_what_it_declares():
     assert k.revision("torch").refusal((1, 1 << 20)) == ""
 
 
-def test_torch_compile_raises_past_its_recompile_limit_rather_than_running_eager():
+def test_torch_compile_raises_past_its_recompile_limit_rather_than_running_eager(monkeypatch):
     """Past Dynamo's limit a compiled function runs eagerly with a warning: a torch.compile column
-    timing eager (the first family sweep did, on the H100). kernlog asks Dynamo to raise."""
+    timing eager (the first family sweep did, on the H100). kernlog raises the limits for a
+    sweep's shapes, asks Dynamo to raise past them, and compiles the function itself, static."""
     import torch
 
     from kernlog.frameworks import RECOMPILE_LIMIT, compiled
 
-    compiled(lambda x: x + 1)
     cfg = torch._dynamo.config
-    assert cfg.fail_on_recompile_limit_hit is True and cfg.recompile_limit >= RECOMPILE_LIMIT
+    for name, value in (("recompile_limit", 8), ("accumulated_recompile_limit", 8),
+                        ("fail_on_recompile_limit_hit", False)):
+        monkeypatch.setattr(cfg, name, value)  # Dynamo's defaults (another test may have compiled)
+    calls = []
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: calls.append((fn, kw)) or "compiled")
+
+    def fn(x):
+        return x + 1
+
+    assert compiled(fn) == "compiled" and calls == [(fn, {"dynamic": False})]
+    assert cfg.fail_on_recompile_limit_hit is True
+    assert cfg.recompile_limit == RECOMPILE_LIMIT and cfg.accumulated_recompile_limit == 4 * RECOMPILE_LIMIT
+    compiled(fn, dynamic=None)
+    assert calls[-1] == (fn, {"dynamic": None})
