@@ -13,7 +13,7 @@ from pathlib import Path
 from . import gate, provenance, store, timing
 from .errors import GateFailure, Unsupported
 from .profiler import ceilings, require_gpu
-from .spec import COPY, FAILS_GATE, REFUSED, Kernel, Revision, Shape, format_shape
+from .spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
 
 KEY = ["kernel", "revision", "shape", "dtype"]
 # spec.COPY is the sweep's column for the roofline at each point's size: a device-to-device
@@ -108,6 +108,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
             failed.append(rev.name)
     rows, wrong = [], []
+    shas = {r.name: r.sha256() for r in revs if r.name in launchers}  # once per revision: each reads its files
 
     def stamp(name, sha, shape, dtype):
         return {"kernel": kernel.name, "revision": name, "shape": format_shape(shape), "dtype": dtype,
@@ -120,7 +121,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
         values = {"median_ms": s["median_ms"], "p05_ms": s["p05_ms"], "p95_ms": s["p95_ms"],
                   "gbps": nbytes / s["median_ms"] / 1e6}
         if s["runs"] > 1:
-            values["run_spread"] = s["run_spread"]
+            values[RUN_SPREAD] = s["run_spread"]
         if flops:
             values["tflops"] = flops / s["median_ms"] / 1e9
         for metric, value in values.items():
@@ -142,7 +143,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                 verdict, why = attempt(kernel, rev, launch, inputs, shape, dtype)
                 if verdict == REFUSED:
                     progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {rev.name:<16} refused: {why}")
-                    rows.append(dict(stamp(rev.name, rev.sha256(), shape, dtype), metric=REFUSED,
+                    rows.append(dict(stamp(rev.name, shas[rev.name], shape, dtype), metric=REFUSED,
                                      value=float("nan"), samples=0, note=why))
                     continue
                 if verdict == "wrong" and rev.role != "reference":
@@ -153,9 +154,9 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                 if verdict == "wrong":  # the user's baseline, less accurate here: timed, and marked
                     progress(f"{rev.name} {format_shape(shape)} {dtype}: fails the gate at full size (a reference: "
                              f"timed all the same, marked in the log): {why}")
-                    rows.append(dict(stamp(rev.name, rev.sha256(), shape, dtype), metric=FAILS_GATE,
+                    rows.append(dict(stamp(rev.name, shas[rev.name], shape, dtype), metric=FAILS_GATE,
                                      value=float("nan"), samples=0, note=why))
-                timed[rev.name] = (rev.sha256(), functools.partial(launch, inputs, out))
+                timed[rev.name] = (shas[rev.name], functools.partial(launch, inputs, out))
             if kernel.ceiling == "copy":
                 src, dst = copy_buffers(kernel.bytes_moved(shape, dtype))
                 timed[COPY] = (None, lambda: dst.copy_(src))  # noqa: B023 (called in this iteration)

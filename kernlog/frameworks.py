@@ -49,7 +49,6 @@ def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optio
                      load_for_gate=lambda: load_compiled(dynamic=None)))
 
 
-LIGER = "liger_kernel"
 LIGER_INSTALL = ("pip install liger-kernel (a GPU machine without network: pip install --no-deps "
                  "liger_kernel-<version>-py3-none-any.whl)")
 

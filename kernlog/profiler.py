@@ -227,8 +227,9 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
                    progress) -> Timed | None:
     """Gate and timing pass of one revision; None if it failed the gate, before or after the
     timing pass. A shape the revision declines (Revision.refuses) is Unsupported: skipped."""
-    if rev.refusal(shape):
-        raise Unsupported(rev.refusal(shape))
+    why = rev.refusal(shape)
+    if why:
+        raise Unsupported(why)
     progress(f"{tag}: correctness gate")
     outcome = _check(kernel, rev, dtype)
     if outcome[0] == "failed":

@@ -16,7 +16,7 @@ from .diff import metric_rows, timing_verdict
 from .errors import KernlogError
 from .metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from .noise import Bands, load_calibrations
-from .spec import COPY, DTYPE_BYTES, FAILS_GATE, REFUSED, format_shape
+from .spec import COPY, DTYPE_BYTES, FAILS_GATE, REFUSED, RUN_SPREAD, format_shape
 
 LOG = "KERNEL_LOG.md"
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
@@ -251,7 +251,7 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
     runs = sorted(({"commit": (commit or "not recorded")[:10], "revisions": sorted(timed, key=by_rank)}
                    for commit, timed in by_run.values()), key=lambda r: by_rank(r["revisions"][0]))
     refused, failing = _noted(df, REFUSED), _noted(df, FAILS_GATE)
-    spreads = df[df["metric"] == "run_spread"]
+    spreads = df[df["metric"] == RUN_SPREAD]
     spread = {(d, sh, r): v for d, sh, r, v in zip(spreads["dtype"], spreads["shape"], spreads["revision"],
                                                   spreads["value"], strict=True)}
     rows = []

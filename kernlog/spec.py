@@ -32,6 +32,7 @@ REFUSED = "refused"  # bench.csv's metric of a point a revision declined, its re
 # bench.csv's metric of a point where a reference (F.*, Liger) fails the gate at full size: the
 # user's baseline is timed all the same, and the log marks it with the problem (in "note")
 FAILS_GATE = "fails_gate"
+RUN_SPREAD = "run_spread"  # bench.csv's metric of a point's run-to-run spread (`kernlog bench --repeat`)
 
 
 def torch_dtype(name: str):
