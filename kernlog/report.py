@@ -453,6 +453,17 @@ def _save(plt, fig, path: Path) -> None:
     plt.close(fig)
 
 
+def _sweep_lines(ax, sw: dict, xs, rows: list[dict]) -> None:
+    """A line per revision of the sweep through (x, its value) of each row it was measured at
+    (colour, marker and line style all vary: no two of 12+ series alike), and the ceiling."""
+    for i, rev in enumerate(sw["revisions"]):
+        pts = sorted((x, r["values"][rev]) for x, r in zip(xs, rows, strict=True) if r["values"][rev] is not None)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)],
+                    linestyle=("-", "--", "-.", ":")[i // 10 % 4], color=f"C{i % 10}", label=rev)
+    ax.axhline(sw["ceiling"], color="grey", linestyle="--", label="ceiling")
+
+
 def _plot_families(plt, s: dict, sw: dict):
     """A kernel with shape families: a panel per family and dtype, its members side by side (a
     line through 1x50257, 64x50257 and 4096x50257 at one row length would say nothing)."""
@@ -462,12 +473,7 @@ def _plot_families(plt, s: dict, sw: dict):
     for axrow, g in zip(axes, groups, strict=True):
         for ax, dtype in zip(axrow, dtypes, strict=True):
             rows = [r for r in g["rows"] if r["dtype"] == dtype]
-            for i, rev in enumerate(sw["revisions"]):
-                pts = [(j, r["values"][rev]) for j, r in enumerate(rows) if r["values"][rev] is not None]
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)],
-                            linestyle=("-", "--", "-.", ":")[i // 10 % 4], color=f"C{i % 10}", label=rev)
-            ax.axhline(sw["ceiling"], color="grey", linestyle="--", label="ceiling")
+            _sweep_lines(ax, sw, range(len(rows)), rows)
             ax.set_xticks(range(len(rows)), [r["shape"] for r in rows], rotation=20, fontsize=7)
             ax.set_ylabel(sw["unit"])
             ax.set_title(f"{s['kernel'].name} {g['name'] or 'bench shapes'} {dtype} ({sw['gpu']})", fontsize=9)
@@ -491,14 +497,7 @@ def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
             fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4), squeeze=False)
             for ax, dtype in zip(axes[0], dtypes, strict=False):
                 rows = [r for r in sw["rows"] if r["dtype"] == dtype]
-                x = [_x(r["shape"], s["kernel"].sweep_axis) for r in rows]
-                for i, rev in enumerate(sw["revisions"]):
-                    pts = sorted((xi, r["values"][rev]) for xi, r in zip(x, rows, strict=True)
-                                 if r["values"][rev] is not None)
-                    if pts:  # colour, marker and line style all vary: no two of 12+ series alike
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)],
-                                linestyle=("-", "--", "-.", ":")[i // 10 % 4], color=f"C{i % 10}", label=rev)
-                ax.axhline(sw["ceiling"], color="grey", linestyle="--", label="ceiling")
+                _sweep_lines(ax, sw, [_x(r["shape"], s["kernel"].sweep_axis) for r in rows], rows)
                 ax.set_xscale("log", base=2)
                 ax.set_xlabel("row length" if s["kernel"].sweep_axis == -1 and "x" in rows[0]["shape"] else "size")
                 ax.set_ylabel(sw["unit"])
