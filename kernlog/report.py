@@ -375,9 +375,9 @@ def stale_figures(sections: list[dict]) -> list[str]:
     """One line per kernel whose log shows a figure measured on an older source of its revision."""
     lines = []
     for s in sections:
-        profiles = sorted({f"{row['rec']['revision']} ({lad['shape']} {lad['dtype']})" for lad in s["ladders"]
-                           for row in lad["rows"] if row["stale"]})
-        swept = sorted({r for sw in s["sweeps"] for r in sw["stale"]})
+        profiles = sorted({f"{row['rec']['revision']} ({lad['shape']} {lad['dtype']} on {lad['gpu']['name']})"
+                           for lad in s["ladders"] for row in lad["rows"] if row["stale"]})
+        swept = sorted({f"{r} (on {sw['gpu']})" for sw in s["sweeps"] for r in sw["stale"]})
         if profiles or swept:
             what = ([f"profiles of {', '.join(profiles)}"] if profiles else []) + \
                 ([f"sweep points of {', '.join(swept)}"] if swept else [])

@@ -57,7 +57,8 @@ def test_list_counts_stale_sweep_points_and_report_warns(repo):
     line = next(ln for ln in softmax.splitlines() if ln.strip().startswith("torch "))
     assert line.endswith("swept: nvidia-h100-80gb-hbm3 2 points (1 STALE)"), line
     r = run(repo, "report")
-    assert r.exit_code == 0 and "warning: softmax: sweep points of torch were measured on an older source" in r.output
+    assert r.exit_code == 0 and ("warning: softmax: sweep points of torch (on NVIDIA H100 80GB HBM3) were measured "
+                                 "on an older source") in r.output
     assert run(repo, "report", "--check").exit_code == 0  # marked in the log, which is up to date
 
 

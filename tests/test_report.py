@@ -140,8 +140,8 @@ def test_figures_from_an_older_source_are_marked_stale(tmp_path):
     assert "| fp32 | 4096x1024 | 1900† | 2000 |" in text and "| fp32 | 1024x131072 | 2800 | – |" in text
     assert "† Measured on an older source of triton: `kernlog bench softmax --rev triton`" in text
     summary = text.split("<!-- kernlog:end summary -->")[0]
-    assert ("- softmax: profiles of torch_compile (8192x4096 fp32); sweep points of triton were measured on "
-            "an older source.") in summary
+    assert ("- softmax: profiles of torch_compile (8192x4096 fp32 on NVIDIA H100 80GB HBM3); sweep points of "
+            "triton (on NVIDIA H100 80GB HBM3) were measured on an older source.") in summary
 
 
 def test_a_log_of_current_figures_marks_nothing_stale(tmp_path):
