@@ -16,7 +16,17 @@ from .diff import metric_rows, timing_verdict
 from .errors import KernlogError
 from .metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from .noise import Bands, load_calibrations
-from .spec import COPY, DTYPE_BYTES, FAILS_GATE, REFUSED, RUN_SPREAD, format_shape
+from .spec import (
+    COPY,
+    DTYPE_BYTES,
+    EVERY_REFERENCE,
+    FAILS_GATE,
+    REFUSED,
+    RUN_SPREAD,
+    SpeedBar,
+    format_shape,
+    parse_shape,
+)
 
 LOG = "KERNEL_LOG.md"
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
@@ -189,7 +199,7 @@ def _groups(rows: list[dict], families) -> list[dict]:
 COPY_BAR, COPY_BAR_BYTES = 0.90, 64e6
 
 
-def _bar(row: dict, name: str | None, refs: list, band: float) -> dict:
+def _bar(row: dict, name: str | None, refs: list, band: float, need: float = 1.0) -> dict:
     vals, spread = row["values"], row.get("spread", {})
     v = vals.get(name) if name else None
     theirs = {r: vals[r] for r in refs if vals.get(r) is not None}
@@ -198,26 +208,29 @@ def _bar(row: dict, name: str | None, refs: list, band: float) -> dict:
         band = max(band, spread.get(name) or 0.0, spread.get(max(theirs, key=theirs.get)) or 0.0)
     of_copy = v / vals[COPY] if v is not None and vals.get(COPY) else None
     big = row["elems"] * DTYPE_BYTES.get(row["dtype"], 4) >= COPY_BAR_BYTES
-    return {"name": name, "vs_ref": vs_ref, "ref_met": None if vs_ref is None else vs_ref >= 1 - band,
+    return {"name": name, "vs_ref": vs_ref, "need": need,
+            "ref_met": None if vs_ref is None else vs_ref >= need * (1 - band),
             "of_copy": of_copy, "copy_met": None if of_copy is None or not big else of_copy >= COPY_BAR}
 
 
-def _bars(row: dict, roles: dict, band: float) -> list[dict]:
-    """[best step, counterpart (where the kernel has one)]: each one's speed against the best
-    reference ("ref_met": not slower beyond `band`) and share of the copy column ("copy_met",
-    where that bar applies); None where not measured."""
+def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) -> list[dict]:
+    """[best step, counterpart (where the kernel has one)]: each one's speed against the
+    fastest of the bar's references ("ref_met": at least the bar's ratio for the shape, less
+    `band`) and share of the copy column ("copy_met", where that bar applies); None where not
+    measured."""
     vals = row["values"]
-    refs = [r for r in vals if roles.get(r) == "reference"]
+    refs = [r for r in vals if roles.get(r) == "reference" and (not bar.against or r in bar.against)]
+    need = bar.ratio(parse_shape(row["shape"]))
     steps = {r: v for r, v in vals.items() if v is not None and roles.get(r) == "step"}
-    out = [_bar(row, max(steps, key=steps.get) if steps else None, refs, band)]
+    out = [_bar(row, max(steps, key=steps.get) if steps else None, refs, band, need)]
     counterparts = [r for r in vals if roles.get(r) == "counterpart"]
     if counterparts:
-        out.append(_bar(row, counterparts[0], refs, band))
+        out.append(_bar(row, counterparts[0], refs, band, need))
     return out
 
 
 def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None,
-           families=(), roles: dict | None = None) -> dict | None:
+           families=(), roles: dict | None = None, bar: SpeedBar = EVERY_REFERENCE) -> dict | None:
     """The bench.csv of `kernel` on `gpu` as a table; a point measured on an older source of its
     revision than `current` holds is listed in the row's "stale". "runs" lists the runs the
     points come from (`kernlog bench --rev` merges a run into the file), each with its commit
@@ -265,7 +278,7 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
     band = Bands(load_calibrations(root, gpu), gpu)("wall_ms").rel
     roles = roles or {}
     for row in rows:
-        row["bars"] = _bars(row, roles, band)
+        row["bars"] = _bars(row, roles, band, bar)
     return {"revisions": revs, "rows": rows,
             "groups": _groups(rows, families), "metric": metric_name, "ceiling": ceiling,
             "stale": sorted({r for row in rows for r in row["stale"]}, key=by_rank),
@@ -275,7 +288,7 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
             "gate_failures": [(r, row["shape"], row["dtype"], why) for row in rows
                               for r, why in sorted(row["fails_gate"].items(), key=lambda rw: by_rank(rw[0]))],
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
-            "band": band, "has_refs": any(roles.get(r) == "reference" for r in revs),
+            "band": band, "bar_label": bar.label, "has_refs": any(roles.get(r) == "reference" for r in revs),
             "bar_labels": ["best step", "counterpart"][:max((len(r["bars"]) for r in rows), default=1)],
             "missed": [r for r in rows if any(b["ref_met"] is False or b["copy_met"] is False for b in r["bars"])],
             "gpu": str(df["gpu"].iloc[0])}
@@ -346,7 +359,8 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
         roles = {r.name: r.role for r in kernel.revisions}
-        sweeps = [s for s in (_sweep(root, g, kernel.name, order, current, kernel.families, roles) for g in gpus) if s]
+        sweeps = [s for s in (_sweep(root, g, kernel.name, order, current, kernel.families, roles,
+                                                kernel.speed_bar) for g in gpus) if s]
         claims = predictions.load(root, kernel.name)
         ladders = [dict(ladder(v, order, current, Bands(load_calibrations(root, k[0]), k[0]), kernel, claims),
                         gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])

@@ -119,6 +119,23 @@ class Family:
             raise ValueError(f"family {self.name}: shapes must be tuples of positive integers")
 
 
+def _even(shape: Shape) -> float:
+    return 1.0
+
+
+@dataclass(frozen=True)
+class SpeedBar:
+    """The speed bar of the log's sweep tables: the best step (and the counterpart) at least
+    `ratio(shape)` times as fast as the fastest of `against` (empty: every reference), a gap
+    inside the noise band a tie. `label` heads the table's column."""
+    against: tuple[str, ...] = ()
+    ratio: Callable[[Shape], float] = _even
+    label: str = "best reference"
+
+
+EVERY_REFERENCE = SpeedBar()  # the default bar: as fast as the fastest reference
+
+
 @dataclass(frozen=True)
 class Kernel:
     name: str
@@ -149,6 +166,7 @@ class Kernel:
     # launch); the CUPTI trace still times every kernel. "" profiles every kernel.
     ncu_kernels: str = ""
     families: tuple[Family, ...] = ()  # shape families (issue 20): `kernlog bench --family`, a log table each
+    speed_bar: SpeedBar = EVERY_REFERENCE  # what a sweep point must reach (default: the fastest reference)
     reference_notes: tuple[str, ...] = ()  # references a user might expect that the kernel lacks, and why
     doc: str = ""
 
@@ -158,6 +176,9 @@ class Kernel:
             raise ValueError(f"kernel {self.name}: duplicate revision names")
         if COPY in names:
             raise ValueError(f"kernel {self.name}: {COPY!r} is the sweep's copy column, not a revision name")
+        missing = [r for r in self.speed_bar.against if r not in names]
+        if missing:
+            raise ValueError(f"kernel {self.name}: the speed bar names {missing[0]!r}, not one of its revisions")
         if self.ceiling not in ("copy", "matmul"):
             raise ValueError(f"kernel {self.name}: ceiling must be 'copy' or 'matmul'")
         rank = len(self.profile_shape)

@@ -1,4 +1,7 @@
 """The sweep's CSV: long format, merged so a partial re-run replaces only what it measured."""
+import dataclasses
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -237,3 +240,34 @@ def test_a_gap_inside_the_measured_run_to_run_spread_is_a_tie(tmp_path):
     text = report.render(root, [kernel])
     assert "| v8_split | 0.90x |" in text  # 10% slower, inside the 12% spread: a tie
     assert "| v8_split | 0.90x ✗ |" in text  # the same gap with no spread measured: a miss
+
+
+def test_a_kernel_s_own_speed_bar_names_its_reference_and_its_ratio_per_shape(tmp_path):
+    """matmul_relu's bar (issue 20): 0.95x of relu(A@B) eager, torch.compile not counted; 1.0x on
+    squares from 2048 up."""
+    from kernlog import report
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "matmul_relu")
+    common = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0}
+    points = {"256x256x65536": (("v2_split_k", 193.0), ("torch", 199.0), ("torch_compile", 400.0)),
+              "512x512x16384": (("v2_split_k", 249.0), ("torch", 279.0)),
+              "4096x4096x4096": (("v2_split_k", 686.0), ("torch", 730.0))}
+    rows = [dict(_row(rev, shape, v), kernel="matmul_relu", dtype="bf16", metric="tflops", **common)
+            for shape, pts in points.items() for rev, v in pts]
+    bench._write(root, GPU, kernel, rows)
+    text = report.render(root, [kernel])
+    assert "| v2_split_k | 0.97x (bar 0.95x) |" in text  # against torch alone: compile's 400 is not the bar
+    assert "| v2_split_k | 0.89x (bar 0.95x) ✗ |" in text
+    assert "| v2_split_k | 0.94x ✗ |" in text  # a square of 4096: the bar is 1.0x
+    assert "| vs relu(A@B) |" in text and "2 of 3 points miss a bar." in text
+
+
+def test_a_speed_bar_naming_no_revision_of_the_kernel_is_refused():
+    from kernlog.registry import load_kernel
+    from kernlog.spec import SpeedBar
+
+    k = load_kernel(Path(__file__).resolve().parents[1], "matmul_relu")
+    with pytest.raises(ValueError, match="the speed bar names 'cublas'"):
+        dataclasses.replace(k, speed_bar=SpeedBar(against=("cublas",)))
