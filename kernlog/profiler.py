@@ -183,6 +183,7 @@ def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options
         return None
     del inputs, out
     torch.cuda.empty_cache()
+    progress(f"{tag}: timed in {time.perf_counter() - t0:.1f} s ({len(samples)} samples)")
     return Timed(rev, tag, samples, timer.clocks.summary(), config, check, t0, traced)
 
 
@@ -231,10 +232,12 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
     if why:
         raise Unsupported(why)
     progress(f"{tag}: correctness gate")
+    g0 = time.perf_counter()
     outcome = _check(kernel, rev, dtype)
     if outcome[0] == "failed":
         progress(f"{tag}: FAILED the gate, not profiled: {outcome[1]}")
         return None
+    progress(f"{tag}: gate passed in {time.perf_counter() - g0:.1f} s")
     return _time(kernel, rev, shape, dtype, opts, timer, tag, progress, outcome[1])
 
 

@@ -1,6 +1,7 @@
 """Profiling safety: ncu's command line, its failures, atomic writes, no partial profiles."""
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -193,6 +194,9 @@ def test_a_revision_that_goes_wrong_during_the_timing_pass_is_not_profiled(tmp_p
     with pytest.raises(GateFailure, match="drifts"):
         profiler.profile(root, kernel, [rev], profiler.Options(shape=(4, 64)), said.append)
     assert any("FAILED the gate after the timing pass" in s for s in said), said
+    # each stage says how long it took (where a slow `kernlog profile` spends its time)
+    assert any(re.search(r"drifts .*: gate passed in \d+\.\d s$", s) for s in said), said
+    assert not any("timed in" in s for s in said), said  # its timing pass ended in a failure
     assert calls == [] and list((root / "profiles").iterdir()) == []
 
 
