@@ -256,6 +256,28 @@ def batches(timed: list[Timed]) -> list[list[Timed]]:
     return [group for _, group in groups]
 
 
+STAGING = ".kernlog-"  # profiles/.kernlog-<pid>-*: an ncu pass's scratch folder, removed when it ends
+
+
+def clear_abandoned_staging(root: Path) -> list[Path]:
+    """Remove the scratch folders of ncu passes whose process is gone from this machine (a
+    `profile` killed mid-pass cannot remove its own); a live process's folder stays. The
+    folders removed."""
+    gone = []
+    for folder in sorted((root / "profiles").glob(f"{STAGING}*")):
+        pid = folder.name[len(STAGING):].split("-")[0]
+        if not folder.is_dir() or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+            gone.append(folder)
+        except PermissionError:  # alive, another user's
+            pass
+    return gone
+
+
 def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtype: str, opts: Options, ncu: str,
               common: dict, progress) -> list[Path]:
     """One ncu process over the revisions of `batch` (one NVTX range each), their profiles
@@ -264,7 +286,8 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
     names = [t.rev.name for t in batch]
     progress(f"ncu pass: {', '.join(names)} in one process ({len(opts.sections)} sections)"
              + (f", pinned to {config}" if config else ""))
-    tmpdir = Path(tempfile.mkdtemp(prefix=".kernlog-", dir=root / "profiles"))
+    clear_abandoned_staging(root)
+    tmpdir = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=root / "profiles"))
     try:
         report = tmpdir / "report.ncu-rep"
         cmd = ncu_command(ncu, opts, report, root, kernel.name, shape, dtype, names)

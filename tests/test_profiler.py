@@ -357,3 +357,14 @@ def test_a_kernel_filter_reaches_ncu_as_a_regex_on_demangled_names(tmp_path):
     assert i < cmd.index(profiler.sys.executable)  # an ncu option, before the target process
     assert "--kernel-name" not in profiler.ncu_command("/usr/bin/ncu", profiler.Options(), tmp_path / "r.ncu-rep",
                                                        tmp_path, "softmax", (8, 8), "fp32", ["torch"])
+
+
+def test_a_killed_profile_s_scratch_folder_is_removed_by_the_next_but_a_live_one_s_stays(tmp_path):
+    root = scratch_repo(tmp_path)
+    (root / "profiles").mkdir(exist_ok=True)
+    dead, live = root / "profiles" / ".kernlog-999999999-ab", root / "profiles" / f".kernlog-{os.getpid()}-cd"
+    for folder in (dead, live):
+        folder.mkdir()
+        (folder / "report.ncu-rep").write_bytes(b"half")
+    assert profiler.clear_abandoned_staging(root) == [dead]
+    assert not dead.exists() and (live / "report.ncu-rep").exists()
