@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import io
 import statistics
+import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -95,6 +96,8 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     run = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # tells this run's points from a merged file's
     launchers, failed = {}, []
     for rev in revs:
+        progress(f"{rev.name}: correctness gate at the check shapes")  # tens of seconds where Triton compiles
+        g0 = time.perf_counter()
         try:
             launchers[rev.name] = rev.load()
             # torch.compile: the gate's shapes through its shape-generic graph, not a graph each
@@ -107,6 +110,8 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
         if bad is not None:
             progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
             failed.append(rev.name)
+        else:
+            progress(f"{rev.name}: gate passed in {time.perf_counter() - g0:.1f} s")
     rows, wrong = [], []
     shas = {r.name: r.sha256() for r in revs if r.name in launchers}  # once per revision: each reads its files
 

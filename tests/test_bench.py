@@ -156,8 +156,11 @@ def test_bench_times_each_revision_and_a_same_size_copy_in_one_run(tmp_path):
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "vector_add")
+    said = []
     path = bench.bench(root, kernel, [kernel.revision("torch"), kernel.revision("triton")], [(1 << 20,)], ["fp32"],
-                       budget_s=0.05, progress=lambda line: None)
+                       budget_s=0.05, progress=said.append)
+    assert [line.split(" in ")[0] for line in said if "gate passed" in line] == ["torch: gate passed",
+                                                                                 "triton: gate passed"], said
     df = pd.read_csv(path, dtype={"shape": str})
     gbps = df[df["metric"] == "gbps"].set_index("revision")["value"]
     assert set(gbps.index) == {"torch", "triton", bench.COPY} and (gbps > 0).all()
