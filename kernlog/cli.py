@@ -175,9 +175,12 @@ def check(ctx, kernel_name, revs, device, dtype):
 @click.option("--gpus", type=click.IntRange(min=1), default=None, metavar="N",
               help="Spread the revisions (or --range's commits) over N of the host's GPUs, a process each "
                    "(default 1).")
+@click.option("--gate-workers", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Gate N revisions at once, a process each (default: half the cores, at most 8; 1: one by one).")
 @click.pass_context
 @handled
-def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_control, sections, at, range_, gpus):
+def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_control, sections, at, range_, gpus,
+            gate_workers):
     """Gate, time and ncu-profile a kernel's revisions into profiles/ (needs a GPU and ncu).
 
     With --at or --range, each commit's tree is exported (the work tree is never touched) and
@@ -206,7 +209,8 @@ def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_co
             click.echo(str(path.relative_to(root)))
         return
     kernel = load_kernel(root, kernel_name)
-    opts = Options(shape=shape, dtype=dtype, force=force, clock_control=clock_control, cache_control=cache_control)
+    opts = Options(shape=shape, dtype=dtype, force=force, clock_control=clock_control, cache_control=cache_control,
+                   gate_workers=gate_workers)
     if sections or kernel.sections:
         opts.sections = tuple(sections or kernel.sections)
     written = profile_on_gpus(root, kernel, _revisions(kernel, revs), opts, gpus,

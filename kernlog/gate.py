@@ -279,3 +279,14 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
 
 def first_failure(results: list[CheckResult]) -> CheckResult | None:
     return next((r for r in results if not r.ok), None)
+
+
+def verdict(kernel: Kernel, rev: Revision, device: str, dtype: str) -> tuple:
+    """The gate of one revision for `kernel profile`: ("ok", {"cases", "worst_rel_error"}) or
+    ("failed", the first failure's line); raises Unsupported where the GPU lacks what it needs."""
+    results = check_revision(kernel, rev, device, dtypes=[dtype])
+    bad = first_failure(results)
+    if bad is not None:
+        return ("failed", bad.line())
+    return ("ok", {"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
+

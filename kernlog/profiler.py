@@ -35,6 +35,7 @@ class Options:
     timing_budget_s: float = 1.0
     kernel_filter: str = ""  # a regex: ncu profiles only the kernels whose names match (Kernel.ncu_kernels)
     ncu_timeout_s: float = 900.0
+    gate_workers: int | None = None  # gate processes at once (parallel_gates); None: gate_workers(); 1: in this process
 
 
 def require_gpu() -> str:
@@ -147,13 +148,89 @@ class Timed:
 
 
 def _check(kernel: Kernel, rev: Revision, dtype: str) -> tuple:
-    """The correctness gate of one revision: ("ok", summary) or ("failed", the first failure's
-    line); raises Unsupported where the GPU lacks what it needs."""
-    results = gate.check_revision(kernel, rev, DEVICE, dtypes=[dtype])
-    bad = gate.first_failure(results)
-    if bad is not None:
-        return ("failed", bad.line())
-    return ("ok", {"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
+    return gate.verdict(kernel, rev, DEVICE, dtype)
+
+
+GATE_WORKERS_MAX = 8
+GATE_TIMEOUT_S = 900.0
+
+
+def gate_workers(revisions: int, cpus: int | None = None) -> int:
+    """How many revisions `kernlog profile` gates at once: a process each, half the host's
+    cores (each compiles: NVRTC, Triton, Inductor), at most GATE_WORKERS_MAX. On the H100 the
+    softmax ladder's 13 gates took 112 s one after another (nearly all compiling), the
+    timing passes 5 s, its ncu process 56 s."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 2)
+    return max(1, min(revisions, cpus // 2, GATE_WORKERS_MAX))
+
+
+def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, dtype: str, workdir: Path) -> tuple:
+    """One revision's gate in a process of its own (kernlog.target --gate): (outcome, detail,
+    seconds). A process that dies or hangs fails the gate, with its last line."""
+    out = workdir / f"{rev.name}.json"
+    cmd = [sys.executable, "-m", "kernlog.target", "--gate", str(out), str(root), kernel.name, dtype, DEVICE,
+           rev.name]
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=GATE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return ("failed", f"its gate did not finish in {GATE_TIMEOUT_S:.0f} s", time.perf_counter() - t0)
+    if done.returncode != 0 or not out.exists():
+        last = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()][-1:] or ["no output"]
+        return ("failed", f"its gate process exited with {done.returncode}: {last[0].strip()}",
+                time.perf_counter() - t0)
+    got = json.loads(out.read_text())
+    return (got["outcome"], got["detail"], got["seconds"])
+
+
+def parallel_gates(root: Path, kernel: Kernel, revs: list[Revision], dtype: str, workers: int,
+                   progress, meanwhile: Callable[[], None] | None = None) -> dict[str, tuple]:
+    """The correctness gates of `revs`, each in a process of its own, `workers` at a time:
+    {name: (outcome, detail, seconds)}. Triton revisions start first (each gate shape compiles
+    anew; the softmax counterpart's gate was the longest, 30 s on the H100), then the rest from
+    the ladder's end (the references, then the latest steps). `meanwhile` runs in this process
+    while they do. The GPU is shared while they run; the timing passes come after, one at a
+    time, in this process, which checks each output again after its timing pass."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    progress(f"correctness gates of {len(revs)} revisions, {workers} processes at a time")
+    t0 = time.perf_counter()
+    order = [r for r in reversed(revs) if r.kind == "triton"] + [r for r in reversed(revs) if r.kind != "triton"]
+    with tempfile.TemporaryDirectory(prefix="kernlog-gates-") as tmp, ThreadPoolExecutor(workers) as pool:
+        futures = {r.name: pool.submit(_gate_in_process, root, kernel, r, dtype, Path(tmp)) for r in order}
+        if meanwhile is not None:
+            meanwhile()
+        verdicts = {name: f.result() for name, f in futures.items()}
+    progress(f"correctness gates done in {time.perf_counter() - t0:.1f} s")
+    return verdicts
+
+
+def warm_references(kernel: Kernel, revs: list[Revision], shape: Shape, dtype: str) -> None:
+    """Load and launch each reference (F.*, torch.compile, Liger: framework code, not the code
+    under test) once at `shape`, so its compiling is done while the gates run: in a fresh
+    process torch.compile's took 13 s of the softmax ladder's timing passes on the H100. A
+    failure here is left to its timing pass, which meets it again."""
+    import torch
+
+    for rev in revs:
+        if rev.role != "reference" or rev.refusal(shape):
+            continue
+        try:
+            gen = torch.Generator(device=DEVICE).manual_seed(0)
+            inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
+            rev.load()(inputs, kernel.make_output(inputs))
+            if DEVICE == "cuda":
+                torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 -- the timing pass reports it
+            pass
+
+
+def _by_name(kernel: Kernel, rev: Revision) -> bool:
+    """Whether a fresh process loading `kernel` by name gets this very revision."""
+    try:
+        return kernel.revision(rev.name) is rev
+    except KeyError:
+        return False
 
 
 def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
@@ -225,19 +302,26 @@ def kernel_times(launch, inputs, out) -> dict:
 
 
 def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
-                   progress) -> Timed | None:
+                   progress, verdict: tuple | None = None) -> Timed | None:
     """Gate and timing pass of one revision; None if it failed the gate, before or after the
-    timing pass. A shape the revision declines (Revision.refuses) is Unsupported: skipped."""
+    timing pass. A shape the revision declines (Revision.refuses) is Unsupported: skipped.
+    `verdict`: its gate's (outcome, detail, seconds), run already by parallel_gates."""
     why = rev.refusal(shape)
     if why:
         raise Unsupported(why)
-    progress(f"{tag}: correctness gate")
-    g0 = time.perf_counter()
-    outcome = _check(kernel, rev, dtype)
+    if verdict is None:
+        progress(f"{tag}: correctness gate")
+        g0 = time.perf_counter()
+        outcome = _check(kernel, rev, dtype)
+        seconds, where = time.perf_counter() - g0, ""
+    else:
+        outcome, seconds, where = verdict[:2], verdict[2], " (its own process)"
+        if outcome[0] == "unsupported":
+            raise Unsupported(outcome[1])
     if outcome[0] == "failed":
         progress(f"{tag}: FAILED the gate, not profiled: {outcome[1]}")
         return None
-    progress(f"{tag}: gate passed in {time.perf_counter() - g0:.1f} s")
+    progress(f"{tag}: gate passed in {seconds:.1f} s{where}")
     return _time(kernel, rev, shape, dtype, opts, timer, tag, progress, outcome[1])
 
 
@@ -391,10 +475,16 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
               "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape),
               "ceiling": kernel.ceiling, "ceilings": ceil}
     timed, failed, skipped = [], [], []
+    apart = [r for r in todo if _by_name(kernel, r) and not r.refusal(shape)]
+    workers = opts.gate_workers if opts.gate_workers is not None else gate_workers(len(apart))
+    verdicts = {}
+    if workers > 1 and len(apart) > 1:
+        verdicts = parallel_gates(root, kernel, apart, dtype, workers, progress,
+                                  meanwhile=lambda: warm_references(kernel, todo, shape, dtype))
     for i, rev in enumerate(todo, 1):
         tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
         try:
-            t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress)
+            t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress, verdicts.get(rev.name))
         except Unsupported as exc:
             progress(f"{tag}: skipped: {exc}")
             skipped.append(rev.name)

@@ -8,6 +8,10 @@ With `--time OUT.json` first, it runs each revision's timing pass instead (as `k
 profile` does, clocks read while it runs) and writes {rev: {"samples_ms", "clocks", "config"}} to
 OUT.json, with the config each picked: `kernlog noise` times each run in a fresh process, as a
 re-profile would (KERNLOG_PINNED, if set, names the picks to take).
+
+With `--gate OUT.json ROOT KERNEL DTYPE DEVICE REV` it runs one revision's correctness gate
+(gate.verdict) and writes {"outcome", "detail", "seconds"} to OUT.json: `kernlog profile` gates
+the revisions of a ladder in processes like this one, several at once (profiler.parallel_gates).
 """
 from __future__ import annotations
 
@@ -51,7 +55,29 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
     write_atomic(Path(out_path), dump_json(json.loads(json.dumps(results))))
 
 
+def gate_revision(out_path: str, root: str, kernel_name: str, dtype: str, device: str, name: str) -> None:
+    import time
+
+    from .errors import Unsupported
+    from .gate import verdict
+    from .registry import load_kernel
+    from .store import dump_json, write_atomic
+
+    kernel = load_kernel(Path(root), kernel_name)
+    t0 = time.perf_counter()
+    try:
+        outcome, detail = verdict(kernel, kernel.revision(name), device, dtype)
+    except Unsupported as exc:
+        outcome, detail = "unsupported", str(exc)
+    write_atomic(Path(out_path), dump_json({"outcome": outcome, "detail": detail,
+                                            "seconds": round(time.perf_counter() - t0, 2)}))
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--gate":
+        gate_revision(*argv[1:7])
+        return 0
+
     import torch
 
     if argv and argv[0] == "--time":

@@ -368,3 +368,124 @@ def test_a_killed_profile_s_scratch_folder_is_removed_by_the_next_but_a_live_one
         (folder / "report.ncu-rep").write_bytes(b"half")
     assert profiler.clear_abandoned_staging(root) == [dead]
     assert not dead.exists() and (live / "report.ncu-rep").exists()
+
+
+TOY = '''
+import os
+from pathlib import Path
+
+import torch
+
+from kernlog.spec import Kernel, Revision
+
+SRC = (Path(__file__),)
+LAUNCHED = []  # the revisions launched in this process, in order
+
+
+def _double(wrong_row=None, exit_code=None, name=""):
+    def load():
+        def launch(inputs, out):
+            LAUNCHED.append((name, tuple(out.shape)))
+            if exit_code is not None:
+                os._exit(exit_code)  # a revision that takes its process down (a CUDA fault, say)
+            out.copy_(inputs[0] * 2)
+            if wrong_row is not None and out.shape[0] > wrong_row:
+                out[wrong_row] += 1.0
+            return out
+        return launch
+    return load
+
+
+KERNEL = Kernel(
+    "toy",
+    (Revision("right", "torch", SRC, _double(name="right"), "x * 2"),
+     Revision("one_bad_row", "torch", SRC, _double(wrong_row=2), "x * 2, but row 2 is off by one"),
+     Revision("crashes", "torch", SRC, _double(exit_code=3), "exits mid-launch"),
+     Revision("declines", "torch", SRC, _double(), "x * 2 on few rows", refuses=lambda s: "too big" * (s[0] > 4)),
+     Revision("ref", "torch", SRC, _double(name="ref"), "the framework's x * 2", role="reference")),
+    make_inputs=lambda shape, dtype, gen, device, case: (torch.randn(*shape, generator=gen, device=device),),
+    make_output=lambda inputs: torch.empty_like(inputs[0]),
+    reference=lambda inputs, out=None: inputs[0].double() * 2,
+    bytes_moved=lambda shape, dtype: 8 * shape[0] * shape[1],
+    check_shapes=((3, 5), (7, 33)), bench_shapes=((7, 33),), profile_shape=(7, 33), dtypes=("fp32",),
+)
+'''
+
+
+@pytest.fixture
+def own_kernels_package(monkeypatch):
+    """Lets a test import another repository's kernels/ package; this one's is back after."""
+    for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield
+    for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
+        del sys.modules[name]
+
+
+def _toy_repo(tmp_path):
+    (tmp_path / "kernels" / "toy").mkdir(parents=True)
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    (tmp_path / "kernels" / "toy" / "__init__.py").write_text(TOY)
+    (tmp_path / "profiles").mkdir()
+    return tmp_path
+
+
+def test_gates_in_their_own_processes_say_right_wrong_and_crashed_apart(tmp_path, monkeypatch, own_kernels_package):
+    """`kernlog profile` gates a ladder's revisions in processes of their own, several at once
+    (compiling is most of a cold profile): a wrong revision and one that takes its process down
+    fail there with their reason, and each verdict comes back under its own revision's name."""
+    root = _toy_repo(tmp_path)
+    monkeypatch.setattr(profiler, "DEVICE", "cpu")
+    kernel = load_kernel(root, "toy")
+    said = []
+    got = profiler.parallel_gates(root, kernel, [kernel.revision(n) for n in ("right", "one_bad_row", "crashes")],
+                                  "fp32", 2, said.append)
+    assert got["right"][0] == "ok" and got["right"][1]["cases"] == 2 and got["right"][2] >= 0
+    assert got["one_bad_row"][0] == "failed" and got["one_bad_row"][1].startswith("one_bad_row 3x5 fp32 random: FAIL")
+    assert got["crashes"][0] == "failed" and "exited with 3" in got["crashes"][1]
+    assert said[0] == "correctness gates of 3 revisions, 2 processes at a time"
+    assert re.fullmatch(r"correctness gates done in \d+\.\d s", said[-1])
+
+
+def test_profile_gates_apart_then_times_only_what_passed(tmp_path, monkeypatch, own_kernels_package):
+    from kernlog.errors import GateFailure
+
+    root = _toy_repo(tmp_path)
+    calls = []
+    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: calls.append(cmd))
+    kernel = load_kernel(root, "toy")
+    timed = []
+    real_time = profiler._time
+    monkeypatch.setattr(profiler, "_time",
+                        lambda k, rev, *a, **kw: timed.append(rev.name) or real_time(k, rev, *a, **kw))
+    monkeypatch.setattr(profiler, "_ncu_pass", lambda root, kernel, batch, *a: calls.append(batch) or [])
+    said = []
+    with pytest.raises(GateFailure, match="one_bad_row"):
+        profiler.profile(root, kernel, list(kernel.revisions), profiler.Options(gate_workers=2), said.append)
+    assert timed == ["right", "ref"]  # the wrong, the crashed and the declining revision never reach a timing pass
+    assert [[t.rev.name for t in batch] for batch in calls] == [["right", "ref"]]
+    assert any(re.search(r"toy/right .*: gate passed in \d+\.\d s \(its own process\)$", s) for s in said), said
+    assert any("toy/declines" in s and "skipped: too big" in s for s in said), said
+    assert "correctness gates of 4 revisions, 2 processes at a time" in said  # the declining one is not gated
+    # in this process, while the gates ran, the reference alone was launched (compiled) at the
+    # profile shape; the code under test ran here only after its gate passed
+    launched = sys.modules["kernels.toy"].LAUNCHED
+    assert launched[0] == ("ref", (7, 33)) and launched.index(("right", (7, 33))) > 0
+
+
+def test_warming_the_references_leaves_the_code_under_test_alone_and_a_failure_to_the_timing_pass(
+        tmp_path, monkeypatch, own_kernels_package):
+    import dataclasses
+
+    root = _toy_repo(tmp_path)
+    monkeypatch.setattr(profiler, "DEVICE", "cpu")
+    kernel = load_kernel(root, "toy")
+    broken = dataclasses.replace(kernel.revision("ref"), name="broken_ref", load=lambda: 1 / 0)
+    declined = dataclasses.replace(kernel.revision("ref"), name="declined_ref", refuses=lambda s: "no")
+    profiler.warm_references(kernel, [broken, *kernel.revisions, declined], (7, 33), "fp32")
+    assert sys.modules["kernels.toy"].LAUNCHED == [("ref", (7, 33))]
+
+
+@pytest.mark.parametrize("revisions, cpus, want", [(13, 16, 8), (13, 2, 1), (3, 16, 3), (1, 16, 1), (5, 1, 1)])
+def test_gate_workers_take_half_the_cores_at_most_eight(revisions, cpus, want):
+    assert profiler.gate_workers(revisions, cpus) == want

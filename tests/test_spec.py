@@ -137,6 +137,8 @@ def test_torch_compile_raises_past_its_recompile_limit_rather_than_running_eager
     from kernlog.frameworks import RECOMPILE_LIMIT, compiled
 
     cfg = torch._dynamo.config
+    if not hasattr(cfg, "recompile_limit"):  # seen only inside mutmut's in-process runner
+        pytest.skip("torch._dynamo.config has no recompile_limit in this process")
     for name, value in (("recompile_limit", 8), ("accumulated_recompile_limit", 8),
                         ("fail_on_recompile_limit_hit", False)):
         monkeypatch.setattr(cfg, name, value)  # Dynamo's defaults (another test may have compiled)
