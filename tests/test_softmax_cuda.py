@@ -55,7 +55,8 @@ def test_compiles_and_exports_exactly_the_planned_kernels(rev):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned", "v7_bf16_packed", "v8_split"])
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned", "v7_bf16_packed", "v8_split",
+                                 "v9_peeled"])
 def test_register_resident_revisions_do_not_spill(rev):
     found = entries(report(rev))
     for name, resources in found.items():
@@ -225,4 +226,45 @@ def test_every_timed_candidate_passes_the_gate_on_gpu(rev, monkeypatch):
                 results = gate.check_revision(KERNEL, KERNEL.revision(rev), "cuda", shapes=(shape,),
                                               dtypes=(dtype,), launch=launch)
                 failed += [f"{dtype} candidate {i}: {r.line()}" for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
+
+
+def test_v9_peels_only_rows_whose_output_sits_at_the_input_s_offset():
+    """A contiguous bf16 tensor of odd rows is not aligned but coaligned (each row of x and out at
+    the same offset from 16 bytes): the peeled layouts may run. A strided x (rows 3 longer than
+    the output's) is not: v8's candidates alone, or a uint4 store would land off its boundary."""
+    from kernels.softmax import peel_launch
+
+    x = torch.empty((4, 50257), dtype=torch.bfloat16)
+    out = torch.empty_like(x)
+    assert not cuda_launch.is_aligned(x, out) and peel_launch.coaligned(x, out)
+    wide = torch.empty((4, 50260), dtype=torch.bfloat16)[:, :50257]
+    assert not peel_launch.coaligned(wide, out)
+    assert peel_launch.coaligned(torch.empty((4, 50265), dtype=torch.bfloat16)[:, :50257], out)  # 8 longer
+    assert not peel_launch.coaligned(torch.empty(4 * 50257 + 1, dtype=torch.bfloat16)[1:].view(4, 50257), out)
+    plan = peel_launch.plan_v9(4096, 50257, "bf16", False)
+    assert {s.kernel for s in plan} >= {"softmax_bf16_peeled_t1024_c1", "softmax_bf16_peeled_t512_c2"}
+    assert all("_peeled_" not in s.kernel for s in peel_launch.plan_v9(4096, 50257, "fp32", False))
+    assert all("_peeled_" not in s.kernel for s in peel_launch.plan_v9(4096, 50264, "bf16", True))
+
+
+@pytest.mark.gpu
+def test_every_peeled_candidate_passes_the_gate_on_gpu(monkeypatch):
+    """v9's peeled layouts, each forced in turn, on odd and offset bf16 rows (heads and tails of
+    every length 0-7 across the rows), every gate case: the strided one falls back to v8's."""
+    from kernels.common import tuning
+    from kernels.softmax import peel_launch
+
+    rev = KERNEL.revision("v9_peeled")
+    real_plan = peel_launch.plan_v9
+    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])
+    failed = []
+    for shape in ((9, 1025), (8, 4097), (9, 12345), (5, 50257), (3, 65535), (2, 131071)):
+        peeled = [s for s in real_plan(*shape, "bf16", False) if "_peeled_" in s.kernel]
+        assert peeled, shape
+        for cand in peeled:
+            monkeypatch.setattr(peel_launch, "plan_v9", lambda *k, c=cand: [c] + [s for s in real_plan(*k) if s != c])
+            monkeypatch.setattr(tuning, "PICKED", {})
+            results = gate.check_revision(KERNEL, rev, "cuda", shapes=(shape,), dtypes=("bf16",), launch=rev.load())
+            failed += [f"{cand.kernel}: {r.line()}" for r in results if not r.ok]
     assert not failed, "\n".join(failed)
