@@ -1,5 +1,6 @@
 """KERNEL_LOG.md rendering from profiles/ alone, its hand-written prose, and --check."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -313,3 +314,14 @@ def test_a_sweep_is_one_table_per_shape_family_and_names_what_is_not_measured():
         ("vocab", ["4096x32000"], ["4096x50257"]), ("decode", ["1x50257"], []), ("long", [], ["4x1048576"]),
         ("other bench shapes", ["8192x4096"], [])]
     assert [g["name"] for g in report._groups(rows, ())] == [None]  # no families: one table, no heading
+
+
+def test_a_prediction_with_no_claim_about_the_shape_says_so_rather_than_an_empty_list():
+    """v8's and v9's claims are about fp32 at the profile shape; their bf16 4096x50257 profiles
+    said "on this profile: ." (an empty list of claims)."""
+    from kernlog.registry import find_root
+
+    root = find_root(Path(__file__).parent)
+    text = report.render(root, [load_kernel(root, "softmax")])
+    assert "on this profile: ." not in text
+    assert "on this profile (none of its claims is about 4096x50257 bf16)" in text
