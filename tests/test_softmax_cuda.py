@@ -244,14 +244,16 @@ def test_v9_peels_only_rows_whose_output_sits_at_the_input_s_offset():
     assert not peel_launch.coaligned(torch.empty(4 * 50257 + 1, dtype=torch.bfloat16)[1:].view(4, 50257), out)
     plan = peel_launch.plan_v9(4096, 50257, "bf16", False)
     assert {s.kernel for s in plan} >= {"softmax_bf16_peeled_t1024_c1", "softmax_bf16_peeled_t512_c2"}
-    assert all("_peeled_" not in s.kernel for s in peel_launch.plan_v9(4096, 50257, "fp32", False))
+    assert {s.kernel for s in peel_launch.plan_v9(4096, 50257, "fp32", False)} >= {"softmax_fp32_peeled_t512_c4"}
+    assert all(s.capacity >= 50257 for s in plan)
     assert all("_peeled_" not in s.kernel for s in peel_launch.plan_v9(4096, 50264, "bf16", True))
 
 
 @pytest.mark.gpu
-def test_every_peeled_candidate_passes_the_gate_on_gpu(monkeypatch):
-    """v9's peeled layouts, each forced in turn, on odd and offset bf16 rows (heads and tails of
-    every length 0-7 across the rows), every gate case: the strided one falls back to v8's."""
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_every_peeled_candidate_passes_the_gate_on_gpu(monkeypatch, dtype):
+    """v9's peeled layouts, each forced in turn, on odd and offset rows (heads and tails of
+    every length across the rows), every gate case: the strided one falls back to v8's."""
     from kernels.common import tuning
     from kernels.softmax import peel_launch
 
@@ -260,11 +262,11 @@ def test_every_peeled_candidate_passes_the_gate_on_gpu(monkeypatch):
     monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])
     failed = []
     for shape in ((9, 1025), (8, 4097), (9, 12345), (5, 50257), (3, 65535), (2, 131071)):
-        peeled = [s for s in real_plan(*shape, "bf16", False) if "_peeled_" in s.kernel]
+        peeled = [s for s in real_plan(*shape, dtype, False) if "_peeled_" in s.kernel]
         assert peeled, shape
         for cand in peeled:
             monkeypatch.setattr(peel_launch, "plan_v9", lambda *k, c=cand: [c] + [s for s in real_plan(*k) if s != c])
             monkeypatch.setattr(tuning, "PICKED", {})
-            results = gate.check_revision(KERNEL, rev, "cuda", shapes=(shape,), dtypes=("bf16",), launch=rev.load())
+            results = gate.check_revision(KERNEL, rev, "cuda", shapes=(shape,), dtypes=(dtype,), launch=rev.load())
             failed += [f"{cand.kernel}: {r.line()}" for r in results if not r.ok]
     assert not failed, "\n".join(failed)

@@ -1,4 +1,4 @@
-"""v9_peeled's launcher: cuda_launch's, with one more bit in the key. A bf16 row that is not
+"""v9_peeled's launcher: cuda_launch's, with one more bit in the key. A row that is not
 16-byte aligned can still take 16-byte accesses after a peeled head when the output row sits at
 the same offset from a boundary as the input row (`coaligned`: every row of a contiguous tensor,
 whatever its length); the peeled layouts join v8's candidates there, and only there.
@@ -15,20 +15,26 @@ from kernels.common import tuning
 
 from . import cuda_launch as cl
 
-PEELED_CONFIGS = cl.PACKED_CONFIGS  # v7's layouts, capacity T * C * 64 bf16
+# (threads, cluster) per dtype and the elements a thread holds: bf16 v7's packed layouts (64),
+# fp32 v5/v6's register rows (ELEMS = 32)
+PEELED_CONFIGS = {"bf16": (cl.PACKED_CONFIGS, cl.PACKED_ELEMS),
+                  "fp32": (((256, 1), (512, 1), (1024, 1), (256, 2), (512, 2), (256, 4), (512, 4), (256, 8),
+                            (512, 8)), cl.ELEMS)}
 
 
 def plan_v9(rows, cols, dtype, aligned):
-    """v8's plan; for unaligned bf16 rows of > 1024 columns, the peeled layouts as candidates too
+    """v8's plan; for unaligned rows of > 1024 columns, the peeled layouts as candidates too
     (the launcher drops them where the output row is not at the input row's offset)."""
     out = cl.plan_v8(rows, cols, dtype, aligned)
-    if dtype == "bf16" and not aligned and cols > 32 * cl.WARP_ELEMS[-1]:
-        out = list(out) + [cl.Launch(f"softmax_bf16_peeled_t{t}_c{c}", rows * c, t, t * c * cl.PACKED_ELEMS)
-                           for t, c in PEELED_CONFIGS if t * c * cl.PACKED_ELEMS >= cols]
+    if not aligned and cols > 32 * cl.WARP_ELEMS[-1]:
+        configs, per_thread = PEELED_CONFIGS[dtype]
+        out = list(out) + [cl.Launch(f"softmax_{dtype}_peeled_t{t}_c{c}", rows * c, t, t * c * per_thread)
+                           for t, c in configs if t * c * per_thread >= cols]
     return out
 
 
-V9_NAMES = cl.V8_NAMES + tuple(f"softmax_bf16_peeled_t{t}_c{c}" for t, c in PEELED_CONFIGS)
+V9_NAMES = cl.V8_NAMES + tuple(f"softmax_{dt}_peeled_t{t}_c{c}" for dt, (configs, _) in PEELED_CONFIGS.items()
+                               for t, c in configs)
 cl.PLANS["v9_peeled"] = (plan_v9, V9_NAMES)
 cl.NEEDS["v9_peeled"] = ("clusters",)
 
