@@ -25,6 +25,16 @@ def test_rerun_replaces_its_points_and_keeps_the_rest(tmp_path):
     assert got == {("v5_tuned", "4096x1024"): 3.0, ("torch", "4096x1024"): 2.0, ("torch", "65536"): 5.0}
 
 
+def test_a_one_dimensional_kernel_s_shapes_stay_text_across_reruns(tmp_path):
+    """vector_add's shapes are plain numbers ("65536"): read back as integers they would sort
+    apart from the re-run's text shapes, and the file would change order on every re-run."""
+    root = scratch_repo(tmp_path)
+    kernel = type("K", (), {"name": "vector_add"})
+    bench._write(root, GPU, kernel, [_row("v1_vec", "7", 1.0), _row("v1_vec", "1024", 2.0)])
+    path = bench._write(root, GPU, kernel, [_row("v1_vec", "65536", 3.0)])
+    assert [line.split(",")[2] for line in path.read_text().splitlines()[1:]] == ["1024", "65536", "7"]
+
+
 def test_nothing_measured_writes_nothing(tmp_path):
     root = scratch_repo(tmp_path)
     path = bench._write(root, GPU, type("K", (), {"name": "softmax"}), [])

@@ -71,3 +71,15 @@ def test_an_unknown_revision_names_the_choices(tmp_path, monkeypatch):
     _fake(monkeypatch, ["(1,)"])
     with pytest.raises(KernlogError, match="no revision 'v9' in softmax; revisions: v0_naive"):
         capture_noise.calibrate(root, ["softmax/v9"], None, None, 3, progress=lambda s: None)
+
+
+def test_without_a_gpu_calibration_says_so_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    import torch
+
+    from kernlog.errors import NoGpu
+
+    root = scratch_repo(tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(NoGpu, match="no CUDA GPU visible"):
+        capture_noise.calibrate(root, ["softmax/torch"], (4, 64), None, 3, progress=lambda s: None)
+    assert not list((root / "profiles").rglob("*"))

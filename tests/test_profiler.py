@@ -47,6 +47,14 @@ def test_ncu_failure_and_empty_capture(tmp_path):
         profiler.run_ncu([fake_ncu(tmp_path, 'echo "==WARNING== No kernels were profiled."\n')], 10)
 
 
+def test_the_pins_reach_the_ncu_process_in_its_environment(tmp_path):
+    """The ncu pass runs the configs the timing pass picked only if the process sees PIN_ENV."""
+    ncu = fake_ncu(tmp_path, f'[ "${profiler.PIN_ENV}" = /pins.json ] || {{ echo "no pins" >&2; exit 4; }}\n')
+    profiler.run_ncu([ncu], 10, env={profiler.PIN_ENV: "/pins.json"})
+    with pytest.raises(KernlogError, match="exited with 4: no pins"):
+        profiler.run_ncu([ncu], 10)
+
+
 def test_no_ncu_on_path(monkeypatch):
     import torch
 
