@@ -46,6 +46,8 @@ def test_history_lists_each_commit_and_marks_only_the_step_beyond_noise(repo):
     assert [e["step"] for e in rows] == [False, False, True] and rows[2]["source_changed"] is True
     text = run(repo, "history", "softmax/torch").stdout
     assert f"step: faster by 10.4% in {c3[:8]}" in text and "its source changed" in text  # medians of noisy samples
+    header = text.splitlines()[1].split()
+    assert header[:8] == ["stored", "in", "captured", "profiled", "at", "source", "median", "GB/s"], header
 
 
 def test_an_uncommitted_profile_is_the_last_entry(repo):

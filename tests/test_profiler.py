@@ -104,6 +104,7 @@ class FakeTimer:
 
 
 def _cpu_profiler(monkeypatch, run_ncu):
+    monkeypatch.setattr(profiler, "gate_workers", lambda n, cpus=None: 1)  # gates here, on any host
     monkeypatch.setattr(profiler, "DEVICE", "cpu")
     monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
@@ -285,6 +286,7 @@ def _fake_profile(monkeypatch, fail=lambda names: False):
             raise KernlogError(f"ncu exited with 1: {names}")
         shutil.copyfile(FULL_REP, cmd[cmd.index("--export") + 1])
 
+    monkeypatch.setattr(profiler, "gate_workers", lambda n, cpus=None: 1)
     monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
     monkeypatch.setattr(profiler.provenance, "versions", lambda ncu: {"ncu": "2025.3.1", "torch": "2.11.0",
@@ -316,6 +318,31 @@ def test_one_ncu_process_profiles_the_whole_ladder_into_one_shared_report(tmp_pa
         "v0_naive", "v5_tuned", "torch"]
     assert recs[1]["config"] == {"v5_tuned|key": "(1,)"}  # each its own pick, not the merged pins
     assert len(list(written[0].parent.glob("*.ncu-rep"))) == 1
+    command = recs[0]["ncu"]["command"]  # how to run ncu again, without this run's scratch path
+    assert command[0] == "ncu" and "--nvtx-include" in command and "--export" not in command
+    assert not any(".kernlog-" in c for c in command)
+
+
+def test_a_profile_records_only_the_picks_of_its_own_timing_pass(tmp_path, monkeypatch):
+    """A pick launched before the timing pass (the gate's, another revision's) is not this
+    revision's config; each stage's line names its revision."""
+    from kernels.common import tuning
+
+    root = scratch_repo(tmp_path)
+
+    def run_ncu(cmd, timeout, env=None):
+        shutil.copyfile(FULL_REP, cmd[cmd.index("--export") + 1])
+
+    _cpu_profiler(monkeypatch, run_ncu)
+    monkeypatch.setattr(profiler, "build_record", lambda actions, rev, samples, **kw: {
+        k: v for k, v in make_record(rev.name).items() if k not in ("captured_at", "check", "config")})
+    monkeypatch.setitem(tuning.PICKED, ("stale", 1), "(9,)")
+    monkeypatch.setitem(tuning.USED, ("stale", 1), None)
+    kernel = load_kernel(root, "softmax")
+    said = []
+    (path,) = profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(shape=(4, 64)), said.append)
+    assert store.load_profile(root, path)["config"] == {}
+    assert any(s.startswith("[1/1] softmax/torch 4x64 fp32: done (") for s in said), said
 
 
 def test_a_failed_shared_ncu_process_is_retried_one_revision_at_a_time(tmp_path, monkeypatch):
@@ -497,3 +524,22 @@ def test_warming_the_references_leaves_the_code_under_test_alone_and_a_failure_t
 @pytest.mark.parametrize("revisions, cpus, want", [(13, 16, 8), (13, 2, 1), (3, 16, 3), (1, 16, 1), (5, 1, 1)])
 def test_gate_workers_take_half_the_cores_at_most_eight(revisions, cpus, want):
     assert profiler.gate_workers(revisions, cpus) == want
+
+
+def test_profile_on_two_gpus_hands_each_process_the_shape_dtype_and_what_is_left_to_do(tmp_path, monkeypatch):
+    from kernlog import spread
+
+    root = scratch_repo(tmp_path)
+    put(root, make_record("torch", shape=(4, 64)))  # profiled already: not handed out
+    monkeypatch.setattr(spread, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
+    monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
+    handed = []
+    monkeypatch.setattr(spread, "profile_on_gpus", lambda root, name, todo, args, gpus, progress: handed.append(
+        (name, [r.name for r in todo], args, gpus)) or [])
+    kernel = load_kernel(root, "softmax")
+    revs = [kernel.revision(n) for n in ("v0_naive", "torch", "triton")]
+    profiler.profile_on_gpus(root, kernel, revs, profiler.Options(shape=(4, 64), dtype="fp32"), 2, lambda s: None)
+    ((name, todo, args, gpus),) = handed
+    assert name == "softmax" and todo == ["v0_naive", "triton"] and gpus == ["0", "1"]
+    assert args[args.index("--shape") + 1] == "4x64" and args[args.index("--dtype") + 1] == "fp32"
