@@ -170,3 +170,10 @@ def test_bench_names_an_unknown_family_in_one_line(tmp_path):
     r = CliRunner().invoke(main, ["--root", str(root), "bench", "softmax", "--family", "nope"])
     assert r.exit_code == 2 and "softmax has no family 'nope'; families: vocab" in r.output
     assert "Traceback" not in r.output
+
+
+def test_a_bench_file_missing_columns_names_them(repo):
+    """The line says what to fix: which columns the file lacks."""
+    (repo / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv").write_text("a,b\n1,2\n")
+    r = run(repo, "list")
+    assert r.exit_code == 2 and "(missing revision, shape, dtype, metric, value, gpu" in r.output, r.output

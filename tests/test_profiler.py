@@ -331,6 +331,7 @@ def test_a_profile_records_only_the_picks_of_its_own_timing_pass(tmp_path, monke
     root = scratch_repo(tmp_path)
 
     def run_ncu(cmd, timeout, env=None):
+        assert cmd[cmd.index("kernlog.target") + 1:cmd.index("kernlog.target") + 4] == [str(root), "softmax", "4x64"]
         shutil.copyfile(FULL_REP, cmd[cmd.index("--export") + 1])
 
     _cpu_profiler(monkeypatch, run_ncu)
@@ -341,7 +342,8 @@ def test_a_profile_records_only_the_picks_of_its_own_timing_pass(tmp_path, monke
     kernel = load_kernel(root, "softmax")
     said = []
     (path,) = profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(shape=(4, 64)), said.append)
-    assert store.load_profile(root, path)["config"] == {}
+    rec = store.load_profile(root, path)
+    assert rec["config"] == {} and rec["captured_at"] >= "2026"
     assert any(s.startswith("[1/1] softmax/torch 4x64 fp32: done (") for s in said), said
 
 
