@@ -168,3 +168,13 @@ def test_bad_input_is_one_line_and_writes_nothing(repo, tmp_path_factory, case):
     assert r.exit_code == 2 and len(lines) == 1 and "Traceback" not in r.output, r.output
     assert fragment in lines[0], lines[0]
     assert files(repo) == []
+
+
+def test_an_imported_report_reads_the_gpu_s_capabilities_from_its_device_attributes():
+    """What `kernlog profile` reads from the GPU (kernlog.cuda.device_caps), an import reads
+    from the report: an H100's 132 SMs, compute capability 9.0, 227 KiB per block, clusters."""
+    from kernlog import metrics
+
+    gpu = importer._gpu(metrics.read_report(FULL_REP)[0], "13.0")
+    assert gpu["name"] == "NVIDIA H100 80GB HBM3" and gpu["capability"] == "9.0" and gpu["sm_count"] == 132
+    assert gpu["smem_per_block_optin"] == 227 * 1024 and gpu["cluster_launch"] is True and gpu["cuda"] == "13.0"

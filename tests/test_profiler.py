@@ -280,6 +280,7 @@ def _fake_profile(monkeypatch, fail=lambda names: False):
     calls = []
 
     def run_ncu(cmd, timeout, env=None):
+        assert cmd[cmd.index("kernlog.target") + 2:cmd.index("kernlog.target") + 5] == ["softmax", "8192x4096", "fp32"]
         names = tuple(cmd[cmd.index("kernlog.target") + 5:])
         calls.append((names, json.loads(open(env[profiler.PIN_ENV]).read())))
         if fail(names):

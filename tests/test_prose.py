@@ -80,3 +80,12 @@ def test_a_share_figure_sums_the_matching_kernels_of_the_launch(tmp_path):
     del rec["kernel_times"]
     with pytest.raises(KernlogError, match="not in its profile"):
         prose.quantity(tmp_path, rec, "share:gemm", None)
+
+
+def test_a_quoted_rate_is_the_stored_bytes_over_the_stored_time_to_the_last_digit(tmp_path):
+    root = repo_with(tmp_path, "TB/s: <!--fig softmax/torch_compile tbps .6f-->?<!--/fig-->\n")
+    assert run(root).exit_code == 0
+    rec = make_record("torch_compile", median_ms=0.10, seed=1)
+    tbps = rec["bytes_moved"] / rec["metrics"]["wall_ms"] / 1e9
+    assert f"-->{tbps:.6f}<!--/fig-->" in (root / "KERNEL_LOG.md").read_text()
+
