@@ -161,7 +161,7 @@ def test_recheck_catches_an_output_gone_wrong_in_the_timing_pass(device):
     launch = _stale_workspace()
     res = gate.recheck(SOFTMAX, _rev(launch), launch, *_timed(launch, device), "fp32", shape=(64, 1000))
     assert not res.ok and res.problem.startswith("after the timing pass: error")
-    assert res.shape == (64, 1000) and res.case == "random"
+    assert res.shape == (64, 1000) and res.case == "random" and res.revision == "wrong"
     ok = gate.recheck(SOFTMAX, _rev(_softmax), _softmax, *_timed(_softmax, device), "fp32")
     assert ok.ok and ok.shape == (64, 1000), ok.line()
 
@@ -193,3 +193,11 @@ def test_corrupted_gpu_softmax_is_rejected_and_the_real_one_passes(rev_name):
         assert fail is not None and "elements over" in fail.problem, shape
         good = gate.check_revision(SOFTMAX, rev, "cuda", shapes=[shape], dtypes=["bf16"], launch=launch)
         assert gate.first_failure(good) is None, gate.first_failure(good).line()
+
+
+def test_an_output_of_the_wrong_shape_is_named_as_such():
+    import torch
+
+    err, problem = gate.compare(torch.zeros(3, 4), torch.zeros(4, 3, dtype=torch.float64))
+    assert err == float("inf") and problem == "shape (3, 4) != reference (4, 3)"
+

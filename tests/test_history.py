@@ -145,3 +145,15 @@ def test_what_a_commit_holds_is_read_once_but_a_moving_ref_each_time(repo):
     assert gitrefs.paths(repo, first) == before and gitrefs.paths(repo, first) is not gitrefs.paths(repo, first)
     assert gitrefs.commit_date(repo, first) == git(repo, "show", "-s", "--format=%cI", first)
     assert gitrefs.commit_date(repo, "0" * 40) is None
+
+
+def test_an_unreadable_entry_is_one_line_and_the_entries_after_it_still_show():
+    from kernlog import history
+
+    row = {"stored_in": "b" * 40, "captured_at": "2026-11-25T07:00:00", "profiled_at": "b" * 40, "dirty": False,
+           "source_sha256": "0123456789abcdef", "median_ms": 0.1, "gbps": 1000.0, "verdict": None, "step": False}
+    t = {"kernel": "softmax", "revision": "torch", "shape": [4, 64], "dtype": "fp32", "gpu": "H100",
+         "path": "p.json", "entries": [{"stored_in": "a" * 40, "error": "not profiled at this commit: gone"}, row]}
+    lines = history.render(t).splitlines()
+    assert lines[2].split() == ["aaaaaaaa", "not", "profiled", "at", "this", "commit:", "gone"]
+    assert lines[3].split()[:4] == ["bbbbbbbb", "2026-11-25T07:00", "bbbbbbbb", "0123456789"]
