@@ -420,10 +420,13 @@ SRC = (Path(__file__),)
 LAUNCHED = []  # the revisions launched in this process, in order
 
 
-def _double(wrong_row=None, exit_code=None, name=""):
+def _double(wrong_row=None, exit_code=None, name="", hang=False):
     def load():
         def launch(inputs, out):
             LAUNCHED.append((name, tuple(out.shape)))
+            if hang:
+                import time
+                time.sleep(60)  # a launch that never returns (a spin-wait on a flag nobody sets, say)
             if exit_code is not None:
                 os._exit(exit_code)  # a revision that takes its process down (a CUDA fault, say)
             out.copy_(inputs[0] * 2)
@@ -440,7 +443,8 @@ KERNEL = Kernel(
      Revision("one_bad_row", "torch", SRC, _double(wrong_row=2), "x * 2, but row 2 is off by one"),
      Revision("crashes", "torch", SRC, _double(exit_code=3), "exits mid-launch"),
      Revision("declines", "torch", SRC, _double(), "x * 2 on few rows", refuses=lambda s: "too big" * (s[0] > 4)),
-     Revision("ref", "torch", SRC, _double(name="ref"), "the framework's x * 2", role="reference")),
+     Revision("ref", "torch", SRC, _double(name="ref"), "the framework's x * 2", role="reference"),
+     Revision("hangs", "torch", SRC, _double(hang=True), "never returns", refuses=lambda s: "not 7x33" * (s[0] > 4))),
     make_inputs=lambda shape, dtype, gen, device, case: (torch.randn(*shape, generator=gen, device=device),),
     make_output=lambda inputs: torch.empty_like(inputs[0]),
     reference=lambda inputs, out=None: inputs[0].double() * 2,
@@ -452,7 +456,9 @@ KERNEL = Kernel(
 
 @pytest.fixture
 def own_kernels_package(monkeypatch):
-    """Lets a test import another repository's kernels/ package; this one's is back after."""
+    """Lets a test import another repository's kernels/ package; this one's is back after (and
+    sys.path, where load_kernel puts the other repository first)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
     for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
         monkeypatch.delitem(sys.modules, name)
     yield
@@ -546,3 +552,14 @@ def test_profile_on_two_gpus_hands_each_process_the_shape_dtype_and_what_is_left
     ((name, todo, args, gpus),) = handed
     assert name == "softmax" and todo == ["v0_naive", "triton"] and gpus == ["0", "1"]
     assert args[args.index("--shape") + 1] == "4x64" and args[args.index("--dtype") + 1] == "fp32"
+
+
+def test_a_gate_that_never_returns_fails_in_its_time_limit_naming_it(tmp_path, monkeypatch, own_kernels_package):
+    root = _toy_repo(tmp_path)
+    monkeypatch.setattr(profiler, "DEVICE", "cpu")
+    monkeypatch.setattr(profiler, "GATE_TIMEOUT_S", 5.0)
+    kernel = load_kernel(root, "toy")
+    got = profiler.parallel_gates(root, kernel, [kernel.revision("hangs"), kernel.revision("right")], "fp32", 2,
+                                  lambda s: None)
+    assert got["hangs"][:2] == ("failed", "its gate did not finish in 5 s") and got["right"][0] == "ok"
+
