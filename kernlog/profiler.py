@@ -164,6 +164,24 @@ def gate_workers(revisions: int, cpus: int | None = None) -> int:
     return max(1, min(revisions, cpus // 2, GATE_WORKERS_MAX))
 
 
+def exclusive_compute_mode() -> str:
+    """The compute mode of a visible GPU that admits one process at a time ("Exclusive_Process",
+    "Prohibited"), as nvidia-smi names it; "" where every one is shared (the default) or
+    nvidia-smi cannot tell. Gate processes beside this one would fail to create a context there."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,compute_mode", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    wanted = {g.strip() for g in visible.split(",")} if visible else None
+    for line in out.splitlines():
+        index, _, mode = (c.strip() for c in line.partition(","))
+        if (wanted is None or index in wanted) and mode in ("Exclusive_Process", "Prohibited"):
+            return mode
+    return ""
+
+
 def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, dtype: str, workdir: Path) -> tuple:
     """One revision's gate in a process of its own (kernlog.target --gate): (outcome, detail,
     seconds). A process that dies or hangs fails the gate, with its last line."""
@@ -477,6 +495,10 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     timed, failed, skipped = [], [], []
     apart = [r for r in todo if _by_name(kernel, r) and not r.refusal(shape)]
     workers = opts.gate_workers if opts.gate_workers is not None else gate_workers(len(apart))
+    mode = exclusive_compute_mode() if workers > 1 and len(apart) > 1 else ""
+    if mode:
+        progress(f"the GPU's compute mode is {mode}: the gates run one by one in this process")
+        workers = 1
     verdicts = {}
     if workers > 1 and len(apart) > 1:
         verdicts = parallel_gates(root, kernel, apart, dtype, workers, progress,

@@ -563,3 +563,35 @@ def test_a_gate_that_never_returns_fails_in_its_time_limit_naming_it(tmp_path, m
                                   lambda s: None)
     assert got["hangs"][:2] == ("failed", "its gate did not finish in 5 s") and got["right"][0] == "ok"
 
+
+@pytest.mark.parametrize("smi, visible, want", [
+    ("0, Default\n1, Exclusive_Process\n", None, "Exclusive_Process"),
+    ("0, Default\n1, Exclusive_Process\n", "0", ""),
+    ("0, Prohibited\n", "0", "Prohibited"),
+    ("0, Default\n", None, ""),
+])
+def test_a_gpu_that_admits_one_process_is_found(monkeypatch, smi, visible, want):
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, smi, ""))
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert profiler.exclusive_compute_mode() == want
+
+
+def test_on_an_exclusive_gpu_the_gates_run_here_one_by_one(tmp_path, monkeypatch, own_kernels_package):
+    """Gate processes beside this one could not create a context: every revision would fail."""
+    root = _toy_repo(tmp_path)
+    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: None)
+    monkeypatch.setattr(profiler, "exclusive_compute_mode", lambda: "Exclusive_Process")
+    monkeypatch.setattr(profiler, "parallel_gates", lambda *a, **k: pytest.fail("gated in other processes"))
+    monkeypatch.setattr(profiler, "_ncu_pass", lambda *a: [])
+    kernel = load_kernel(root, "toy")
+    said = []
+    profiler.profile(root, kernel, [kernel.revision("right"), kernel.revision("ref")],
+                     profiler.Options(gate_workers=2), said.append)
+    assert "the GPU's compute mode is Exclusive_Process: the gates run one by one in this process" in said
+    assert any(re.search(r"toy/right .*: gate passed in \d+\.\d s$", s) for s in said), said
+
