@@ -58,9 +58,13 @@ def fake_process(seen, source="o", code=0, output="", barrier=None):
     return run
 
 
-def hashes_by_marker(table):
-    """tree_hashes read from the tree's marker: {marker: {revision: hash}}."""
-    return lambda tree, kernel: table[(tree / "marker.txt").read_text()]
+def hashes_by_marker(table, kernel_name="softmax"):
+    """tree_hashes read from the tree's marker: {marker: {revision: hash}}; asked for the
+    kernel being profiled, none other."""
+    def hashes(tree, kernel):
+        assert kernel == kernel_name, kernel
+        return table[(tree / "marker.txt").read_text()]
+    return hashes
 
 
 def test_commits_of_a_range_oldest_first_and_one_ref(repo):
@@ -200,3 +204,8 @@ def test_export_of_a_root_inside_a_larger_repository(tmp_path):
     assert (dest / "kernels" / "k.py").read_text() == "x = 1\n"
     assert sorted(p.name for p in dest.iterdir()) == ["kernels", "profiles"]  # no report, no outer file
     assert list((dest / "profiles").iterdir()) == []
+
+
+def test_a_commit_git_cannot_export_is_one_line_with_git_s_reason(repo, tmp_path):
+    with pytest.raises(KernlogError, match=r"git read-tree 0000000000ab failed: fatal: "):
+        atref.export(repo, "0000000000ab" + "0" * 28, tmp_path / "out")
