@@ -168,18 +168,10 @@ def exclusive_compute_mode() -> str:
     """The compute mode of a visible GPU that admits one process at a time ("Exclusive_Process",
     "Prohibited"), as nvidia-smi names it; "" where every one is shared (the default) or
     nvidia-smi cannot tell. Gate processes beside this one would fail to create a context there."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,compute_mode", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    wanted = {g.strip() for g in visible.split(",")} if visible else None
-    for line in out.splitlines():
-        index, _, mode = (c.strip() for c in line.partition(","))
-        if (wanted is None or index in wanted) and mode in ("Exclusive_Process", "Prohibited"):
-            return mode
-    return ""
+    from . import spread
+
+    modes = [row["compute_mode"] for _, row in spread.visible() if row is not None]
+    return next((m for m in modes if m in ("Exclusive_Process", "Prohibited")), "")
 
 
 def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, dtype: str, workdir: Path) -> tuple:

@@ -20,23 +20,29 @@ from .errors import KernlogError
 GPUS_ENV = "CUDA_VISIBLE_DEVICES"
 
 
-def visible_gpus() -> list[str]:
-    """The GPUs this process may hand out, as CUDA_VISIBLE_DEVICES names them: its entries
-    where it is set, else every GPU nvidia-smi lists; only those of the first one's model
-    (profiles are kept per GPU model, and a job may land on any of them)."""
+def visible() -> list[tuple[str, dict | None]]:
+    """Each GPU this process may use, as (the name CUDA_VISIBLE_DEVICES gives it: its entries
+    where it is set, else every index nvidia-smi lists; its nvidia-smi row, {index, uuid,
+    compute_mode, name}, or None where nvidia-smi does not list it)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,name", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,compute_mode,name", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.SubprocessError):
         out = ""
-    rows = [[c.strip() for c in line.split(",", 2)] for line in out.splitlines() if line.count(",") >= 2]
-    names = {key: name for index, uuid, name in rows for key in (index, uuid)}
+    rows = [dict(zip(("index", "uuid", "compute_mode", "name"), (c.strip() for c in line.split(",", 3)), strict=True))
+            for line in out.splitlines() if line.count(",") >= 3]
+    by_key = {key: row for row in rows for key in (row["index"], row["uuid"])}
     env = os.environ.get(GPUS_ENV)
-    gpus = [g.strip() for g in env.split(",") if g.strip()] if env is not None else [r[0] for r in rows]
-    if not gpus:
-        return []
-    model = names.get(gpus[0])
-    return [g for g in gpus if names.get(g) == model]
+    keys = [g.strip() for g in env.split(",") if g.strip()] if env is not None else [r["index"] for r in rows]
+    return [(key, by_key.get(key)) for key in keys]
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs this process may hand out, as CUDA_VISIBLE_DEVICES names them (`visible`): only
+    those of the first one's model (profiles are kept per GPU model, and a job may land on any
+    of them)."""
+    gpus = [(key, (row or {}).get("name")) for key, row in visible()]
+    return [key for key, name in gpus if name == gpus[0][1]] if gpus else []
 
 
 def on_gpus(jobs: Sequence, gpus: Sequence[str], work: Callable[[object, str], object]) -> list:

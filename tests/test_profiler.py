@@ -565,10 +565,11 @@ def test_a_gate_that_never_returns_fails_in_its_time_limit_naming_it(tmp_path, m
 
 
 @pytest.mark.parametrize("smi, visible, want", [
-    ("0, Default\n1, Exclusive_Process\n", None, "Exclusive_Process"),
-    ("0, Default\n1, Exclusive_Process\n", "0", ""),
-    ("0, Prohibited\n", "0", "Prohibited"),
-    ("0, Default\n", None, ""),
+    ("0, GPU-a, Default, H100\n1, GPU-b, Exclusive_Process, H100\n", None, "Exclusive_Process"),
+    ("0, GPU-a, Default, H100\n1, GPU-b, Exclusive_Process, H100\n", "0", ""),
+    ("0, GPU-a, Default, H100\n1, GPU-b, Exclusive_Process, H100\n", "GPU-b", "Exclusive_Process"),
+    ("0, GPU-a, Prohibited, H100\n", "0", "Prohibited"),
+    ("0, GPU-a, Default, H100\n", None, ""),
 ])
 def test_a_gpu_that_admits_one_process_is_found(monkeypatch, smi, visible, want):
     import subprocess

@@ -60,9 +60,10 @@ def test_an_error_in_one_job_is_raised_after_the_others_end():
 
 def test_visible_gpus_follow_cuda_visible_devices_and_the_first_model(tmp_path, monkeypatch):
     smi = tmp_path / "nvidia-smi"
-    smi.write_text('#!/bin/sh\n[ "$1 $2" = "--query-gpu=index,uuid,name --format=csv,noheader" ] || exit 1\n'
-                   "echo '0, GPU-aaa, NVIDIA H200'\necho '1, GPU-bbb, NVIDIA H200'\n"
-                   "echo '2, GPU-ccc, NVIDIA H100 80GB HBM3'\n")
+    smi.write_text('#!/bin/sh\n[ "$1 $2" = "--query-gpu=index,uuid,compute_mode,name --format=csv,noheader" ] '
+                   "|| exit 1\n"
+                   "echo '0, GPU-aaa, Default, NVIDIA H200'\necho '1, GPU-bbb, Default, NVIDIA H200'\n"
+                   "echo '2, GPU-ccc, Default, NVIDIA H100 80GB HBM3'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
