@@ -11,6 +11,7 @@ import os
 import zlib
 from dataclasses import dataclass, replace
 
+from . import picker
 from .errors import Unsupported
 from .spec import Kernel, Revision, Shape, format_shape, torch_dtype
 
@@ -256,9 +257,17 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
     call unless given); a crash is a failed check, not an exception. On the CPU only the first
     case launches twice: Triton's interpreter runs a launch's programs one after another, so
     launches differ there only by state one leaves behind, not by a race, and twice on every
-    case took the Triton softmax's CPU gate from 89 s to 132 s."""
+    case took the Triton softmax's CPU gate from 89 s to 132 s. A launcher that picks its config
+    per shape (kernels/common/tuning.py) takes its candidates in turn here, untimed
+    (picker.untimed): the gate checks what it runs, the timing pass's pick is checked again
+    after that pass (recheck), and each sweep point after its own."""
     seed = fresh_seed() if seed is None else seed
     launch = launch or (rev.load_for_gate or rev.load)()
+    with picker.untimed():  # a launcher's picks take its candidates in turn here (picker.untimed)
+        return _check_cases(kernel, rev, launch, device, shapes, dtypes, seed)
+
+
+def _check_cases(kernel: Kernel, rev: Revision, launch, device: str, shapes, dtypes, seed: int) -> list[CheckResult]:
     results = []
     for i, shape in enumerate(shapes or kernel.gate_shapes):
         if rev.refusal(shape):  # declined, declared (spec.Revision.refuses): not the gate's to judge

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import gate, hotspots, metrics, provenance, store, timing
+from . import gate, hotspots, metrics, picker, provenance, store, timing
 from .clocks import Clocks
 from .errors import GateFailure, KernlogError, NoGpu, Unsupported
 from .spec import Kernel, Revision, Shape, format_shape
@@ -53,9 +54,10 @@ def require_gpu() -> str:
 
 
 def ncu_command(ncu: str, opts: Options, report: Path, root: Path, kernel: str, shape: Shape,
-                dtype: str, rev: str | list[str]) -> list[str]:
+                dtype: str, rev: str | list[str], after: tuple[Path, int] | None = None) -> list[str]:
     """One ncu process over the revisions `rev` (one name or several), each launched once
-    inside its own NVTX range."""
+    inside its own NVTX range; with `after` (GO, PID), only those GO names, once it appears
+    (kernlog.target.profile_revisions)."""
     revs = [rev] if isinstance(rev, str) else list(rev)
     cmd = [ncu, "--target-processes", "all", "--nvtx"]
     for r in revs:
@@ -67,10 +69,11 @@ def ncu_command(ncu: str, opts: Options, report: Path, root: Path, kernel: str, 
     for section in opts.sections:
         cmd += ["--section", section]
     cmd += ["--metrics", ",".join(metrics.EXTRA_METRICS)]
-    return cmd + [sys.executable, "-m", "kernlog.target", str(root), kernel, format_shape(shape), dtype, *revs]
+    told = ["--after", str(after[0]), str(after[1])] if after else []
+    return cmd + [sys.executable, "-m", "kernlog.target", *told, str(root), kernel, format_shape(shape), dtype, *revs]
 
 
-PIN_ENV = "KERNLOG_PINNED"  # kernels.common.tuning reads the picks to take from this file
+PIN_ENV = picker.PIN_ENV
 
 
 def run_ncu(cmd: list[str], timeout: float, env: dict | None = None) -> None:
@@ -79,13 +82,17 @@ def run_ncu(cmd: list[str], timeout: float, env: dict | None = None) -> None:
                               env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
         raise KernlogError(f"ncu did not finish in {timeout:.0f} s") from None
-    text = done.stdout + done.stderr
+    ncu_outcome(done.returncode, done.stdout + done.stderr)
+
+
+def ncu_outcome(returncode: int, text: str) -> None:
+    """Raise with ncu's reason where its process (exit status, output) profiled nothing."""
     if "ERR_NVGPUCTRPERM" in text:
         raise NoGpu("ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root "
                     "or allow profiling for all users (NVreg_RestrictProfilingToAdminUsers=0)")
-    if done.returncode != 0:
+    if returncode != 0:
         last = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["no output"]
-        raise KernlogError(f"ncu exited with {done.returncode}: {last[0].strip()}")
+        raise KernlogError(f"ncu exited with {returncode}: {last[0].strip()}")
     if "No kernels were profiled" in text:
         raise KernlogError("ncu profiled no kernel: the revision launched nothing inside its NVTX range")
 
@@ -125,13 +132,6 @@ def build_record(report: Path | list, rev: Revision, samples: list[float], range
             "timing": dict(summary, samples_ms=[round(x, 5) for x in samples],
                            l2_flush_bytes=timing.FLUSH_BYTES, warmup=3, clocks=clocks),
             "ncu": {"replay_passes": metrics.replay_passes(actions), "nvtx_range": range_name}}
-
-
-def _tuning():
-    """The picker of the repository's launchers, where one was imported (kernels/common/tuning.py)
-    and records its picks (an older commit's, profiled with --at, may not: no config then)."""
-    mod = sys.modules.get("kernels.common.tuning")
-    return mod if hasattr(mod, "USED") and hasattr(mod, "used_config") else None
 
 
 @dataclass
@@ -260,13 +260,10 @@ def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options
     inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
     out = kernel.make_output(inputs)
     gate.poison(out)  # an element no timed launch writes shows in the recheck below
-    tuning = _tuning()
-    if tuning is not None:
-        tuning.USED.clear()
+    picker.forget_used()
     timer.clocks = Clocks()
     samples = timer.samples(functools.partial(launch, inputs, out), budget_s=opts.timing_budget_s)
-    tuning = _tuning()
-    config = tuning.used_config() if tuning is not None else {}
+    config = picker.used_config()
     traced = kernel_times(launch, inputs, out) if kernel.trace_kernels else None
     after = gate.recheck(kernel, rev, launch, inputs, out, dtype, shape)  # as the many timed launches left it
     if not after.ok:
@@ -376,24 +373,111 @@ def clear_abandoned_staging(root: Path) -> list[Path]:
     return gone
 
 
-def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtype: str, opts: Options, ncu: str,
-              common: dict, progress) -> list[Path]:
-    """One ncu process over the revisions of `batch` (one NVTX range each), their profiles
-    saved as one report and a JSON each."""
-    config = {k: v for t in batch for k, v in t.config.items()}
-    names = [t.rev.name for t in batch]
-    progress(f"ncu pass: {', '.join(names)} in one process ({len(opts.sections)} sections)"
-             + (f", pinned to {config}" if config else ""))
+@dataclass
+class NcuRun:
+    """An ncu process over revisions of one shape whose target (kernlog.target --after) waits
+    for `go` to name those to profile and the picks to take. Started while the gates run, it
+    loads, compiles and warms up every revision meanwhile, then says so (`ready`)."""
+    names: list[str]
+    tmpdir: Path
+    cmd: list[str]
+    proc: subprocess.Popen
+
+    @property
+    def report(self) -> Path:
+        return self.tmpdir / "report.ncu-rep"
+
+    @property
+    def go(self) -> Path:
+        return self.tmpdir / "go.json"
+
+    @property
+    def log(self) -> Path:
+        return self.tmpdir / "ncu.log"
+
+    def tell(self, names: list[str], config: dict) -> None:
+        """Name the revisions to profile (of self.names) and the picks to take."""
+        store.write_atomic(self.go, store.dump_json({"revisions": names, "pins": config}))
+
+    def ready(self, limit_s: float) -> bool:
+        """Whether the target has warmed every revision up (or ended) within `limit_s`."""
+        end = time.monotonic() + limit_s
+        while not self.go.with_suffix(".ready").exists() and self.proc.poll() is None:
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def finish(self, timeout: float) -> float:
+        """Wait for the process (told already); raise with ncu's reason where it profiled
+        nothing. Seconds it ran after being told."""
+        t0 = time.perf_counter()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.stop()
+            raise KernlogError(f"ncu did not finish in {timeout:.0f} s") from None
+        ncu_outcome(self.proc.returncode, self.log.read_text(errors="replace"))
+        return time.perf_counter() - t0
+
+    def stop(self) -> None:
+        """End the process (its own process group: ncu and the target under it), if still running."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def start_ncu(root: Path, kernel: Kernel, names: list[str], shape: Shape, dtype: str, opts: Options,
+              ncu: str) -> NcuRun:
+    """An ncu process over `names`, started before their gates end, in a scratch folder under
+    profiles/: it warms them all up, then waits to be told which to profile (NcuRun)."""
     clear_abandoned_staging(root)
     tmpdir = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=root / "profiles"))
     try:
-        report = tmpdir / "report.ncu-rep"
-        cmd = ncu_command(ncu, opts, report, root, kernel.name, shape, dtype, names)
-        pins = tmpdir / "pinned.json"
-        pins.write_text(json.dumps(config))
-        t_ncu = time.perf_counter()
-        run_ncu(cmd, opts.ncu_timeout_s, env={PIN_ENV: str(pins)})
-        ncu_s = time.perf_counter() - t_ncu
+        cmd = ncu_command(ncu, opts, tmpdir / "report.ncu-rep", root, kernel.name, shape, dtype, names,
+                          after=(tmpdir / "go.json", os.getpid()))
+        with open(tmpdir / "ncu.log", "w") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    except BaseException:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    return NcuRun(names, tmpdir, cmd, proc)
+
+
+def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtype: str, opts: Options, ncu: str,
+              common: dict, progress, run: NcuRun | None = None) -> list[Path]:
+    """One ncu process over the revisions of `batch` (one NVTX range each), their profiles
+    saved as one report and a JSON each: `run`, started while the gates ran, or a new one."""
+    config = {k: v for t in batch for k, v in t.config.items()}
+    names = [t.rev.name for t in batch]
+    progress(f"ncu pass: {', '.join(names)} in one process ({len(opts.sections)} sections"
+             + (", started while the gates ran)" if run is not None else ")")
+             + (f", pinned to {config}" if config else ""))
+    if run is None:
+        clear_abandoned_staging(root)
+        tmpdir = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=root / "profiles"))
+    else:
+        tmpdir = run.tmpdir
+    try:
+        if run is None:
+            report = tmpdir / "report.ncu-rep"
+            cmd = ncu_command(ncu, opts, report, root, kernel.name, shape, dtype, names)
+            pins = tmpdir / "pinned.json"
+            pins.write_text(json.dumps(config))
+            t_ncu = time.perf_counter()
+            run_ncu(cmd, opts.ncu_timeout_s, env={PIN_ENV: str(pins)})
+            ncu_s = time.perf_counter() - t_ncu
+        else:
+            report, cmd = run.report, run.cmd
+            run.tell(names, config)
+            ncu_s = run.finish(opts.ncu_timeout_s)
         actions = metrics.read_report(report)
         records = []
         for t in batch:
@@ -405,11 +489,14 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
                                                     if c not in ("--export", str(report))],
                                  sections=list(opts.sections), extra_metrics=list(metrics.EXTRA_METRICS),
                                  clock_control=opts.clock_control, cache_control=opts.cache_control,
-                                 process_seconds=round(ncu_s, 1), process_revisions=names)
+                                 process_seconds=round(ncu_s, 1), process_revisions=names,
+                                 process_started_during_gates=run is not None)
             records.append(record)
         del actions
         paths = store.save_profiles(root, records, report, opts.force)
     finally:
+        if run is not None:
+            run.stop()
         shutil.rmtree(tmpdir, ignore_errors=True)
     for t, rec in zip(batch, records, strict=True):
         progress(f"{t.tag}: done ({rec['ncu']['replay_passes']} passes; ncu process {ncu_s:.0f} s "
@@ -488,17 +575,40 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
               "gpu": gpu, "versions": provenance.versions(ncu), "git": provenance.git_state(root),
               "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape),
               "ceiling": kernel.ceiling, "ceilings": ceil}
-    timed, failed, skipped = [], [], []
     apart = [r for r in todo if _by_name(kernel, r) and not r.refusal(shape)]
     workers = opts.gate_workers if opts.gate_workers is not None else gate_workers(len(apart))
     mode = exclusive_compute_mode() if workers > 1 and len(apart) > 1 else ""
     if mode:
         progress(f"the GPU's compute mode is {mode}: the gates run one by one in this process")
         workers = 1
-    verdicts = {}
-    if workers > 1 and len(apart) > 1:
-        verdicts = parallel_gates(root, kernel, apart, dtype, workers, progress,
-                                  meanwhile=lambda: warm_references(kernel, todo, shape, dtype))
+    verdicts, early = {}, None
+    try:
+        if workers > 1 and len(apart) > 1:
+            early = start_ncu(root, kernel, [r.name for r in apart], shape, dtype, opts, ncu)
+            verdicts = parallel_gates(root, kernel, apart, dtype, workers, progress,
+                                      meanwhile=lambda: warm_references(kernel, todo, shape, dtype))
+            if not early.ready(READY_WAIT_S):  # still warming up: it would share the GPU with the timing passes
+                progress(f"the ncu process was not ready {READY_WAIT_S:.0f} s after the gates: started again later")
+                early.close()
+                early = None
+        return _time_and_ncu(root, kernel, todo, shape, dtype, opts, ncu, timer, common, verdicts, early,
+                             progress)
+    finally:
+        if early is not None:
+            early.close()
+
+
+# How long the timing passes wait, after the gates, for the ncu process started with them to
+# finish its warm-up (it loads, compiles and launches every revision once under ncu).
+READY_WAIT_S = 60.0
+
+
+def _time_and_ncu(root: Path, kernel: Kernel, todo: list[Revision], shape: Shape, dtype: str, opts: Options,
+                  ncu: str, timer, common: dict, verdicts: dict, early: NcuRun | None,
+                  progress) -> list[Path]:
+    """The timing passes of `todo` (their gates' `verdicts` given, or run here), then the ncu
+    passes of those that passed: the first in `early` where it holds them all."""
+    timed, failed, skipped = [], [], []
     for i, rev in enumerate(todo, 1):
         tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
         try:
@@ -513,8 +623,11 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             timed.append(t)
     written, ncu_failed = [], []
     for batch in batches(timed):
+        run = None
+        if early is not None and early.proc.poll() is None and {t.rev.name for t in batch} <= set(early.names):
+            run, early = early, None
         try:
-            written += _ncu_pass(root, kernel, batch, shape, dtype, opts, ncu, common, progress)
+            written += _ncu_pass(root, kernel, batch, shape, dtype, opts, ncu, common, progress, run)
         except KernlogError as exc:
             if len(batch) == 1 or isinstance(exc, NoGpu):
                 raise

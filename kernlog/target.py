@@ -2,7 +2,8 @@
 load, NVRTC compile and Triton autotuning stay out of the report), then launches it once
 inside a push/pop range named RANGE_PREFIX + revision, which ncu's --nvtx-include selects.
 
-Run as: python -m kernlog.target ROOT KERNEL SHAPE DTYPE REV [REV ...]
+Run as: python -m kernlog.target [--after GO PID] ROOT KERNEL SHAPE DTYPE REV [REV ...]
+(--after: profile_revisions; `kernlog profile` starts its ncu process while the gates run.)
 
 With `--time OUT.json` first, it runs each revision's timing pass instead (as `kernlog
 profile` does, clocks read while it runs) and writes {rev: {"samples_ms", "clocks", "config"}} to
@@ -28,6 +29,7 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
 
     import torch
 
+    from . import picker
     from .clocks import Clocks
     from .registry import load_kernel
     from .spec import parse_shape
@@ -43,12 +45,9 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
         out = kernel.make_output(inputs)
         launch = kernel.revision(name).load()
         timer.clocks = Clocks()
-        tuning = sys.modules.get("kernels.common.tuning")
-        if hasattr(tuning, "USED"):
-            tuning.USED.clear()
+        picker.forget_used()
         samples = timer.samples(functools.partial(launch, inputs, out))
-        tuning = sys.modules.get("kernels.common.tuning")
-        config = tuning.used_config() if hasattr(tuning, "used_config") else {}
+        config = picker.used_config()
         results[name] = {"samples_ms": samples, "clocks": timer.clocks.summary(), "config": config}
         del inputs, out
         torch.cuda.empty_cache()
@@ -77,31 +76,87 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "--gate":
         gate_revision(*argv[1:7])
         return 0
-
-    import torch
-
     if argv and argv[0] == "--time":
         time_revisions(*argv[1:6], argv[6:])
         return 0
 
+    after = None
+    if argv and argv[0] == "--after":
+        after, argv = (Path(argv[1]), int(argv[2])), argv[3:]
+    profile_revisions(*argv[:4], argv[4:], after)
+    return 0
+
+
+GO_POLL_S = 0.05
+GO_WAIT_S = 3600.0
+
+
+def wait_for_go(go: Path, parent: int, limit_s: float = GO_WAIT_S) -> dict:
+    """{"revisions": [...], "pins": {...}} from `go` once it appears; exits (status 3) if the
+    profiling process `parent` is gone or `limit_s` passes first."""
+    import json
+    import os
+    import time
+
+    end = time.monotonic() + limit_s
+    while not go.exists():
+        try:
+            os.kill(parent, 0)
+        except ProcessLookupError:
+            sys.exit(3)
+        except PermissionError:
+            pass
+        if time.monotonic() > end:
+            sys.exit(3)
+        time.sleep(GO_POLL_S)
+    return json.loads(go.read_text())
+
+
+def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs: list[str],
+                      after: tuple[Path, int] | None = None) -> None:
+    """Each of `revs` warmed up, then launched once inside its NVTX range. With `after`
+    (GO, PID): started before the gates are done, it loads and warms up every revision (picks
+    untimed and forgotten, kernlog.picker) while it waits for GO, written by the profiling
+    process PID, to name the revisions to profile and the picks to take."""
+    import torch
+
+    from . import picker
     from .registry import load_kernel
     from .spec import parse_shape
 
-    root, kernel_name, shape, dtype, *revs = argv
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU: the tests only
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     kernel = load_kernel(Path(root), kernel_name)
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    inputs = kernel.make_inputs(parse_shape(shape), dtype, gen, "cuda", kernel.cases[0])
+    gen = torch.Generator(device=device).manual_seed(0)
+    inputs = kernel.make_inputs(parse_shape(shape), dtype, gen, device, kernel.cases[0])
     out = kernel.make_output(inputs)
+    loaded: dict = {}
+    if after is not None:
+        go, parent = after
+        if not go.exists():  # the gates are still running: compile and warm up meanwhile
+            with picker.untimed():
+                for name in revs:
+                    try:
+                        loaded[name] = kernel.revision(name).load()
+                        loaded[name](inputs, out)
+                    except Exception:  # noqa: BLE001 -- its gate judges it; unlisted, it never runs again
+                        pass
+            sync()
+            go.with_suffix(".ready").touch()  # the profiling process may start its timing passes
+        told = wait_for_go(go, parent)
+        picker.pin(told["pins"], go.with_suffix(".pins.json"))
+        revs = [name for name in revs if name in told["revisions"]]
     for name in revs:
-        launch = kernel.revision(name).load()
+        launch = loaded.get(name) or kernel.revision(name).load()
         for _ in range(WARMUP):
             launch(inputs, out)
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_push(RANGE_PREFIX + name)
+        sync()
+        if device == "cuda":
+            torch.cuda.nvtx.range_push(RANGE_PREFIX + name)
         launch(inputs, out)
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_pop()
-    return 0
+        sync()
+        if device == "cuda":
+            torch.cuda.nvtx.range_pop()
 
 
 if __name__ == "__main__":

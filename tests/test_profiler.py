@@ -4,11 +4,12 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import sys
 
 import pytest
 
-from kernlog import profiler, store
+from kernlog import picker, profiler, store
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.registry import load_kernel
 
@@ -103,10 +104,10 @@ class FakeTimer:
         return [0.1, 0.11, 0.1]
 
 
-def _cpu_profiler(monkeypatch, run_ncu):
+def _cpu_profiler(monkeypatch, run_ncu, ncu="ncu"):
     monkeypatch.setattr(profiler, "gate_workers", lambda n, cpus=None: 1)  # gates here, on any host
     monkeypatch.setattr(profiler, "DEVICE", "cpu")
-    monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
+    monkeypatch.setattr(profiler, "require_gpu", lambda: ncu)
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
     monkeypatch.setattr(profiler.timing, "Timer", FakeTimer)
     monkeypatch.setattr(profiler, "ceilings", lambda *a: {"copy_gbps": 3000.0, "matmul_bf16_tflops": 700.0})
@@ -381,9 +382,12 @@ def test_a_picker_of_an_older_commit_without_recorded_picks_is_left_alone(monkey
 
     old = types.ModuleType("kernels.common.tuning")  # an older tuning.py: picks, records none
     monkeypatch.setitem(sys.modules, "kernels.common.tuning", old)
-    assert profiler._tuning() is None
-    old.USED, old.used_config = {}, lambda: {"k": "v"}
-    assert profiler._tuning() is old
+    assert picker.module() is None and picker.used_config() == {}
+    picker.forget_used()  # nothing to clear: no error
+    old.USED, old.used_config = {"k": None}, lambda: {"k": "v"}
+    assert picker.module() is old and picker.used_config() == {"k": "v"}
+    picker.forget_used()
+    assert old.USED == {}
 
 
 def test_a_kernel_filter_reaches_ncu_as_a_regex_on_demangled_names(tmp_path):
@@ -424,6 +428,9 @@ def _double(wrong_row=None, exit_code=None, name="", hang=False):
     def load():
         def launch(inputs, out):
             LAUNCHED.append((name, tuple(out.shape)))
+            if os.environ.get("TOY_LOG"):  # launches of every process, by pid
+                with open(os.environ["TOY_LOG"], "a") as log:
+                    log.write(f"{os.getpid()} {name}\\n")
             if hang:
                 import time
                 time.sleep(60)  # a launch that never returns (a spin-wait on a flag nobody sets, say)
@@ -440,7 +447,7 @@ def _double(wrong_row=None, exit_code=None, name="", hang=False):
 KERNEL = Kernel(
     "toy",
     (Revision("right", "torch", SRC, _double(name="right"), "x * 2"),
-     Revision("one_bad_row", "torch", SRC, _double(wrong_row=2), "x * 2, but row 2 is off by one"),
+     Revision("one_bad_row", "torch", SRC, _double(wrong_row=2, name="one_bad_row"), "x * 2, but row 2 is off by one"),
      Revision("crashes", "torch", SRC, _double(exit_code=3), "exits mid-launch"),
      Revision("declines", "torch", SRC, _double(), "x * 2 on few rows", refuses=lambda s: "too big" * (s[0] > 4)),
      Revision("ref", "torch", SRC, _double(name="ref"), "the framework's x * 2", role="reference"),
@@ -491,12 +498,35 @@ def test_gates_in_their_own_processes_say_right_wrong_and_crashed_apart(tmp_path
     assert re.fullmatch(r"correctness gates done in \d+\.\d s", said[-1])
 
 
+def ncu_running_the_target(tmp_path):
+    """An "ncu" that runs its target on the CPU, then writes FULL_REP where --export says, and
+    what it saw (the target's pid, its GO file and whether it said it was ready) to seen.json."""
+    path = tmp_path / "ncu"
+    path.write_text(f"""#!{sys.executable}
+import json, shutil, subprocess, sys
+args = sys.argv[1:]
+target = args[args.index({sys.executable!r}):]
+proc = subprocess.Popen(target)
+proc.wait()
+seen = {{"pid": proc.pid, "returncode": proc.returncode}}
+if "--after" in target:
+    go = target[target.index("--after") + 1]
+    seen["go"] = json.load(open(go))
+    seen["ready"] = __import__("os").path.exists(go[:-len(".json")] + ".ready")
+json.dump(seen, open({str(tmp_path / "seen.json")!r}, "w"))
+shutil.copyfile({str(FULL_REP)!r}, args[args.index("--export") + 1])
+sys.exit(proc.returncode)
+""")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(path)
+
+
 def test_profile_gates_apart_then_times_only_what_passed(tmp_path, monkeypatch, own_kernels_package):
     from kernlog.errors import GateFailure
 
     root = _toy_repo(tmp_path)
     calls = []
-    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: calls.append(cmd))
+    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: calls.append(cmd), ncu=ncu_running_the_target(tmp_path))
     kernel = load_kernel(root, "toy")
     timed = []
     real_time = profiler._time
@@ -515,6 +545,68 @@ def test_profile_gates_apart_then_times_only_what_passed(tmp_path, monkeypatch, 
     # profile shape; the code under test ran here only after its gate passed
     launched = sys.modules["kernels.toy"].LAUNCHED
     assert launched[0] == ("ref", (7, 33)) and launched.index(("right", (7, 33))) > 0
+
+
+def test_the_ncu_process_warms_up_while_the_gates_run_then_profiles_only_what_passed(
+        tmp_path, monkeypatch, own_kernels_package):
+    from kernlog.errors import GateFailure
+
+    root = _toy_repo(tmp_path)
+    log = tmp_path / "launches.txt"
+    monkeypatch.setenv("TOY_LOG", str(log))
+    _cpu_profiler(monkeypatch, lambda *a, **k: pytest.fail("an ncu process started after the gates"),
+                  ncu=ncu_running_the_target(tmp_path))
+    real = profiler.build_record  # FULL_REP's kernels sit in the range "kl"
+    monkeypatch.setattr(profiler, "build_record",
+                        lambda actions, rev, samples, **kw: real(actions, rev, samples, range_name="kl", **kw))
+    kernel = load_kernel(root, "toy")
+    said = []
+    with pytest.raises(GateFailure, match="one_bad_row"):
+        profiler.profile(root, kernel, [kernel.revision(n) for n in ("right", "one_bad_row", "ref")],
+                         profiler.Options(gate_workers=2), said.append)
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["returncode"] == 0 and seen["ready"]
+    assert seen["go"] == {"revisions": ["right", "ref"], "pins": {}}  # one_bad_row failed its gate
+    target = [ln.split()[1] for ln in log.read_text().splitlines() if ln.split()[0] == str(seen["pid"])]
+    # while the gates ran, each once (warmed up); once told, those that passed, warm-up and the profiled launch
+    assert target == ["right", "one_bad_row", "ref"] + ["right"] * 4 + ["ref"] * 4
+    recs = [store.load_profile(root, p) for p in sorted((root / "profiles").rglob("*.json"))]
+    assert sorted(r["revision"] for r in recs) == ["ref", "right"]
+    assert all(r["ncu"]["process_started_during_gates"] for r in recs)
+    assert not list((root / "profiles").glob(".kernlog-*"))  # its scratch folder is gone
+    assert any("started while the gates ran" in s for s in said), said
+
+
+def test_an_ncu_process_nobody_tells_what_to_profile_is_stopped_with_its_folder(
+        tmp_path, monkeypatch, own_kernels_package):
+    """Every revision fails its gate: the waiting ncu process and its scratch folder go."""
+    from kernlog.errors import GateFailure
+
+    root = _toy_repo(tmp_path)
+    _cpu_profiler(monkeypatch, lambda *a, **k: None, ncu=ncu_running_the_target(tmp_path))
+    kernel = load_kernel(root, "toy")
+    started = []
+    real_start = profiler.start_ncu
+    monkeypatch.setattr(profiler, "start_ncu", lambda *a: started.append(real_start(*a)) or started[-1])
+    with pytest.raises(GateFailure):
+        profiler.profile(root, kernel, [kernel.revision(n) for n in ("one_bad_row", "crashes")],
+                         profiler.Options(gate_workers=2), lambda s: None)
+    (run,) = started
+    assert run.proc.returncode is not None and not run.tmpdir.exists()
+
+
+def test_the_target_stops_waiting_when_the_profiling_process_is_gone(tmp_path):
+    from kernlog import target
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    with pytest.raises(SystemExit) as exc:
+        target.wait_for_go(tmp_path / "go.json", int(gone))
+    assert exc.value.code == 3
+    with pytest.raises(SystemExit):
+        target.wait_for_go(tmp_path / "go.json", os.getpid(), limit_s=0.2)  # nobody writes it
+    (tmp_path / "go.json").write_text('{"revisions": ["a"], "pins": {}}')
+    assert target.wait_for_go(tmp_path / "go.json", os.getpid())["revisions"] == ["a"]
 
 
 def test_warming_the_references_leaves_the_code_under_test_alone_and_a_failure_to_the_timing_pass(

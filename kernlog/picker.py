@@ -1,0 +1,73 @@
+"""kernlog's side of the launchers' picker, where the project has one (kernels/common/tuning.py:
+a launcher asks it for a config per shape and it times the candidates): which picks a timing
+pass made, to record them and pin the ncu pass to them; and gates whose picks are not timed."""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+
+MODULE = "kernels.common.tuning"
+PIN_ENV = "KERNLOG_PINNED"  # the picker takes the picks named in this JSON file instead of measuring
+
+
+def module():
+    """The picker, where a revision imported one that records its picks (an older commit's,
+    profiled with --at, may not: None then)."""
+    mod = sys.modules.get(MODULE)
+    return mod if hasattr(mod, "USED") and hasattr(mod, "used_config") else None
+
+
+def forget_used() -> None:
+    """Start a new record of the picks launched (before a timing pass)."""
+    mod = module()
+    if mod is not None:
+        mod.USED.clear()
+
+
+def used_config() -> dict:
+    """{key: pick} of the picks launched since forget_used(); {} without a picker."""
+    mod = module()
+    return mod.used_config() if mod is not None else {}
+
+
+def pin(picks: dict, path: Path) -> None:
+    """From now on take `picks` ({key: pick}, as used_config gave them) instead of measuring,
+    through the picker's own PIN_ENV (written to `path`), also where it has read PIN_ENV before:
+    the ncu pass runs the configs its timing pass picked."""
+    path.write_text(json.dumps(picks))
+    os.environ[PIN_ENV] = str(path)
+    mod = sys.modules.get(MODULE)
+    if isinstance(getattr(mod, "_PINS", None), list):
+        mod._PINS.clear()  # read again on the next pick
+
+
+@contextlib.contextmanager
+def untimed():
+    """Inside, a pick among several candidates is not timed: the picks take the candidates in
+    turn (the first pick the first candidate, the next the second, ...), so a gate's shapes run
+    most candidates, not only the fastest, and compile one each. The picks made inside are
+    forgotten on the way out, so a timing pass after a gate in the same process picks by time.
+    Timing them was most of a gate's GPU time: on the H100, 5.5 s of v9_peeled's 7.6 s (warm
+    caches), and 161 Triton compiles of the softmax counterpart's 23 picks; with the ladder's
+    gates side by side, that timing slowed every other gate."""
+    try:
+        mod = importlib.import_module(MODULE)
+    except ImportError:  # a project without the picker
+        mod = None
+    if mod is None or not callable(getattr(mod, "fastest", None)) or not isinstance(getattr(mod, "PICKED", None), dict):
+        yield
+        return
+    turn = itertools.count()
+    timed, before = mod.fastest, set(mod.PICKED)
+    mod.fastest = lambda run, candidates, device: candidates[next(turn) % len(candidates)]
+    try:
+        yield
+    finally:
+        mod.fastest = timed
+        for key in set(mod.PICKED) - before:
+            del mod.PICKED[key]
