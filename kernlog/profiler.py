@@ -504,13 +504,17 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
     return paths
 
 
-def ceilings(root: Path, gpu: str, timer, force: bool) -> dict:
+def ceilings(root: Path, gpu: str, timer, force: bool, progress: Callable[[str], None] = lambda s: None) -> dict:
+    """The GPU's copy bandwidth and matmul rate (profiles/<gpu>/ceilings.json), measured where
+    there are none yet or with --force."""
     path = root / "profiles" / gpu / "ceilings.json"
     if path.exists() and not force:
         return store.load_ceilings(root, gpu)
+    t0 = time.perf_counter()
     data = timing.measure_ceilings(timer)
     data["captured_at"] = provenance.now()
     store.write_atomic(path, store.dump_json(data))
+    progress(f"this GPU's ceilings measured in {time.perf_counter() - t0:.1f} s: {path.relative_to(root)}")
     return data
 
 
@@ -561,6 +565,7 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
 
 def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             progress: Callable[[str], None] = print) -> list[Path]:
+    started = time.perf_counter()
     ncu = require_gpu()
     shape, dtype = _shape_dtype(kernel, opts)
     if kernel.ncu_kernels and not opts.kernel_filter:
@@ -570,7 +575,7 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     if not todo:
         return []
     timer = timing.Timer()
-    ceil = ceilings(root, gpu["slug"], timer, opts.force)
+    ceil = ceilings(root, gpu["slug"], timer, opts.force, progress)
     common = {"schema": store.SCHEMA, "kernel": kernel.name, "shape": list(shape), "dtype": dtype,
               "gpu": gpu, "versions": provenance.versions(ncu), "git": provenance.git_state(root),
               "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape),
@@ -587,12 +592,17 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             early = start_ncu(root, kernel, [r.name for r in apart], shape, dtype, opts, ncu)
             verdicts = parallel_gates(root, kernel, apart, dtype, workers, progress,
                                       meanwhile=lambda: warm_references(kernel, todo, shape, dtype))
+            t0 = time.perf_counter()
             if not early.ready(READY_WAIT_S):  # still warming up: it would share the GPU with the timing passes
                 progress(f"the ncu process was not ready {READY_WAIT_S:.0f} s after the gates: started again later")
                 early.close()
                 early = None
-        return _time_and_ncu(root, kernel, todo, shape, dtype, opts, ncu, timer, common, verdicts, early,
-                             progress)
+            elif time.perf_counter() - t0 >= 1.0:
+                progress(f"waited {time.perf_counter() - t0:.1f} s for the ncu process to finish its warm-up")
+        written = _time_and_ncu(root, kernel, todo, shape, dtype, opts, ncu, timer, common, verdicts, early,
+                                progress)
+        progress(f"{kernel.name}: {len(written)} profile(s) written in {time.perf_counter() - started:.0f} s")
+        return written
     finally:
         if early is not None:
             early.close()

@@ -347,6 +347,7 @@ def test_a_profile_records_only_the_picks_of_its_own_timing_pass(tmp_path, monke
     rec = store.load_profile(root, path)
     assert rec["config"] == {} and rec["captured_at"] >= "2026"
     assert any(s.startswith("[1/1] softmax/torch 4x64 fp32: done (") for s in said), said
+    assert re.fullmatch(r"softmax: 1 profile\(s\) written in \d+ s", said[-1]), said
 
 
 def test_a_failed_shared_ncu_process_is_retried_one_revision_at_a_time(tmp_path, monkeypatch):
@@ -688,3 +689,16 @@ def test_on_an_exclusive_gpu_the_gates_run_here_one_by_one(tmp_path, monkeypatch
     assert "the GPU's compute mode is Exclusive_Process: the gates run one by one in this process" in said
     assert any(re.search(r"toy/right .*: gate passed in \d+\.\d s$", s) for s in said), said
 
+
+
+def test_the_gpus_ceilings_are_measured_once_and_the_profile_says_so(tmp_path, monkeypatch):
+    measured = []
+    monkeypatch.setattr(profiler.timing, "measure_ceilings", lambda timer: measured.append(1) or dict(CEILINGS))
+    said = []
+    got = profiler.ceilings(tmp_path, "gpu-x", None, False, said.append)
+    assert got["copy_gbps"] == 3000.0 and "captured_at" in got
+    assert re.fullmatch(r"this GPU's ceilings measured in \d+\.\d s: profiles/gpu-x/ceilings\.json", said[0])
+    assert profiler.ceilings(tmp_path, "gpu-x", None, False, said.append)["copy_gbps"] == 3000.0
+    assert measured == [1] and len(said) == 1  # stored: read back, not measured again
+    profiler.ceilings(tmp_path, "gpu-x", None, True, said.append)  # --force measures again
+    assert measured == [1, 1] and len(said) == 2
