@@ -17,6 +17,7 @@ from .profiler import ceilings, require_gpu
 from .spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
 
 KEY = ["kernel", "revision", "shape", "dtype"]
+DEVICE = "cuda"  # the tests run the sweep on the CPU
 # spec.COPY is the sweep's column for the roofline at each point's size: a device-to-device
 # copy moving the kernel's fewest bytes (half read, half written), timed in the same run. A
 # 1 GiB copy sets the log's ceiling; at 64 MB a copy is already a few percent under it.
@@ -102,7 +103,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             launchers[rev.name] = rev.load()
             # torch.compile: the gate's shapes through its shape-generic graph, not a graph each
             gate_launch = rev.load_for_gate() if rev.load_for_gate else launchers[rev.name]
-            bad = gate.first_failure(gate.check_revision(kernel, rev, "cuda", dtypes=dtypes, launch=gate_launch))
+            bad = gate.first_failure(gate.check_revision(kernel, rev, DEVICE, dtypes=dtypes, launch=gate_launch))
         except Unsupported as exc:  # not installed, or the GPU lacks a feature: left out, not failed
             progress(f"{rev.name}: skipped: {exc}")
             launchers.pop(rev.name, None)
@@ -137,8 +138,8 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
 
     for shape in shapes:
         for dtype in dtypes:
-            gen = torch.Generator(device="cuda").manual_seed(0)
-            inputs = kernel.make_inputs(shape, dtype, gen, "cuda", kernel.cases[0])
+            gen = torch.Generator(device=DEVICE).manual_seed(0)
+            inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
             out = kernel.make_output(inputs)  # every timed launch writes here (each was gated on its own)
             timed: dict = {}  # name -> (source hash, the launch to time), in the kernel's order
             for rev in revs:
@@ -187,4 +188,4 @@ def copy_buffers(nbytes: int):
     import torch
 
     n = max(1, nbytes // 8)  # fp32 elements in each half
-    return torch.randn(n, device="cuda"), torch.empty(n, device="cuda")
+    return torch.randn(n, device=DEVICE), torch.empty(n, device=DEVICE)

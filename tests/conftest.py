@@ -1,5 +1,6 @@
 import os
 import shutil
+import sys
 
 # Triton runs its kernels through the CPU interpreter where there is no GPU; it reads this
 # variable when it is first imported, so set it before any test imports triton.
@@ -34,3 +35,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
         if "ncu" in item.keywords and not (HAS_CUDA and HAS_NCU):
             item.add_marker(skip_ncu)
+
+
+@pytest.fixture
+def own_kernels_package(monkeypatch):
+    """Lets a test import another repository's kernels/ package; this one's is back after (and
+    sys.path, where load_kernel puts the other repository first)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield
+    for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
+        del sys.modules[name]

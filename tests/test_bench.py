@@ -284,3 +284,60 @@ def test_a_speed_bar_naming_no_revision_of_the_kernel_is_refused():
     k = load_kernel(Path(__file__).resolve().parents[1], "matmul_relu")
     with pytest.raises(ValueError, match="the speed bar names 'cublas'"):
         dataclasses.replace(k, speed_bar=SpeedBar(against=("cublas",)))
+
+
+def test_the_whole_sweep_on_the_cpu_marks_refusals_wrong_references_and_left_out_revisions(
+        tmp_path, monkeypatch, own_kernels_package):
+    """bench() end to end with a toy kernel on the CPU (the sweep's loop is otherwise reached
+    on the GPU alone): a wrong revision is left out, a declined shape is a REFUSED row, a
+    reference wrong at full size is timed and marked FAILS_GATE, a revision the machine cannot
+    run is skipped with one line; each point's rows carry the run's stamp."""
+    import re
+
+    from kernlog.errors import GateFailure, Unsupported
+    from kernlog.registry import load_kernel
+
+    from .helpers import CEILINGS
+    from .test_profiler import FakeTimer, _toy_repo
+
+    root = _toy_repo(tmp_path)
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    monkeypatch.setattr(bench, "require_gpu", lambda: "ncu")
+    monkeypatch.setattr(bench.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(bench.provenance, "versions", lambda *a: {"torch": "2.11", "triton": "3.6"})
+    monkeypatch.setattr(bench.timing, "Timer", FakeTimer)
+    monkeypatch.setattr(bench, "ceilings", lambda *a, **k: dict(CEILINGS))
+    kernel = load_kernel(root, "toy")
+    ref = kernel.revision("ref")
+
+    def off_at_full_size():
+        def launch(inputs, out):
+            out.copy_(inputs[0] * 2 + (1.0 if out.shape[0] > 8 else 0.0))  # gated at 3x5 and 7x33
+            return out
+        return launch
+
+    def not_here():
+        raise Unsupported("needs a GPU feature this one lacks")
+
+    revs = [kernel.revision("right"), kernel.revision("one_bad_row"), kernel.revision("declines"), ref,
+            dataclasses.replace(ref, name="ref_off", load=off_at_full_size),
+            dataclasses.replace(ref, name="unsupported", load=not_here)]
+    said = []
+    with pytest.raises(GateFailure, match="one_bad_row"):
+        bench.bench(root, kernel, revs, [(9, 33)], ["fp32"], budget_s=0.01, progress=said.append, repeat=3)
+    df = pd.read_csv(root / "profiles" / GPU["slug"] / "toy" / "bench.csv", dtype={"shape": str})
+    metrics = {rev: set(g["metric"]) for rev, g in df.groupby("revision")}
+    timed = {"median_ms", "p05_ms", "p95_ms", "gbps", "run_spread"}
+    assert metrics["right"] == timed and metrics[bench.COPY] == timed
+    assert metrics["declines"] == {bench.REFUSED} and metrics["ref_off"] == timed | {bench.FAILS_GATE}
+    assert "one_bad_row" not in metrics and "unsupported" not in metrics
+    marked = df[(df["revision"] == "ref_off") & (df["metric"] == bench.FAILS_GATE)]
+    assert marked["note"].str.contains("FAIL|rel|err", case=False).all()
+    assert df.loc[df["revision"] == "declines", "note"].tolist() == ["too big"]
+    assert df["run"].nunique() == 1 and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", df["run"].iloc[0])
+    right = df[df["revision"] == "right"].set_index("metric")["value"]
+    assert right["median_ms"] == pytest.approx(0.1) and right["run_spread"] == 0.0
+    assert right["gbps"] == pytest.approx(8 * 9 * 33 / 0.1 / 1e6)
+    assert "unsupported: skipped: needs a GPU feature this one lacks" in said
+    assert any(s.startswith("ref_off 9x33 fp32: fails the gate at full size (a reference") for s in said), said
+    assert any("declines" in s and "refused: too big" in s for s in said), said

@@ -462,18 +462,6 @@ KERNEL = Kernel(
 '''
 
 
-@pytest.fixture
-def own_kernels_package(monkeypatch):
-    """Lets a test import another repository's kernels/ package; this one's is back after (and
-    sys.path, where load_kernel puts the other repository first)."""
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
-        monkeypatch.delitem(sys.modules, name)
-    yield
-    for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
-        del sys.modules[name]
-
-
 def _toy_repo(tmp_path):
     (tmp_path / "kernels" / "toy").mkdir(parents=True)
     (tmp_path / "kernels" / "__init__.py").write_text("")

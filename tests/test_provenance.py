@@ -172,3 +172,29 @@ def test_in_a_repository_dirty_is_read_from_git(no_repo, monkeypatch):
     assert git_state(no_repo) == {"commit": head, "dirty": True}
     monkeypatch.setenv("KERNLOG_COMMIT", "ab" * 20)  # another commit than the checkout's
     assert git_state(no_repo) == {"commit": "ab" * 20, "dirty": "unknown"}
+
+
+def test_gpu_info_names_the_gpu_its_memory_driver_and_uuid(monkeypatch):
+    """gpu_info from the CUDA properties and nvidia-smi, faked: what a profile records of its GPU."""
+    import types
+
+    import torch
+
+    from kernlog.cuda import DeviceCaps
+
+    from .helpers import fake_gpu
+
+    fake_gpu(monkeypatch, DeviceCaps("NVIDIA H100 80GB HBM3", (9, 0), 132, 232448, True))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(total_memory=80 * 2 ** 30, uuid="5e1f-00"))
+    asked = []
+    smi = {("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"): "580.159.04\n580.159.04"}
+    monkeypatch.setattr(provenance, "_run", lambda cmd, cwd=None: asked.append(cmd) or smi.get(tuple(cmd), ""))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    info = provenance.gpu_info()
+    assert info["name"] == "NVIDIA H100 80GB HBM3" and info["slug"] == "nvidia-h100-80gb-hbm3"
+    assert info["memory_gib"] == 80.0 and info["capability"] == "9.0" and info["sm_count"] == 132
+    assert info["driver"] == "580.159.04" and info["uuid"] == "GPU-5e1f-00" and info["visible_devices"] == "3"
+    smi.clear()  # nvidia-smi missing or silent
+    assert provenance.gpu_info()["driver"] == "unknown"
