@@ -373,6 +373,19 @@ def clear_abandoned_staging(root: Path) -> list[Path]:
     return gone
 
 
+STOP_GRACE_S = 5.0
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @dataclass
 class NcuRun:
     """An ncu process over revisions of one shape whose target (kernlog.target --after) waits
@@ -421,13 +434,21 @@ class NcuRun:
         return time.perf_counter() - t0
 
     def stop(self) -> None:
-        """End the process (its own process group: ncu and the target under it), if still running."""
-        if self.proc.poll() is None:
+        """End the process group (ncu and the target under it, which may outlive ncu): SIGTERM,
+        so ncu can put back what it changed (clocks), then SIGKILL after STOP_GRACE_S."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait()
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:  # the whole group is gone
+                break
+            try:
+                self.proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                continue
+            if not _group_alive(self.proc.pid):
+                break
+            time.sleep(0.05)
+        self.proc.wait()
 
     def close(self) -> None:
         self.stop()
@@ -443,12 +464,15 @@ def start_ncu(root: Path, kernel: Kernel, names: list[str], shape: Shape, dtype:
     try:
         cmd = ncu_command(ncu, opts, tmpdir / "report.ncu-rep", root, kernel.name, shape, dtype, names,
                           after=(tmpdir / "go.json", os.getpid()))
+        proc = None
         with open(tmpdir / "ncu.log", "w") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return NcuRun(names, tmpdir, cmd, proc)
     except BaseException:
+        if proc is not None:
+            NcuRun(names, tmpdir, cmd, proc).stop()
         shutil.rmtree(tmpdir, ignore_errors=True)
         raise
-    return NcuRun(names, tmpdir, cmd, proc)
 
 
 def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtype: str, opts: Options, ncu: str,
@@ -559,7 +583,8 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
         return profile(root, kernel, todo, opts, progress) if todo else []
     args = spread.profile_args(shape=shape, dtype=dtype, force=opts.force, clock_control=opts.clock_control,
                                cache_control=opts.cache_control,
-                               sections=opts.sections if opts.sections != metrics.SECTIONS else ())
+                               sections=opts.sections if opts.sections != metrics.SECTIONS else (),
+                               gate_workers=opts.gate_workers)
     return spread.profile_on_gpus(root, kernel.name, todo, args, devices, progress)
 
 
@@ -636,6 +661,9 @@ def _time_and_ncu(root: Path, kernel: Kernel, todo: list[Revision], shape: Shape
         run = None
         if early is not None and early.proc.poll() is None and {t.rev.name for t in batch} <= set(early.names):
             run, early = early, None
+        elif early is not None:  # it does not hold this batch: free the GPU memory it keeps
+            early.close()
+            early = None
         try:
             written += _ncu_pass(root, kernel, batch, shape, dtype, opts, ncu, common, progress, run)
         except KernlogError as exc:

@@ -38,6 +38,13 @@ def _prepare(root: Path, rec: dict, gpu_slug: str):
     gen = torch.Generator(device="cuda").manual_seed(0)
     inputs = kernel.make_inputs(shape, dtype, gen, "cuda", kernel.cases[0])
     out = kernel.make_output(inputs)
+    # The gate's picks were untimed (picker.untimed); this launch picks by time, so its pick
+    # is checked here, before it is timed.
+    gate.poison(out)
+    launch(inputs, out)
+    picked = gate.recheck(kernel, rev, launch, inputs, out, dtype, shape)
+    if not picked.ok:
+        raise GateFailure(f"not re-timed: {picked.line()}")
     stale = rev.sha256() != rec.get("source_sha256")
     return functools.partial(launch, inputs, out), stale
 

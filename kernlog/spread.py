@@ -99,12 +99,13 @@ def child_env(gpu: str, n_processes: int) -> dict:
 
 
 def profile_args(revs=(), shape=None, dtype=None, force=False, clock_control="none", cache_control="all",
-                 sections=()) -> list[str]:
+                 sections=(), gate_workers=None) -> list[str]:
     """`kernlog profile`'s options, as a process of its own takes them."""
     return ([a for r in revs for a in ("--rev", r)] + (["--shape", "x".join(map(str, shape))] if shape else [])
             + (["--dtype", dtype] if dtype else []) + (["--force"] if force else [])
             + ["--clock-control", clock_control, "--cache-control", cache_control]
-            + [a for sec in sections for a in ("--section", sec)])
+            + [a for sec in sections for a in ("--section", sec)]
+            + (["--gate-workers", str(gate_workers)] if gate_workers else []))
 
 
 def run(cmd: list[str], env: dict, timeout: float, progress: Callable[[str], None] | None = None,

@@ -91,21 +91,27 @@ GO_POLL_S = 0.05
 GO_WAIT_S = 3600.0
 
 
+def parent_alive(parent: int) -> None:
+    """Exit (status 3) if the profiling process `parent` is gone."""
+    import os
+
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:
+        sys.exit(3)
+    except PermissionError:
+        pass
+
+
 def wait_for_go(go: Path, parent: int, limit_s: float = GO_WAIT_S) -> dict:
     """{"revisions": [...], "pins": {...}} from `go` once it appears; exits (status 3) if the
     profiling process `parent` is gone or `limit_s` passes first."""
     import json
-    import os
     import time
 
     end = time.monotonic() + limit_s
     while not go.exists():
-        try:
-            os.kill(parent, 0)
-        except ProcessLookupError:
-            sys.exit(3)
-        except PermissionError:
-            pass
+        parent_alive(parent)
         if time.monotonic() > end:
             sys.exit(3)
         time.sleep(GO_POLL_S)
@@ -136,12 +142,15 @@ def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs:
         if not go.exists():  # the gates are still running: compile and warm up meanwhile
             with picker.untimed():
                 for name in revs:
+                    parent_alive(parent)
                     try:
                         loaded[name] = kernel.revision(name).load()
                         loaded[name](inputs, out)
                     except Exception:  # noqa: BLE001 -- its gate judges it; unlisted, it never runs again
                         pass
             sync()
+            if device == "cuda":
+                torch.cuda.empty_cache()  # what the warm-ups allocated, while it waits
             go.with_suffix(".ready").touch()  # the profiling process may start its timing passes
         told = wait_for_go(go, parent)
         picker.pin(told["pins"], go.with_suffix(".pins.json"))

@@ -6,6 +6,8 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -415,6 +417,7 @@ def test_a_killed_profile_s_scratch_folder_is_removed_by_the_next_but_a_live_one
 
 TOY = '''
 import os
+import sys
 from pathlib import Path
 
 import torch
@@ -445,6 +448,24 @@ def _double(wrong_row=None, exit_code=None, name="", hang=False):
     return load
 
 
+def _picky():
+    from kernels.common import tuning
+
+    def launch(inputs, out):
+        x = inputs[0]
+        if "--after" in sys.argv and ("picky", tuple(out.shape)) not in LAUNCHED:  # the ncu warm-up takes a while
+            import time
+            time.sleep(4)
+        LAUNCHED.append(("picky", tuple(out.shape)))
+        pick = tuning.pick(("picky", *x.shape), ["a", "b", "c"], lambda c: None, x.device)
+        if os.environ.get("TOY_LOG"):
+            with open(os.environ["TOY_LOG"], "a") as log:
+                log.write(f"{os.getpid()} picky:{pick}\\n")
+        out.copy_(x * 2)
+        return out
+    return launch
+
+
 KERNEL = Kernel(
     "toy",
     (Revision("right", "torch", SRC, _double(name="right"), "x * 2"),
@@ -452,7 +473,8 @@ KERNEL = Kernel(
      Revision("crashes", "torch", SRC, _double(exit_code=3), "exits mid-launch"),
      Revision("declines", "torch", SRC, _double(), "x * 2 on few rows", refuses=lambda s: "too big" * (s[0] > 4)),
      Revision("ref", "torch", SRC, _double(name="ref"), "the framework's x * 2", role="reference"),
-     Revision("hangs", "torch", SRC, _double(hang=True), "never returns", refuses=lambda s: "not 7x33" * (s[0] > 4))),
+     Revision("hangs", "torch", SRC, _double(hang=True), "never returns", refuses=lambda s: "not 7x33" * (s[0] > 4)),
+     Revision("picky", "torch", SRC, _picky, "x * 2 in one of three configs, picked per shape")),
     make_inputs=lambda shape, dtype, gen, device, case: (torch.randn(*shape, generator=gen, device=device),),
     make_output=lambda inputs: torch.empty_like(inputs[0]),
     reference=lambda inputs, out=None: inputs[0].double() * 2,
@@ -462,8 +484,44 @@ KERNEL = Kernel(
 '''
 
 
+# The picker protocol kernlog.picker speaks (kernels/common/tuning.py's), at its smallest: its
+# "timed" pick is the last candidate in the test's process, the second in any other.
+TOY_TUNING = '''
+import json
+import os
+
+PICKED, USED, _PINS = {}, {}, []
+PIN_ENV = "KERNLOG_PINNED"
+
+
+def fastest(run, candidates, device):  # the test's own process times one pick, every other process another
+    return candidates[-1] if os.environ.get("TOY_MAIN_PID") == str(os.getpid()) else candidates[1]
+
+
+def _pins():
+    if not _PINS:
+        path = os.environ.get(PIN_ENV)
+        _PINS.append(json.load(open(path)) if path else {})
+    return _PINS[0]
+
+
+def pick(key, candidates, run, device):
+    USED[key] = None
+    if key not in PICKED:
+        PICKED[key] = _pins().get(repr(key)) or fastest(run, candidates, device)
+    return PICKED[key]
+
+
+def used_config():
+    return {repr(k): PICKED[k] for k in USED if k in PICKED}
+'''
+
+
 def _toy_repo(tmp_path):
     (tmp_path / "kernels" / "toy").mkdir(parents=True)
+    (tmp_path / "kernels" / "common").mkdir(parents=True)
+    (tmp_path / "kernels" / "common" / "__init__.py").write_text("")
+    (tmp_path / "kernels" / "common" / "tuning.py").write_text(TOY_TUNING)
     (tmp_path / "kernels" / "__init__.py").write_text("")
     (tmp_path / "kernels" / "toy" / "__init__.py").write_text(TOY)
     (tmp_path / "profiles").mkdir()
@@ -524,7 +582,8 @@ def test_profile_gates_apart_then_times_only_what_passed(tmp_path, monkeypatch, 
     monkeypatch.setattr(profiler, "_ncu_pass", lambda root, kernel, batch, *a: calls.append(batch) or [])
     said = []
     with pytest.raises(GateFailure, match="one_bad_row"):
-        profiler.profile(root, kernel, list(kernel.revisions), profiler.Options(gate_workers=2), said.append)
+        profiler.profile(root, kernel, [r for r in kernel.revisions if r.name != "picky"],
+                         profiler.Options(gate_workers=2), said.append)
     assert timed == ["right", "ref"]  # the wrong, the crashed and the declining revision never reach a timing pass
     assert [[t.rev.name for t in batch] for batch in calls] == [["right", "ref"]]
     assert any(re.search(r"toy/right .*: gate passed in \d+\.\d s \(its own process\)$", s) for s in said), said
@@ -564,6 +623,94 @@ def test_the_ncu_process_warms_up_while_the_gates_run_then_profiles_only_what_pa
     assert all(r["ncu"]["process_started_during_gates"] for r in recs)
     assert not list((root / "profiles").glob(".kernlog-*"))  # its scratch folder is gone
     assert any("started while the gates ran" in s for s in said), said
+
+
+def test_the_ncu_process_takes_the_timing_pass_picks_and_the_timing_waits_for_its_warm_up(
+        tmp_path, monkeypatch, own_kernels_package):
+    """The warm-up picks untimed (the first candidate) and forgets it; told the timing pass's pick
+    (the "timed" last one), the target launches that one, also where it had read no pins before.
+    No timing pass starts before the target said it was ready."""
+    root = _toy_repo(tmp_path)
+    log = tmp_path / "launches.txt"
+    monkeypatch.setenv("TOY_LOG", str(log))
+    monkeypatch.setenv("TOY_MAIN_PID", str(os.getpid()))
+    _cpu_profiler(monkeypatch, lambda *a, **k: pytest.fail("an ncu process started after the gates"),
+                  ncu=ncu_running_the_target(tmp_path))
+    real = profiler.build_record
+    monkeypatch.setattr(profiler, "build_record",
+                        lambda actions, rev, samples, **kw: real(actions, rev, samples, range_name="kl", **kw))
+    ready_at_timing = []
+    real_time = profiler._time
+    monkeypatch.setattr(profiler, "_time", lambda *a, **kw: ready_at_timing.append(
+        bool(list((root / "profiles").glob(".kernlog-*/go.ready")))) or real_time(*a, **kw))
+    kernel = load_kernel(root, "toy")
+    written = profiler.profile(root, kernel, [kernel.revision("right"), kernel.revision("picky")],
+                               profiler.Options(gate_workers=2), lambda s: None)
+    assert ready_at_timing == [True, True]
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["go"] == {"revisions": ["right", "picky"], "pins": {"('picky', 7, 33)": "c"}}
+    picks = [ln.split()[1] for ln in log.read_text().splitlines()
+             if ln.split()[0] == str(seen["pid"]) and ln.split()[1].startswith("picky:")]
+    # warm-up untimed (the first), then the timing pass's pick ("c"), which only the pins give there ("b")
+    assert picks == ["picky:a"] + ["picky:c"] * 4
+    rec = store.load_profile(root, next(p for p in written if p.name.startswith("picky.")))
+    assert rec["config"] == {"('picky', 7, 33)": "c"}
+
+
+def test_an_ncu_process_still_warming_up_after_the_gates_is_stopped_and_started_again_later(
+        tmp_path, monkeypatch, own_kernels_package):
+    root = _toy_repo(tmp_path)
+    later = []
+    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: later.append(cmd), ncu=ncu_running_the_target(tmp_path))
+    monkeypatch.setattr(profiler, "READY_WAIT_S", 0.2)  # the target sleeps 4 s in picky's warm-up
+    started = []
+    real_start = profiler.start_ncu
+    monkeypatch.setattr(profiler, "start_ncu", lambda *a: started.append(real_start(*a)) or started[-1])
+    monkeypatch.setattr(profiler, "_ncu_pass", lambda *a: later.append(a[-1]) or [])  # its last argument: run
+    kernel = load_kernel(root, "toy")
+    said = []
+    profiler.profile(root, kernel, [kernel.revision("right"), kernel.revision("picky")],
+                     profiler.Options(gate_workers=2), said.append)
+    assert "the ncu process was not ready 0 s after the gates: started again later" in said
+    (early,) = started
+    assert early.proc.returncode is not None and not early.tmpdir.exists()
+    assert later == [None]  # the ncu pass gets no process started early: it starts its own
+
+
+def test_a_stopped_ncu_process_takes_its_whole_group_and_gets_a_sigterm_first(tmp_path):
+    """ncu is sent SIGTERM first (it puts the clocks back on its way out), and what it started
+    goes too, also a process that outlived it."""
+    pids = tmp_path / "pids"
+    ncu = tmp_path / "ncu"
+    ncu.write_text(f"""#!{sys.executable}
+import signal, subprocess, sys, time
+child = subprocess.Popen([{sys.executable!r}, "-c",
+                          "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"])
+open({str(pids)!r}, "w").write(str(child.pid))
+def bye(*a):
+    open({str(tmp_path / "cleaned")!r}, "w").write("yes")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, bye)
+time.sleep(60)
+""")
+    ncu.chmod(ncu.stat().st_mode | stat.S_IEXEC)
+    tmpdir = tmp_path / "scratch"
+    tmpdir.mkdir()
+    proc = subprocess.Popen([str(ncu)], start_new_session=True)
+    for _ in range(200):
+        if pids.exists() and pids.read_text():
+            break
+        time.sleep(0.05)
+    run = profiler.NcuRun(["a"], tmpdir, [str(ncu)], proc)
+    run.close()
+    assert (tmp_path / "cleaned").read_text() == "yes" and not tmpdir.exists()
+    status = Path(f"/proc/{int(pids.read_text())}/status")  # it ignores SIGTERM: the SIGKILL ended it
+    for _ in range(100):
+        if not status.exists() or "State:\tZ" in status.read_text():  # gone, or dead and not yet reaped
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the process ncu started outlived it")
 
 
 def test_an_ncu_process_nobody_tells_what_to_profile_is_stopped_with_its_folder(
@@ -630,9 +777,11 @@ def test_profile_on_two_gpus_hands_each_process_the_shape_dtype_and_what_is_left
     kernel = load_kernel(root, "softmax")
     revs = [kernel.revision(n) for n in ("v0_naive", "torch", "triton")]
     profiler.profile_on_gpus(root, kernel, revs, profiler.Options(shape=(4, 64), dtype="fp32"), 2, lambda s: None)
-    ((name, todo, args, gpus),) = handed
+    profiler.profile_on_gpus(root, kernel, revs, profiler.Options(shape=(4, 64), gate_workers=1), 2, lambda s: None)
+    (name, todo, args, gpus), (_, _, one_by_one, _) = handed
     assert name == "softmax" and todo == ["v0_naive", "triton"] and gpus == ["0", "1"]
     assert args[args.index("--shape") + 1] == "4x64" and args[args.index("--dtype") + 1] == "fp32"
+    assert "--gate-workers" not in args and one_by_one[one_by_one.index("--gate-workers") + 1] == "1"
 
 
 def test_a_gate_that_never_returns_fails_in_its_time_limit_naming_it(tmp_path, monkeypatch, own_kernels_package):
