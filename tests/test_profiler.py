@@ -387,6 +387,8 @@ def test_a_picker_of_an_older_commit_without_recorded_picks_is_left_alone(monkey
     monkeypatch.setitem(sys.modules, "kernels.common.tuning", old)
     assert picker.module() is None and picker.used_config() == {}
     picker.forget_used()  # nothing to clear: no error
+    old.USED = {"k": None}  # half the protocol is none of it
+    assert picker.module() is None and picker.used_config() == {}
     old.USED, old.used_config = {"k": None}, lambda: {"k": "v"}
     assert picker.module() is old and picker.used_config() == {"k": "v"}
     picker.forget_used()
