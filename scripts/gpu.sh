@@ -12,6 +12,8 @@
 #   scripts/gpu.sh liger              install Liger-Kernel (a reference) from wheels/ (make liger-wheel), no network
 #   scripts/gpu.sh noise [K/R ...]    A/A noise calibration (default: a memory-, a latency- and a compute-bound revision)
 #   scripts/gpu.sh retime A B [A B]   kernlog diff A B --retime for each pair
+#   scripts/gpu.sh coldprofile [K]    time `kernlog profile K` (softmax) from an empty profiles/ and empty
+#                                     compile caches (Triton, CuPy, Inductor), as the README's figure; profiles/ restored
 # Logs go to $OUT (or ./gpu-logs); profiles/ is written in place.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -82,6 +84,14 @@ case $stage in
       python3 -m kernlog diff "$1" "$2" --retime 2>&1 | tee -a "$LOGS/retime.log" || status=1
       shift 2
     done
+    ;;
+  coldprofile)  # the README's profile timing: an empty profiles/ and every compile cache emptied, then restored
+    k=${1:-softmax}
+    keep=$(mktemp -d)
+    mv profiles "$keep/" && mkdir profiles
+    rm -rf ~/.triton/cache ~/.cupy/kernel_cache /tmp/torchinductor_* ~/.cache/torch/inductor
+    /usr/bin/time -f "cold profile $k: %e s" python3 -m kernlog profile "$k" 2>&1 | tee -a "$LOGS/coldprofile.log" || status=1
+    rm -rf profiles && mv "$keep/profiles" profiles && rmdir "$keep"
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac
