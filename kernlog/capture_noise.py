@@ -50,8 +50,8 @@ def _timing_run(root: Path, key, names: list[str], tmp: Path, env: dict) -> dict
            key[2], *names]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=dict(os.environ, **env))
     if done.returncode != 0 or not out.exists():
-        last = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()][-1:] or ["no output"]
-        raise KernlogError(f"the timing process failed ({done.returncode}): {last[0].strip()}")
+        raise KernlogError(f"the timing process failed ({done.returncode}): "
+                           f"{profiler.last_line(done.stdout + done.stderr)}")
     return json.loads(out.read_text())
 
 

@@ -85,14 +85,19 @@ def run_ncu(cmd: list[str], timeout: float, env: dict | None = None) -> None:
     ncu_outcome(done.returncode, done.stdout + done.stderr)
 
 
+def last_line(text: str) -> str:
+    """A process's last non-empty line of output, stripped ("no output" where there is none):
+    where a failing process says why."""
+    return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "no output")
+
+
 def ncu_outcome(returncode: int, text: str) -> None:
     """Raise with ncu's reason where its process (exit status, output) profiled nothing."""
     if "ERR_NVGPUCTRPERM" in text:
         raise NoGpu("ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root "
                     "or allow profiling for all users (NVreg_RestrictProfilingToAdminUsers=0)")
     if returncode != 0:
-        last = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["no output"]
-        raise KernlogError(f"ncu exited with {returncode}: {last[0].strip()}")
+        raise KernlogError(f"ncu exited with {returncode}: {last_line(text)}")
     if "No kernels were profiled" in text:
         raise KernlogError("ncu profiled no kernel: the revision launched nothing inside its NVTX range")
 
@@ -186,8 +191,7 @@ def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, dtype: str, work
     except subprocess.TimeoutExpired:
         return ("failed", f"its gate did not finish in {GATE_TIMEOUT_S:.0f} s", time.perf_counter() - t0)
     if done.returncode != 0 or not out.exists():
-        last = [ln for ln in (done.stdout + done.stderr).splitlines() if ln.strip()][-1:] or ["no output"]
-        return ("failed", f"its gate process exited with {done.returncode}: {last[0].strip()}",
+        return ("failed", f"its gate process exited with {done.returncode}: {last_line(done.stdout + done.stderr)}",
                 time.perf_counter() - t0)
     got = json.loads(out.read_text())
     return (got["outcome"], got["detail"], got["seconds"])
@@ -455,12 +459,18 @@ class NcuRun:
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
+def _staging(root: Path) -> Path:
+    """A new scratch folder for an ncu pass, profiles/.kernlog-<pid>-*, after removing those of
+    processes that are gone."""
+    clear_abandoned_staging(root)
+    return Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=root / "profiles"))
+
+
 def start_ncu(root: Path, kernel: Kernel, names: list[str], shape: Shape, dtype: str, opts: Options,
               ncu: str) -> NcuRun:
     """An ncu process over `names`, started before their gates end, in a scratch folder under
     profiles/: it warms them all up, then waits to be told which to profile (NcuRun)."""
-    clear_abandoned_staging(root)
-    tmpdir = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=root / "profiles"))
+    tmpdir = _staging(root)
     try:
         cmd = ncu_command(ncu, opts, tmpdir / "report.ncu-rep", root, kernel.name, shape, dtype, names,
                           after=(tmpdir / "go.json", os.getpid()))
@@ -484,11 +494,7 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
     progress(f"ncu pass: {', '.join(names)} in one process ({len(opts.sections)} sections"
              + (", started while the gates ran)" if run is not None else ")")
              + (f", pinned to {config}" if config else ""))
-    if run is None:
-        clear_abandoned_staging(root)
-        tmpdir = Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=root / "profiles"))
-    else:
-        tmpdir = run.tmpdir
+    tmpdir = _staging(root) if run is None else run.tmpdir
     try:
         if run is None:
             report = tmpdir / "report.ncu-rep"
