@@ -56,7 +56,7 @@ def test_compiles_and_exports_exactly_the_planned_kernels(rev):
 
 @needs_nvcc
 @pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned", "v7_bf16_packed", "v8_split",
-                                 "v9_peeled"])
+                                 "v9_peeled", "v10_meet"])
 def test_register_resident_revisions_do_not_spill(rev):
     found = entries(report(rev))
     for name, resources in found.items():
@@ -177,7 +177,8 @@ def test_import_and_load_compile_nothing():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned", "v7_bf16_packed", "v8_split"])
+@pytest.mark.parametrize("rev", ["v4_vectorized", "v5_tuned", "v6_autotuned", "v7_bf16_packed", "v8_split",
+                                 "v10_meet"])
 def test_every_path_passes_the_gate_on_gpu(rev):
     results = gate.check_revision(KERNEL, KERNEL.revision(rev), "cuda", shapes=PATH_SHAPES)
     failed = [r.line() for r in results if not r.ok]
@@ -270,3 +271,88 @@ def test_every_peeled_candidate_passes_the_gate_on_gpu(monkeypatch, dtype):
             results = gate.check_revision(KERNEL, rev, "cuda", shapes=(shape,), dtypes=(dtype,), launch=rev.load())
             failed += [f"{cand.kernel}: {r.line()}" for r in results if not r.ok]
     assert not failed, "\n".join(failed)
+
+
+def test_v10_meets_only_aligned_rows_past_a_block_in_2_to_32_chunks():
+    from kernels.softmax import meet_launch
+
+    def meets(*key):
+        steps = meet_launch.plan_v10(*key)
+        return {s.kernel: s for s in (steps if isinstance(steps, list) else [steps]) if "_meet_" in s.kernel}
+
+    found = meets(4096, 151936, "fp32", True)
+    assert set(found) == {"softmax_fp32_meet_t256", "softmax_fp32_meet_t512", "softmax_fp32_meet_t1024"}
+    assert found["softmax_fp32_meet_t1024"].grid == 4096 * 5 and found["softmax_fp32_meet_t256"].grid == 4096 * 19
+    assert all(s.capacity >= 151936 and s.block == int(k.rsplit("_t", 1)[1]) for k, s in found.items())
+    # a million columns: 1024 threads x 32 elements in 32 chunks; bf16 packed (64 a thread): 512 x 64 in
+    # 32 or 1024 x 64 in 16
+    assert {k: s.grid for k, s in meets(16, 1048576, "bf16", True).items()} == {
+        "softmax_bf16_meet_t1024": 16 * 32, "softmax_bf16_meet_packed_t512": 16 * 32,
+        "softmax_bf16_meet_packed_t1024": 16 * 16}
+    assert not any("packed" in k for k in meets(16, 1048576, "fp32", True))
+    # 16392: 3 chunks of 256 x 32 (the last of 8 elements), 2 of 512 x 32, 1 of 1024 x 32 (no split)
+    assert {k: s.grid for k, s in meets(2, 16392, "fp32", True).items()} == {"softmax_fp32_meet_t256": 6,
+                                                                            "softmax_fp32_meet_t512": 4}
+    for key in ((4096, 151936, "fp32", False), (8, 16384, "bf16", True), (4, 2 * 1048576, "fp32", True)):
+        assert not meets(*key), key  # not 16-byte rows; one block holds it; more than 32 chunks
+    # v9's candidates stay, in v9's order, ahead of the meeting ones
+    from kernels.softmax import peel_launch
+    v9 = peel_launch.plan_v9(64, 262144, "fp32", True)
+    assert meet_launch.plan_v10(64, 262144, "fp32", True) == v9 + [
+        cuda_launch.Launch(f"softmax_fp32_meet_t{t}", 64 * n, t, 262144) for t, n in ((256, 32), (512, 16), (1024, 8))]
+
+
+MEET_SHAPES = ((3, 16392), (3, 32000), (2, 65536), (2, 131072), (3, 151936), (1, 262144), (2, 1048576))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_every_meeting_candidate_passes_the_gate_on_gpu(monkeypatch, dtype):
+    """v10's meeting layouts, each forced in turn (the strided case falls back to v9's)."""
+    from kernels.common import tuning
+    from kernels.softmax import meet_launch
+
+    rev = KERNEL.revision("v10_meet")
+    real_plan = meet_launch.plan_v10
+    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])
+    failed, forced = [], 0
+    for shape in MEET_SHAPES:
+        for cand in [s for s in real_plan(*shape, dtype, True) if "_meet_" in s.kernel]:
+            monkeypatch.setattr(meet_launch, "plan_v10", lambda *k, c=cand: [c] + [s for s in real_plan(*k) if s != c])
+            monkeypatch.setattr(tuning, "PICKED", {})
+            results = gate.check_revision(KERNEL, rev, "cuda", shapes=(shape,), dtypes=(dtype,), launch=rev.load())
+            failed += [f"{cand.kernel} {shape}: {r.line()}" for r in results if not r.ok]
+            forced += 1
+    assert forced >= 2 * len(MEET_SHAPES) and not failed, "\n".join(failed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_a_block_that_stops_polling_finds_the_row_bitwise_as_the_meeting_does(monkeypatch, dtype):
+    """polls=0: every block computes its row's (max, sum) from x; polls=1: some meet, some do not.
+    Each agrees bit for bit with the meeting (the revision claims determinism), on every candidate,
+    and across launches that flip the epoch."""
+    from kernels.common import tuning
+    from kernels.softmax import meet_launch
+
+    source = KERNEL.revision("v10_meet").sources[0]
+    real_plan = meet_launch.plan_v10
+    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])
+    gen = torch.Generator(device="cuda").manual_seed(20)
+    for shape in ((3, 32000), (5, 151936), (2, 1048576)):
+        (x,) = KERNEL.make_inputs(shape, dtype, gen, "cuda", "random")
+        x = x.contiguous()
+        for cand in [s for s in real_plan(*shape, dtype, True) if "_meet_" in s.kernel]:
+            monkeypatch.setattr(meet_launch, "plan_v10", lambda *k, c=cand: [c])
+            outs = []
+            for polls in (meet_launch.GPU_POLLS, 0, 1, meet_launch.GPU_POLLS):
+                monkeypatch.setattr(tuning, "PICKED", {})
+                launch = meet_launch.loader(source, polls)()
+                for _ in range(3):  # the epoch flips each launch
+                    out = torch.full_like(x, float("nan"))
+                    launch((x,), out)
+                    outs.append(out)
+            ref = torch.softmax(x.double(), dim=-1)
+            assert (outs[0].double() - ref).abs().max().item() < (2e-2 if dtype == "bf16" else 1e-5), cand
+            for i, out in enumerate(outs[1:], 1):
+                assert torch.equal(out, outs[0]), (shape, cand.kernel, i)

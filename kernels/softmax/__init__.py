@@ -12,7 +12,7 @@ from kernels.common import TUNING_SOURCE, LazyModule
 from kernlog.frameworks import liger, references
 from kernlog.spec import DTYPE_BYTES, Family, Kernel, Revision, torch_dtype
 
-from . import cuda_launch, peel_launch
+from . import cuda_launch, meet_launch, peel_launch
 
 torch = LazyModule("torch", globals())
 liger_softmax = LazyModule("liger_kernel.ops.softmax", globals(), optional=True)
@@ -113,6 +113,19 @@ V9 = Revision(
 )
 
 
+# v10 has a launcher of its own too (meet_launch.py); it plans through v9's and v8's, named here.
+V10 = Revision(
+    "v10_meet", "cuda", (HERE / "v10_meet.cu", HERE / "cuda_launch.py", HERE / "peel_launch.py", TUNING_SOURCE),
+    meet_launch.loader(HERE / "v10_meet.cu"),
+    "rows of > 16384 columns may split into 2-32 chunks of 256-1024 threads x 32 elements (bf16 also 64, "
+    "packed as v7's), one block each, held in registers; the chunks of a row meet through (max, sum) words "
+    "in a global workspace, each carrying its launch's epoch, so the row is read once (v8's split read it "
+    "twice); candidates beside v9's",
+    "rows > 131072 aligned (4096x151936, 64x262144, 16x1048576, fp32 and bf16) from v9's two-pass 62-81% of "
+    "copy to >= 90%; decode batches of long rows at >= v9; nothing else slower than v9 beyond noise",
+)
+
+
 def _load_triton():
     from . import softmax_triton
 
@@ -171,7 +184,7 @@ KERNEL = Kernel(
     flops_per_element=5,  # for the roofline: max, subtract, exp, sum, scale
     name="softmax",
     families=FAMILIES,
-    revisions=CUDA_REVISIONS + (V9, TRITON) + REFERENCES,
+    revisions=CUDA_REVISIONS + (V9, V10, TRITON) + REFERENCES,
     make_inputs=make_inputs,
     make_output=make_output,
     reference=reference,
