@@ -403,7 +403,8 @@ def noise(ctx, revs, shape, dtype, runs):
 
 @main.command()
 @click.option("--check", "check_only", is_flag=True,
-              help="Exit non-zero if KERNEL_LOG.md differs from what profiles/ renders.")
+              help="Exit non-zero if KERNEL_LOG.md or a plot it links differs from what profiles/ renders "
+                   "(plots by the digest of their data: nothing is drawn).")
 @click.pass_context
 @handled
 def report(ctx, check_only):
@@ -423,8 +424,12 @@ def report(ctx, check_only):
         if not bad and (not path.exists() or path.read_text() != text):
             raise KernlogError(f"{rpt.LOG} is out of date: run `kernlog report` and commit the result")
         prose.check(text)
+        stale_plots = [] if bad else rpt.stale_plots(root, sections)
+        if stale_plots:
+            raise KernlogError(f"{len(stale_plots)} plot(s) out of date ({'; '.join(stale_plots)}): "
+                               "run `kernlog report` and commit the result")
         if not bad:
-            click.echo(f"{rpt.LOG} is up to date")
+            click.echo(f"{rpt.LOG} and its plots are up to date")
     else:
         # Written even with bad files: the log names each where its figures would be, and the
         # exit below is non-zero, so the gap is never silent.

@@ -460,10 +460,27 @@ def _pyplot():
     return plt
 
 
-def _save(plt, fig, path: Path) -> None:
+# Each SVG carries a digest of the data it was drawn from (its <dc:description>), so `report
+# --check` can tell a stale plot from a current one without drawing. PLOT_VERSION is part of the
+# digest: bump it when a plot's drawing changes, and every committed plot reads as out of date.
+PLOT_VERSION = 1
+_DIGEST = re.compile(r"kernlog-data ([0-9a-f]{64})")
+
+
+def plot_digest(data) -> str:
+    """sha256 of a plot's data (JSON, keys sorted; anything else by its repr) and PLOT_VERSION."""
+    import hashlib
+    import json
+
+    blob = json.dumps([PLOT_VERSION, data], sort_keys=True, default=repr, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _save(plt, fig, path: Path, digest: str) -> None:
     path.parent.mkdir(exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})  # no date: the same data, the same file
+    # no date: the same data, the same file
+    fig.savefig(path, metadata={"Date": None, "Description": f"kernlog-data {digest}"})
     plt.close(fig)
 
 
@@ -495,115 +512,167 @@ def _plot_families(plt, s: dict, sw: dict):
     return fig
 
 
-def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
-    """One SVG per kernel and GPU: throughput against size, a line per revision (with shape
-    families: a panel per family)."""
-    plt = _pyplot()
-    written = []
+def _plot_sizes(plt, s: dict, sw: dict):
+    """A kernel without shape families: a panel per dtype, throughput against size (log 2)."""
+    dtypes = sorted({r["dtype"] for r in sw["rows"]})
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4), squeeze=False)
+    for ax, dtype in zip(axes[0], dtypes, strict=False):
+        rows = [r for r in sw["rows"] if r["dtype"] == dtype]
+        _sweep_lines(ax, sw, [_x(r["shape"], s["kernel"].sweep_axis) for r in rows], rows)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("row length" if s["kernel"].sweep_axis == -1 and "x" in rows[0]["shape"] else "size")
+        ax.set_ylabel(sw["unit"])
+        ax.set_title(f"{s['kernel'].name} {dtype} ({sw['gpu']})")
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _sweep_figures(sections: list[dict]):
+    """(path under the root, the data drawn, draw(plt) -> figure) of each sweep plot: one SVG per
+    kernel and GPU, throughput against size, a line per revision (with shape families: a panel
+    per family)."""
     for s in sections:
         for sw in s["sweeps"]:
-            if any(g["family"] and g["rows"] for g in sw["groups"]):
-                path = root / "reports" / f"{s['kernel'].name}_sweep.svg"
-                _save(plt, _plot_families(plt, s, sw), path)
-                written.append(path)
-                continue
-            dtypes = sorted({r["dtype"] for r in sw["rows"]})
-            fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4), squeeze=False)
-            for ax, dtype in zip(axes[0], dtypes, strict=False):
-                rows = [r for r in sw["rows"] if r["dtype"] == dtype]
-                _sweep_lines(ax, sw, [_x(r["shape"], s["kernel"].sweep_axis) for r in rows], rows)
-                ax.set_xscale("log", base=2)
-                ax.set_xlabel("row length" if s["kernel"].sweep_axis == -1 and "x" in rows[0]["shape"] else "size")
-                ax.set_ylabel(sw["unit"])
-                ax.set_title(f"{s['kernel'].name} {dtype} ({sw['gpu']})")
-                ax.legend(fontsize=7)
-            path = root / "reports" / f"{s['kernel'].name}_sweep.svg"
-            _save(plt, fig, path)
-            written.append(path)
+            families = any(g["family"] and g["rows"] for g in sw["groups"])
+            data = {"kernel": s["kernel"].name, "axis": s["kernel"].sweep_axis, "gpu": sw["gpu"], "unit": sw["unit"],
+                    "ceiling": sw["ceiling"], "revisions": list(sw["revisions"]),
+                    "rows": [[r["dtype"], r["shape"], r["values"]] for r in sw["rows"]],
+                    "groups": [[g["name"], bool(g["family"]), [[r["dtype"], r["shape"]] for r in g["rows"]]]
+                               for g in sw["groups"]] if families else None}
+            draw = _plot_families if families else _plot_sizes
+            yield f"reports/{s['kernel'].name}_sweep.svg", data, lambda plt, s=s, sw=sw, draw=draw: draw(plt, s, sw)
+
+
+def _draw(root: Path, figures) -> list[Path]:
+    plt = _pyplot()
+    written = []
+    for rel, data, draw in figures:
+        _save(plt, draw(plt), root / rel, plot_digest(data))
+        written.append(root / rel)
     return written
+
+
+def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
+    return _draw(root, _sweep_figures(sections))
 
 
 MARKERS = "osD^vP*Xh<>p"
 
 
-def plot_rooflines(root: Path, sections: list[dict]) -> list[Path]:
-    """One SVG per ladder whose revisions have an intensity: each revision a point (achieved
-    TFLOP/s at its FLOP per DRAM byte), the ladder's steps joined by arrows in ladder order,
-    references hollow, under the measured bandwidth slope and the compute ceiling."""
-    plt = _pyplot()
-    written = []
+def _roofline(plt, s: dict, lad: dict, rows: list[dict]):
+    """Each revision a point (achieved TFLOP/s at its FLOP per DRAM byte), the ladder's steps
+    joined by arrows in ladder order, references hollow, under the measured bandwidth slope and
+    the compute ceiling."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = [r["roof"]["intensity"] for r in rows]
+    bw, peak = rows[0]["roof"]["bandwidth_gbps"], rows[0]["roof"]["peak_tflops"]
+    lo, hi = min(xs) / 4, max(max(xs) * 4, (peak * 1e3 / bw * 2) if peak else 0)
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    roof = [min(x * bw / 1e3, peak) if peak else x * bw / 1e3 for x in grid]
+    ax.plot(grid, roof, color="black", linewidth=1.5,
+            label=f"roof: copy {bw:.0f} GB/s" + (f", {rows[0]['roof']['peak_name']} {peak:.0f} TFLOP/s"
+                                                 if peak else ""))
+    steps = []
+    for i, r in enumerate(rows):
+        rec, pt = r["rec"], (r["roof"]["intensity"], r["roof"]["achieved"])
+        ref = rec["role"] == "reference"
+        ax.plot(*pt, linestyle="none", marker=MARKERS[i % len(MARKERS)], markersize=8, color=f"C{i % 10}",
+                markerfacecolor="none" if ref else f"C{i % 10}",
+                label=f"{rec['revision']} ({100 * r['roof']['pct_of_roof']:.0f}% of roof)")
+        if rec["role"] == "step":
+            steps.append(pt)
+    for a, b in zip(steps, steps[1:], strict=False):
+        ax.annotate("", xy=b, xytext=a, arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOP per DRAM byte (measured bytes)")
+    ax.set_ylabel("TFLOP/s achieved (wall time)")
+    ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}")
+    ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def _roofline_figures(sections: list[dict]):
+    """One roofline per ladder whose revisions have an intensity (see _roofline)."""
     for s in sections:
         for lad in s["ladders"]:
             if not lad["roofline"]:
                 continue
             rows = [r for r in lad["rows"] if r["roof"]["intensity"] is not None]
-            fig, ax = plt.subplots(figsize=(7, 4.5))
-            xs = [r["roof"]["intensity"] for r in rows]
-            bw, peak = rows[0]["roof"]["bandwidth_gbps"], rows[0]["roof"]["peak_tflops"]
-            lo, hi = min(xs) / 4, max(max(xs) * 4, (peak * 1e3 / bw * 2) if peak else 0)
-            grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-            roof = [min(x * bw / 1e3, peak) if peak else x * bw / 1e3 for x in grid]
-            ax.plot(grid, roof, color="black", linewidth=1.5,
-                    label=f"roof: copy {bw:.0f} GB/s" + (f", {rows[0]['roof']['peak_name']} {peak:.0f} TFLOP/s"
-                                                         if peak else ""))
-            steps = []
-            for i, r in enumerate(rows):
-                rec, pt = r["rec"], (r["roof"]["intensity"], r["roof"]["achieved"])
-                ref = rec["role"] == "reference"
-                ax.plot(*pt, linestyle="none", marker=MARKERS[i % len(MARKERS)], markersize=8, color=f"C{i % 10}",
-                        markerfacecolor="none" if ref else f"C{i % 10}",
-                        label=f"{rec['revision']} ({100 * r['roof']['pct_of_roof']:.0f}% of roof)")
-                if rec["role"] == "step":
-                    steps.append(pt)
-            for a, b in zip(steps, steps[1:], strict=False):
-                ax.annotate("", xy=b, xytext=a, arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8})
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("FLOP per DRAM byte (measured bytes)")
-            ax.set_ylabel("TFLOP/s achieved (wall time)")
-            ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}")
-            ax.legend(fontsize=7, loc="lower right")
-            path = root / lad["roofline"]
-            _save(plt, fig, path)
-            written.append(path)
-    return written
+            data = {"title": [s["kernel"].name, lad["shape"], lad["dtype"], lad["gpu"]["name"]],
+                    "roof": [rows[0]["roof"][k] for k in ("bandwidth_gbps", "peak_tflops", "peak_name")],
+                    "points": [[r["rec"]["revision"], r["rec"]["role"], r["roof"]["intensity"], r["roof"]["achieved"],
+                                r["roof"]["pct_of_roof"]] for r in rows]}
+            yield lad["roofline"], data, lambda plt, s=s, lad=lad, rows=rows: _roofline(plt, s, lad, rows)
 
 
-def plot_histories(root: Path, sections: list[dict]) -> list[Path]:
-    """One SVG per kernel: each revision's median time at the kernel's profile shape across
-    the commits that stored or profiled it (kernlog history), steps circled."""
+def plot_rooflines(root: Path, sections: list[dict]) -> list[Path]:
+    return _draw(root, _roofline_figures(sections))
+
+
+def _history(plt, s: dict, lad: dict, hist: dict):
+    """Each revision's median time at the kernel's profile shape across the commits that stored
+    or profiled it (kernlog history), steps circled."""
     import datetime
 
-    plt = _pyplot()
-    written = []
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, (rev, points) in enumerate(hist["revisions"].items()):
+        xs = [datetime.datetime.fromisoformat(w) for w, _, _ in points]
+        ys = [ms * 1e3 for _, ms, _ in points]
+        ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=f"C{i % 10}", label=rev, linewidth=1)
+        for x, y, (_, _, step) in zip(xs, ys, points, strict=True):
+            if step:
+                ax.plot(x, y, marker="o", markersize=13, markerfacecolor="none", color="red")
+    ax.set_yscale("log")
+    ax.set_ylabel("median time (us, log)")
+    ax.set_xlabel("date of the commit profiled")
+    ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}: history "
+                 "(red rings: steps beyond noise)")
+    ax.legend(fontsize=7, loc="upper right")
+    fig.autofmt_xdate()
+    return fig
+
+
+def _history_figures(sections: list[dict]):
+    """One history plot per kernel, at its first ladder (see _history)."""
     for s in sections:
         hist = s["ladders"][0].get("history") if s["ladders"] else None
         if not hist:
             continue
         lad = s["ladders"][0]
-        fig, ax = plt.subplots(figsize=(8, 4.5))
-        for i, (rev, points) in enumerate(hist["revisions"].items()):
-            xs = [datetime.datetime.fromisoformat(w) for w, _, _ in points]
-            ys = [ms * 1e3 for _, ms, _ in points]
-            ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=f"C{i % 10}", label=rev, linewidth=1)
-            for x, y, (_, _, step) in zip(xs, ys, points, strict=True):
-                if step:
-                    ax.plot(x, y, marker="o", markersize=13, markerfacecolor="none", color="red")
-        ax.set_yscale("log")
-        ax.set_ylabel("median time (us, log)")
-        ax.set_xlabel("date of the commit profiled")
-        ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}: history "
-                     "(red rings: steps beyond noise)")
-        ax.legend(fontsize=7, loc="upper right")
-        fig.autofmt_xdate()
-        path = root / hist["plot"]
-        _save(plt, fig, path)
-        written.append(path)
-    return written
+        data = {"title": [s["kernel"].name, lad["shape"], lad["dtype"], lad["gpu"]["name"]],
+                "revisions": hist["revisions"]}
+        yield hist["plot"], data, lambda plt, s=s, lad=lad, hist=hist: _history(plt, s, lad, hist)
+
+
+def plot_histories(root: Path, sections: list[dict]) -> list[Path]:
+    return _draw(root, _history_figures(sections))
+
+
+def _figures(sections: list[dict]):
+    yield from _sweep_figures(sections)
+    yield from _roofline_figures(sections)
+    yield from _history_figures(sections)
+
+
+def stale_plots(root: Path, sections: list[dict]) -> list[str]:
+    """Each plot the log links that is missing, or whose digest is not that of the data
+    profiles/ and git hold now (drawn from other data, or by an older PLOT_VERSION)."""
+    out = []
+    for rel, data, _ in _figures(sections):
+        path = root / rel
+        if not path.exists():
+            out.append(f"{rel} is missing")
+            continue
+        found = _DIGEST.search(path.read_text(errors="replace"))
+        if found is None or found.group(1) != plot_digest(data):
+            out.append(f"{rel} was drawn from other data than profiles/ holds"
+                       if found else f"{rel} carries no data digest")
+    return out
 
 
 def plot_all(root: Path, sections: list[dict]) -> list[Path]:
-    return plot_sweeps(root, sections) + plot_rooflines(root, sections) + plot_histories(root, sections)
+    return _draw(root, _figures(sections))
 
 
 def _x(shape: str, axis: int) -> int:

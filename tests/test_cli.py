@@ -102,6 +102,32 @@ def test_report_then_check(repo):
     one_line_error(run(repo, "report", "--check"), 2, "out of date")
 
 
+def test_report_check_fails_on_a_plot_missing_stale_or_without_its_digest(repo, monkeypatch):
+    """--check compares each linked plot's data digest with what profiles/ holds, drawing nothing:
+    a plot deleted, left from other data (the log itself up to date), stripped of its digest, or
+    drawn by an older PLOT_VERSION fails in one line naming it; `kernlog report` mends each."""
+    from kernlog import report as rpt
+    from kernlog.registry import kernel_names, load_kernel
+
+    assert run(repo, "report").exit_code == 0
+    name = "reports/softmax_roofline_nvidia-h100-80gb-hbm3_8192x4096_fp32.svg"
+    svg = repo / name
+    assert "kernlog-data " in svg.read_text() and run(repo, "report", "--check").exit_code == 0
+    svg.unlink()
+    one_line_error(run(repo, "report", "--check"), 2, f"1 plot(s) out of date ({name} is missing)")
+    assert run(repo, "report").exit_code == 0 and run(repo, "report", "--check").exit_code == 0
+    put(repo, make_record("torch", median_ms=0.5))  # the plot's data moves; the log is re-rendered alone
+    (repo / rpt.LOG).write_text(rpt.render(repo, [load_kernel(repo, n) for n in kernel_names(repo)]))
+    one_line_error(run(repo, "report", "--check"), 2, f"{name} was drawn from other data than profiles/ holds")
+    assert run(repo, "report").exit_code == 0 and run(repo, "report", "--check").exit_code == 0
+    svg.write_text(svg.read_text().replace("kernlog-data ", "kernlog-nodata "))
+    one_line_error(run(repo, "report", "--check"), 2, f"{name} carries no data digest")
+    assert run(repo, "report").exit_code == 0
+    monkeypatch.setattr(rpt, "PLOT_VERSION", rpt.PLOT_VERSION + 1)
+    one_line_error(run(repo, "report", "--check"), 2, "was drawn from other data")
+    assert run(repo, "report").exit_code == 0 and run(repo, "report", "--check").exit_code == 0
+
+
 @pytest.mark.parametrize("args,code,fragment", [
     (["show", "nosuch/torch"], 2, "no kernel 'nosuch'; kernels: "),
     (["show", "softmax/v9_nothing"], 2, "no revision 'v9_nothing' in softmax; revisions: v0_naive, "),

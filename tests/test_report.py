@@ -96,6 +96,18 @@ def test_sweep_table_and_plot_from_bench_csv(tmp_path):
     (svg,) = report.plot_sweeps(root, report.collect(root, kernels))
     text = svg.read_text()
     assert "softmax decode fp32" in text and "softmax other bench shapes fp32" in text and "64x50257" in text
+    # the plot's digest is that of the data: current now; a value, a shape or a family grouping
+    # moved in bench.csv makes it stale (report --check), drawing it again mends it
+    sections = report.collect(root, kernels)
+    assert [p for p in report.stale_plots(root, sections) if "sweep" in p] == []
+    for changed in (dict(rows[0], shape="64x50257", value=901.0), dict(rows[0], shape="65x50257", value=900.0),
+                    dict(rows[0], shape="64x50256", value=900.0)):
+        pd.DataFrame(rows + [changed]).to_csv(path, index=False)
+        sections = report.collect(root, kernels)
+        assert "reports/softmax_sweep.svg was drawn from other data than profiles/ holds" in report.stale_plots(
+            root, sections), changed
+    report.plot_sweeps(root, sections)
+    assert [p for p in report.stale_plots(root, sections) if "sweep" in p] == []
 
 
 def test_summary_of_a_shape_profiled_without_a_reference_says_so(tmp_path):
