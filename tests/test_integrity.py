@@ -238,7 +238,7 @@ def test_a_killed_forced_save_leaves_a_pair_every_command_reads(repo, tmp_path):
     seen = set()
     for k in range(1, 40):
         root = fresh(tmp_path / f"k{k}")
-        for p in repo.glob("profiles/**/*"):
+        for p in [*repo.glob("profiles/**/*"), *repo.glob("reports/*")]:  # the plots the log links too
             if p.is_file():
                 (root / p.relative_to(repo)).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(p, root / p.relative_to(repo))
