@@ -132,6 +132,10 @@ def test_the_log_plots_a_revision_with_two_committed_entries(repo):
     text = report.render(repo, [load_kernel(repo, "softmax")], [section])
     assert f"![history of softmax 8192x4096 fp32]({hist['plot']})" in text
     assert report.plot_histories(repo, [section]) == [repo / hist["plot"]] and (repo / hist["plot"]).stat().st_size
+    assert not [p for p in report.stale_plots(repo, [section]) if "history" in p]
+    commit(repo, version(0.11, 3, "c"), "third")  # one more entry in git: the plot no longer shows the history
+    (section,) = report.collect(repo, [load_kernel(repo, "softmax")])
+    assert f"{hist['plot']} was drawn from other data than profiles/ holds" in report.stale_plots(repo, [section])
 
 
 def test_what_a_commit_holds_is_read_once_but_a_moving_ref_each_time(repo):
