@@ -72,8 +72,11 @@ def paths(root: Path, commit: str) -> dict[str, int]:
 
 @_once_per_commit
 def commit_date(root: Path, commit: str) -> str | None:
-    """The committer date of `commit` (ISO 8601), or None where git knows no such commit ("HEAD"
-    of an old profile, a shallow clone)."""
+    """The committer date of `commit` (ISO 8601), or None where git knows no such commit (a
+    shallow clone) or `commit` names no object but a ref: "HEAD", which old profiles recorded,
+    would date the entry at today's HEAD, moving with every commit."""
+    if not re.fullmatch(r"[0-9a-fA-F]{4,40}", commit):
+        return None
     try:
         return git(root, "show", "-s", "--format=%cI", commit).strip() or None
     except KernlogError:

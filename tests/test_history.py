@@ -149,6 +149,9 @@ def test_what_a_commit_holds_is_read_once_but_a_moving_ref_each_time(repo):
     assert gitrefs.paths(repo, first) == before and gitrefs.paths(repo, first) is not gitrefs.paths(repo, first)
     assert gitrefs.commit_date(repo, first) == git(repo, "show", "-s", "--format=%cI", first)
     assert gitrefs.commit_date(repo, "0" * 40) is None
+    # a ref is not a commit: an old profile that recorded "HEAD" is dated by its capture, not today's HEAD
+    assert gitrefs.commit_date(repo, "HEAD") is None and gitrefs.commit_date(repo, "main") is None
+    assert gitrefs.commit_date(repo, first[:7]) == git(repo, "show", "-s", "--format=%cI", first)
 
 
 def test_an_unreadable_entry_is_one_line_and_the_entries_after_it_still_show():
@@ -161,3 +164,21 @@ def test_an_unreadable_entry_is_one_line_and_the_entries_after_it_still_show():
     lines = history.render(t).splitlines()
     assert lines[2].split() == ["aaaaaaaa", "not", "profiled", "at", "this", "commit:", "gone"]
     assert lines[3].split()[:4] == ["bbbbbbbb", "2026-11-25T07:00", "bbbbbbbb", "0123456789"]
+
+
+def test_an_entry_that_recorded_head_keeps_its_date_when_head_moves(repo):
+    """Old profiles recorded the commit as "HEAD": dated by their capture, the timeline (and the
+    log's history plot, whose digest `report --check` compares) must not move with every commit."""
+    from kernlog.history import timeline
+    from kernlog.select import Side
+
+    rec = version(0.12, 1, "a")
+    rec["git"] = dict(rec.get("git") or {}, commit="HEAD")
+    commit(repo, rec, "first")
+    side = Side("softmax", "torch", (8192, 4096), "fp32", "nvidia-h100-80gb-hbm3")
+    before = [e["when"] for e in timeline(repo, side)["entries"]]
+    assert before == [rec["captured_at"][:len(before[0])]]
+    (repo / "README").write_text("moves HEAD")
+    git(repo, "add", "README")
+    git(repo, "commit", "-qm", "later")
+    assert [e["when"] for e in timeline(repo, side)["entries"]] == before
