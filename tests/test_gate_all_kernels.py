@@ -18,7 +18,7 @@ CASES = [(k, r.name) for k in kernel_names(ROOT) for r in load_kernel(ROOT, k).r
 CPU_NUMEL = 20000
 # ... and of at most this many rows: the interpreter's cost follows the programs, so rows, not
 # elements. Softmax's (2049, 8) (the CUDA C group path's partial last warp) took 56 s of the
-# Triton gate's 124 on the 2-core CI machine (2026-11-25), the other 12 shapes 68 s together;
+# Triton gate's 124 on a 2-core development machine like CI's (2026-11-25), the other 12 shapes 68 s;
 # the slow suite and the GPU keep it.
 CPU_ROWS = 1024
 
