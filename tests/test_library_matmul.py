@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernels.matmul_relu import v0_tiled, v1_tma_persistent, v2_split_k
+from kernels.matmul_relu import v0_tiled, v1_tma_persistent, v2_split_k, v3_b_pointers
 from kernlog import gate
 from kernlog.cuda import DeviceCaps
 from kernlog.errors import Unsupported
@@ -207,3 +207,52 @@ def test_split_k_is_a_candidate_only_where_v1_leaves_the_gpu_idle():
             tiles = -(-shape[0] // kw["BLOCK_M"]) * -(-shape[1] // kw["BLOCK_N"])
             assert kw["SPLIT"] >= 2 and kw["SPLIT"] * v2_split_k.MIN_K_STEPS * kw["BLOCK_K"] <= shape[2]
             assert tiles * kw["SPLIT"] <= max(v2_split_k.WAVES) * sms + tiles  # no more programs than asked
+
+
+V3_CASES = [v3_b_pointers.CPU_CONFIG] + [{k: v for k, v in c.items() if k not in ("num_stages", "num_warps")}
+                                        for c in v3_b_pointers.CONFIGS]
+
+
+@pytest.mark.parametrize("config", V3_CASES, ids=lambda c: f"{c['BLOCK_M']}x{c['BLOCK_N']}_e{c['EPILOGUE_SPLIT']}")
+@pytest.mark.parametrize("shape", [(130, 264, 72), (33, 136, 76)])
+def test_b_pointer_kernel_handles_k_and_n_tails(shape, config):
+    """v3's kernel through the interpreter: K a partial BLOCK_K, N past a tile edge by 8 (the N
+    mask, constant over Q lanes), several tiles a persistent program (4 programs)."""
+    inputs = _inputs(shape)
+    out = torch.full((shape[0], shape[1]), float("nan"), dtype=torch.bfloat16)
+    v3_b_pointers.matmul_relu(*inputs, out, config=config)
+    err, problem = gate.compare(out, KERNEL.reference(inputs), TOL)
+    assert not problem, problem
+
+
+def test_b_pointer_kernel_is_a_candidate_only_where_b_defeats_tma():
+    """Built where B's row stride is 16 mod 32 bytes (N = 136 bf16: 272 bytes), not at N = 128 or
+    where C cannot take TMA (N odd)."""
+    def kinds(n):
+        a, b = _inputs((64, n, 72))
+        c = torch.empty(64, n, dtype=torch.bfloat16)
+        return {kind for kind, _ in v3_b_pointers.candidates(a, b, c, 132)}
+
+    assert "bptr" in kinds(136) and "v1" in kinds(136)
+    assert "bptr" not in kinds(128)
+    assert "bptr" not in kinds(135)
+
+
+def test_b_quantum_is_the_widest_vector_that_divides():
+    q = v3_b_pointers.quantum
+    assert (q(5000, 5000, 2), q(136, 136, 2), q(5000, 5002, 2), q(135, 135, 2), q(264, 264, 4)) == (8, 8, 2, 1, 4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", v3_b_pointers.CONFIGS,
+                         ids=lambda c: f"{c['BLOCK_M']}x{c['BLOCK_N']}_s{c['num_stages']}")
+@pytest.mark.parametrize("shape", [(3000, 5000, 4000), (130, 264, 72), (33, 136, 72)])
+def test_every_b_pointer_config_passes_the_gate_on_gpu(shape, config):
+    """Each of v3's configs forced on the GPU, poisoned output, against float64: the picker
+    gates only the candidate it keeps (N = 5000 and 136: B's stride 16 mod 32 bytes)."""
+    inputs = tuple(t.cuda() for t in KERNEL.make_inputs(shape, "bf16", torch.Generator().manual_seed(1), "cpu"))
+    out = KERNEL.make_output(inputs)
+    gate.poison(out)
+    v3_b_pointers.matmul_relu(*inputs, out, config=config)
+    err, problem = gate.compare(out.cpu(), KERNEL.reference(tuple(t.cpu() for t in inputs)), TOL)
+    assert not problem, problem

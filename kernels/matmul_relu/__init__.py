@@ -60,6 +60,12 @@ def _load_v2():
     return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
 
 
+def _load_v3():
+    from .v3_b_pointers import matmul_relu
+
+    return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
+
+
 REVISIONS = (
     Revision("v0_tiled", "triton", (HERE / "v0_tiled.py", TUNING_SOURCE), _load_v0,
              "tiled tl.dot, grouped program order (GROUP_M=8), ReLU + bf16 cast in the epilogue; "
@@ -76,6 +82,12 @@ REVISIONS = (
              "in order, applies the ReLU and casts once; small tiles for skinny M",
              "large_k and decode members >= 0.95x of relu(A @ B) (v1: 0.15-0.39x and 0.70-0.75x); every other "
              "member as v1"),
+    Revision("v3_b_pointers", "triton", (HERE / "v3_b_pointers.py", HERE / "v2_split_k.py",
+                                         HERE / "v1_tma_persistent.py", HERE / "v0_tiled.py", TUNING_SOURCE), _load_v3,
+             "where B's row stride is no multiple of 32 bytes (TMA's slow case: v1 502 TFLOP/s at N = 5000 against "
+             "661 at 5056), a persistent kernel that keeps TMA for A and C and loads B with 16-byte pointer loads "
+             "(stride passed divided by 8) is timed beside v2's candidates",
+             "3000x5000x4000 >= 0.95x of relu(A @ B) (v2: 0.79x); members with a 32-byte-multiple B stride as v2"),
     *references(lambda a, b: torch.relu(a @ b), HERE / "__init__.py",
                "torch.relu(A @ B), eager: cuBLAS then a separate ReLU pass",
                "torch.compile of relu(A @ B): cuBLAS with Inductor's ReLU kernel"),

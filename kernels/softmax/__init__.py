@@ -134,7 +134,7 @@ def _load_triton():
 
 TRITON = Revision(
     "triton", "triton", (HERE / "softmax_triton.py", TUNING_SOURCE), _load_triton,
-    "Triton, autotuned: several short rows per program, one program per row up to 32768; rows over 8192 may be "
+    "Triton, autotuned: 2-256 short rows per program, one program per row up to 32768; rows over 8192 may be "
     "split into chunks held in registers, whose (max, sum) words meet in a global workspace with no fence and "
     "no counter (each word carries its launch's epoch bit; a program that waits too long reads its row itself)",
     "every row up to 1M columns read once: >= 2.7 TB/s on 64 MB+ shapes and >= F.softmax everywhere; "

@@ -75,15 +75,29 @@ def _row_stats(x_row, cols, TILE: tl.constexpr):
 
 
 @triton.jit
-def _rows_kernel(x_ptr, y_ptr, rows, cols, x_stride, BLOCK: tl.constexpr, ROWS: tl.constexpr):
-    r = (tl.program_id(0) * ROWS + tl.arange(0, ROWS)).to(tl.int64)[:, None]
+def _rows_kernel(x_ptr, y_ptr, rows, cols_q, x_stride_q, BLOCK: tl.constexpr, ROWS: tl.constexpr, Q: tl.constexpr):
+    """ROWS whole rows a program. The row length and x's row stride come divided by Q (as the
+    norms' v2 does): the products are known multiples of Q, so rows start Q-aligned and the
+    loads and stores move Q elements at once (16 bytes at Q = 16 / element size)."""
+    cols = cols_q * Q
+    x_stride = x_stride_q * Q
+    first = tl.program_id(0).to(tl.int64) * ROWS  # 64-bit once a program; offsets inside the tile are 32-bit
+    i = tl.arange(0, ROWS)[:, None]
     offs = tl.arange(0, BLOCK)[None, :]
-    mask = (r < rows) & (offs < cols)
-    x = tl.load(x_ptr + r * x_stride + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    mask = (first + i < rows) & (offs < cols)
+    x = tl.load(x_ptr + first * x_stride + (i * x_stride + offs), mask=mask, other=float("-inf")).to(tl.float32)
     m = tl.max(x, axis=1)[:, None]  # a row of -inf: m = -inf, exp(NaN) = NaN, as F.softmax gives
     e = tl.exp(x - m)
     y = e / tl.sum(e, axis=1)[:, None]  # a NaN input makes the sum, so the whole row, NaN
-    tl.store(y_ptr + r * cols + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    tl.store(y_ptr + first * cols + (i * cols + offs), y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def row_quantum(cols: int, x_stride: int, elem_bytes: int) -> int:
+    """The largest power of two up to 16 bytes of elements dividing the row length and stride."""
+    q = 16 // elem_bytes
+    while q > 1 and (cols % q or x_stride % q):
+        q //= 2
+    return q
 
 
 @triton.jit
@@ -174,9 +188,12 @@ def _per_thread(block_elems, warps):
 # of 256-1024 at 2-16 rows and 1-4 warps per program (1.9-2.2 TB/s fp32; 1 row or 8 warps
 # were up to 30% slower). Split rows, met without fences: chunks of 4096 at 4 warps or 8192 at
 # 8 on the sweep's rows of 32000-131072; 16 warps at those chunks ran 1.8-1.9 TB/s in bf16.
+# Up to 256 rows a program: with 16 at most, rows of 8 columns left one warp of 128 elements a
+# program (ncu, H100, 1048576x8 bf16: 65536 blocks of 32 threads, 13% achieved occupancy of a
+# theoretical 50%, 0.37x torch.compile).
 _rows_tuned = triton.autotune(
-    configs=[triton.Config({"ROWS": r}, num_warps=w) for r in (2, 4, 8, 16) for w in (1, 2, 4)],
-    key=["cols"],
+    configs=[triton.Config({"ROWS": r}, num_warps=w) for r in (2, 4, 8, 16, 32, 64, 128, 256) for w in (1, 2, 4)],
+    key=["cols_q"],
     prune_configs_by={"early_config_prune": lambda cs, _, **kw: [
         c for c in cs if 4 <= _per_thread(c.kwargs["ROWS"] * kw["BLOCK"], c.num_warps) <= 64] or cs[:1]},
 )(_rows_kernel)
@@ -271,12 +288,16 @@ def softmax(x, out, short: int = SHORT, split_block: int | None = None, interpre
 
         triton_interpreter.apply()
     if cols <= short:
+        if x.stride(0) * 256 >= 2**31:  # 32-bit offsets inside a tile of up to 256 rows
+            x = x.contiguous()
         block = triton.next_power_of_2(cols)
+        q = row_quantum(cols, x.stride(0), x.element_size())
+        args = (x, out, rows, cols // q, x.stride(0) // q)
         if on_gpu:
-            tuning.launch_tuned(_rows_tuned, lambda meta: (triton.cdiv(rows, meta["ROWS"]),),
-                                (x, out, rows, cols, x.stride(0)), (rows, cols, x.dtype), x.device, BLOCK=block)
+            tuning.launch_tuned(_rows_tuned, lambda meta: (triton.cdiv(rows, meta["ROWS"]),), args,
+                                (rows, cols, x.dtype, q), x.device, BLOCK=block, Q=q)
         else:
-            _rows_kernel[(triton.cdiv(rows, 2),)](x, out, rows, cols, x.stride(0), BLOCK=block, ROWS=2)
+            _rows_kernel[(triton.cdiv(rows, 2),)](*args, BLOCK=block, ROWS=2, Q=q)
         return out
     block = split_block or (None if on_gpu else interpreter_block)
     if triton.cdiv(cols, block or _SPLIT_BLOCKS[-1]) > SPLIT_CAP:
