@@ -200,17 +200,27 @@ COPY_BAR, COPY_BAR_BYTES = 0.90, 64e6
 
 
 def _bar(row: dict, name: str | None, refs: list, band: float, need: float = 1.0) -> dict:
-    vals, spread = row["values"], row.get("spread", {})
+    """One bar cell pair; "apart_ref" / "apart_copy": the ratio's two points were timed in
+    different runs (`kernlog bench --rev` merges a run into bench.csv), so it carries the
+    run-to-run drift that a side-by-side run cancels."""
+    vals, spread, runs = row["values"], row.get("spread", {}), row.get("runs", {})
     v = vals.get(name) if name else None
     theirs = {r: vals[r] for r in refs if vals.get(r) is not None}
-    vs_ref = v / max(theirs.values()) if v is not None and theirs else None
+    best_ref = max(theirs, key=theirs.get) if theirs else None
+    vs_ref = v / theirs[best_ref] if v is not None and theirs else None
     if theirs:  # wider where `bench --repeat` measured a wider run-to-run spread at this point
-        band = max(band, spread.get(name) or 0.0, spread.get(max(theirs, key=theirs.get)) or 0.0)
+        band = max(band, spread.get(name) or 0.0, spread.get(best_ref) or 0.0)
     of_copy = v / vals[COPY] if v is not None and vals.get(COPY) else None
     big = row["elems"] * DTYPE_BYTES.get(row["dtype"], 4) >= COPY_BAR_BYTES
+
+    def apart(other):
+        return other is not None and runs.get(name) is not None and runs.get(other) not in (None, runs[name])
+
     return {"name": name, "vs_ref": vs_ref, "need": need,
             "ref_met": None if vs_ref is None else vs_ref >= need * (1 - band),
-            "of_copy": of_copy, "copy_met": None if of_copy is None or not big else of_copy >= COPY_BAR}
+            "of_copy": of_copy, "copy_met": None if of_copy is None or not big else of_copy >= COPY_BAR,
+            "best_ref": best_ref, "apart_ref": vs_ref is not None and apart(best_ref),
+            "apart_copy": of_copy is not None and apart(COPY)}
 
 
 def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) -> list[dict]:
@@ -259,8 +269,11 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
     # A run is bench's run stamp or, for rows without one, their commit (two runs at one commit
     # then look like one).
     by_run: dict = {}
-    for run, commit, rev in zip(points["run"], points["commit"], points["revision"], strict=True):
+    run_of: dict = {}  # (dtype, shape, revision) -> the run its point comes from
+    for run, commit, rev, d, sh in zip(points["run"], points["commit"], points["revision"], points["dtype"],
+                                       points["shape"], strict=True):
         by_run.setdefault(run or commit, (commit, set()))[1].add(rev)
+        run_of[(d, sh, rev)] = run or commit
     runs = sorted(({"commit": (commit or "not recorded")[:10], "revisions": sorted(timed, key=by_rank)}
                    for commit, timed in by_run.values()), key=lambda r: by_rank(r["revisions"][0]))
     refused, failing = _noted(df, REFUSED), _noted(df, FAILS_GATE)
@@ -273,7 +286,8 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
                      "values": {r: (None if pd.isna(vals.get(r)) else float(vals.get(r))) for r in revs},
                      "stale": {r for r in revs if (dtype, shape, r) in old},
                      "refused": refused.get((dtype, shape), {}), "fails_gate": failing.get((dtype, shape), {}),
-                     "spread": {r: spread[(dtype, shape, r)] for r in revs if (dtype, shape, r) in spread}})
+                     "spread": {r: spread[(dtype, shape, r)] for r in revs if (dtype, shape, r) in spread},
+                     "runs": {r: run_of[(dtype, shape, r)] for r in revs if (dtype, shape, r) in run_of}})
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
     band = Bands(load_calibrations(root, gpu), gpu)("wall_ms").rel
     roles = roles or {}
@@ -291,7 +305,27 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
             "band": band, "bar_label": bar.label, "has_refs": any(roles.get(r) == "reference" for r in revs),
             "bar_labels": ["best step", "counterpart"][:max((len(r["bars"]) for r in rows), default=1)],
             "missed": [r for r in rows if any(b["ref_met"] is False or b["copy_met"] is False for b in r["bars"])],
+            "apart": _apart(rows, by_rank),
             "gpu": str(df["gpu"].iloc[0])}
+
+
+def _apart(rows: list[dict], by_rank) -> dict | None:
+    """Where a bar's ratio compares figures of different runs: how many points, and the one
+    `kernlog bench` run that times them side by side (its revisions, shapes and dtypes; copy
+    left out, every run times it)."""
+    points, revs = [], set()
+    for row in rows:
+        mine = {r for b in row["bars"] for r, flag in ((b["name"], b["apart_ref"] or b["apart_copy"]),
+                                                        (b["best_ref"], b["apart_ref"])) if flag and r != COPY}
+        if mine:
+            points.append(row)
+            revs |= mine
+    if not points:
+        return None
+    dtypes = sorted({r["dtype"] for r in points})
+    return {"points": len(points), "revisions": sorted(revs, key=by_rank),
+            "shapes": sorted({r["shape"] for r in points}, key=lambda sh: (_numel(sh), sh)),
+            "dtypes": dtypes if len(dtypes) == 1 else []}
 
 
 def _noted(df, metric: str) -> dict:

@@ -255,6 +255,29 @@ def test_a_gap_inside_the_measured_run_to_run_spread_is_a_tie(tmp_path):
     assert "| v8_split | 0.90x ✗ |" in text  # the same gap with no spread measured: a miss
 
 
+def test_a_ratio_of_two_runs_is_marked_with_the_run_that_would_time_it_side_by_side(tmp_path):
+    """`kernlog bench --rev` merges one run into bench.csv: a ratio whose step and reference (or
+    copy) come from different runs carries their drift, and the log says so with the command."""
+    from kernlog import report
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    common = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0}
+    rows = [dict(_row("v8_split", "8x128256", 900.0), run="r1", **common),
+            dict(_row("copy", "8x128256", 1000.0), run="r1", **common),
+            dict(_row("torch", "8x128256", 1000.0), run="r2", **common),  # a later run of the reference alone
+            dict(_row("v8_split", "4x1048576", 990.0), run="r1", **common),
+            dict(_row("torch", "4x1048576", 1000.0), run="r1", **common),
+            dict(_row("copy", "4x1048576", 1000.0), run="r2", **common)]  # the copy of another run
+    bench._write(root, GPU, kernel, rows)
+    text = report.render(root, [kernel])
+    assert "| v8_split | 0.90x§ ✗ | 90% |" in text  # step and copy of r1, torch of r2
+    assert "| v8_split | 0.99x | 99%§ |" in text  # step and torch of r1, copy of r2
+    assert ("(2 points). One run times them together: `kernlog bench softmax --rev v8_split --rev torch "
+            "--shape 8x128256 --shape 4x1048576 --dtype fp32 --repeat 3`") in text
+
+
 def test_a_kernel_s_own_speed_bar_names_its_reference_and_its_ratio_per_shape(tmp_path):
     """matmul_relu's bar (issue 20): 0.95x of relu(A@B) eager, torch.compile not counted; 1.0x on
     squares from 2048 up."""
