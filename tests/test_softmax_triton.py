@@ -47,6 +47,31 @@ def test_short_rows_take_the_several_rows_path(st, monkeypatch):
     assert not _gate(lambda inputs, out: st.softmax(inputs[0], out), ((5, 300), (3, 1), (4, 1024)))
 
 
+@pytest.mark.parametrize("cols,stride,dtype", [(8, 8, "bf16"), (8, 12, "fp32"), (100, 100, "bf16"), (30, 34, "fp32"),
+                                                (13, 13, "fp32"), (6, 10, "bf16"), (8, 10, "bf16")])
+def test_short_rows_of_any_stride_match_float64(st, cols, stride, dtype):
+    """Rows that are a column slice of a wider tensor: the length and stride go to the kernel
+    divided by their quantum (8, 4, 4, 2, 1, 2, 2 elements here; the last one's length allows 8, its
+    stride 2); a wrong quantum reads the wrong row or the next one. Poisoned output, float64
+    reference."""
+    import torch
+
+    from kernlog.spec import torch_dtype
+
+    x = torch.randn(37, stride, generator=torch.Generator().manual_seed(cols)).to(torch_dtype(dtype))[:, :cols]
+    out = torch.empty(37, cols, dtype=x.dtype)
+    gate.poison(out)
+    st.softmax(x, out)
+    err, problem = gate.compare(out, torch.softmax(x.double(), -1), gate.TOLERANCE[dtype])
+    assert not problem, problem
+
+
+def test_row_quantum_is_the_widest_vector_dividing_length_and_stride(st):
+    q = st.row_quantum
+    got = [q(8, 8, 2), q(8, 12, 4), q(100, 100, 2), q(30, 34, 4), q(13, 13, 4), q(1024, 1024, 4), q(8, 10, 2)]
+    assert got == [8, 4, 4, 2, 1, 4, 2]
+
+
 # 18-28 s through the interpreter on the 2-core CPU machine; on the CPU the split path is still
 # checked against softmax by test_each_launch_leaves_all_of_a_rows_slots_in_its_new_epoch, on the
 # GPU by test_every_split_config_passes_the_gate_on_gpu.
