@@ -445,3 +445,23 @@ def report(ctx, check_only):
         click.echo(f"kernlog: {'' if check_only else f'left out of {rpt.LOG}: '}{err}", err=True)
     if bad:
         ctx.exit(bad[0].exit_code)
+
+
+@main.command()
+@click.argument("kernel_name", metavar="KERNEL", required=False)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_context
+@handled
+def misses(ctx, kernel_name, fmt):
+    """The sweeps' missed bars (the log's ✗): each with its figure, whether its two points were
+    timed in one run, and whether ncu profiles of both sides exist there; then the profile
+    commands that take the missing evidence."""
+    import json
+
+    from . import misses as m
+    from .registry import kernel_names, load_kernel
+
+    root = _root(ctx)
+    kernels = [load_kernel(root, n) for n in ([kernel_name] if kernel_name else kernel_names(root))]
+    found = m.find(root, kernels)
+    click.echo(json.dumps(m.as_json(found), indent=1) if fmt == "json" else m.text(found))

@@ -9,6 +9,8 @@
 #   scripts/gpu.sh profile K [K ...]  kernlog profile for each kernel (missing revisions only)
 #   scripts/gpu.sh bench K [K ...]    kernlog bench for each kernel (BENCH_FAMILY=all: its shape families;
 #                                     BENCH_REPEAT=3: three interleaved runs per point)
+#   scripts/gpu.sh misses [K]         the ncu evidence the log's missed bars lack: each `kernlog profile`
+#                                     that `kernlog misses` names (a point each, best step and reference)
 #   scripts/gpu.sh liger              install Liger-Kernel (a reference) from wheels/ (make liger-wheel), no network
 #   scripts/gpu.sh noise [K/R ...]    A/A noise calibration (default: a memory-, a latency- and a compute-bound revision)
 #   scripts/gpu.sh retime A B [A B]   kernlog diff A B --retime for each pair
@@ -69,6 +71,13 @@ case $stage in
       [ -n "${BENCH_FAMILY:-}" ] && shapes+=(--family "$BENCH_FAMILY")
       python3 -m kernlog bench "${k%%:*}" "${shapes[@]}" --budget "${BENCH_BUDGET:-0.5}" --repeat "${BENCH_REPEAT:-1}" 2>&1 | tee -a "$LOGS/bench.log" || status=1
     done
+    ;;
+  misses)
+    python3 -m kernlog misses "$@" | tee "$LOGS/misses.txt"
+    while read -r _ cmd; do  # "  kernlog profile K --rev ...": words without spaces or quotes
+      # shellcheck disable=SC2086
+      /usr/bin/time -f "$cmd: %e s" python3 -m kernlog $cmd 2>&1 | tee -a "$LOGS/misses-profile.log" || status=1
+    done < <(grep '^  kernlog profile ' "$LOGS/misses.txt")
     ;;
   liger)
     wheel=$(ls wheels/liger_kernel-*.whl 2>/dev/null | tail -1)

@@ -1,0 +1,75 @@
+"""`kernlog misses`: the sweeps' missed bars, each with whether ncu profiles of both sides exist
+at its point, and one profile command per point that lacks them."""
+import json
+
+from click.testing import CliRunner
+
+from kernlog import bench, misses
+from kernlog.cli import main
+from kernlog.registry import load_kernel
+
+from .helpers import GPU, make_record, put, scratch_repo
+
+COMMON = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0, "run": "r1"}
+
+
+def _row(rev, shape, value):
+    return dict({"kernel": "softmax", "revision": rev, "shape": shape, "dtype": "fp32", "metric": "gbps",
+                 "value": value}, **COMMON)
+
+
+def _repo(tmp_path):
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    bench._write(root, GPU, kernel, [
+        _row("v8_split", "8x128256", 900.0), _row("torch", "8x128256", 1000.0), _row("copy", "8x128256", 1000.0),
+        # met: within the band
+        _row("v8_split", "4x1048576", 995.0), _row("torch", "4x1048576", 1000.0), _row("copy", "4x1048576", 1000.0),
+        # a 2.5 GB tensor: the counterpart at 50% of copy misses the copy bar, its speed bar is met
+        _row("triton", "4096x151936", 1500.0), _row("torch", "4096x151936", 1000.0),
+        _row("copy", "4096x151936", 3000.0), _row("v10_meet", "4096x151936", 2900.0)])
+    put(root, make_record("v8_split", shape=(8, 128256)))
+    return root, kernel
+
+
+def test_each_miss_names_its_figure_and_which_side_lacks_ncu_evidence(tmp_path):
+    root, kernel = _repo(tmp_path)
+    found = misses.find(root, [kernel])
+    got = {(m.shape, m.revision, m.against): (round(m.value, 3), m.need, m.profiled) for m in found}
+    assert got == {("8x128256", "v8_split", "torch"): (0.9, 1.0, {"v8_split": "current", "torch": "none"}),
+                   ("4096x151936", "triton", "copy"): (0.5, 0.9, {"triton": "none"})}
+    assert misses.profile_commands(found) == [
+        "kernlog profile softmax --rev torch --shape 8x128256 --dtype fp32",
+        "kernlog profile softmax --rev triton --shape 4096x151936 --dtype fp32"]
+
+
+def test_a_stale_profile_is_no_evidence_and_its_command_forces(tmp_path):
+    root, kernel = _repo(tmp_path)
+    rec = make_record("torch", shape=(8, 128256))
+    rec["source_sha256"] = "0" * 64  # an older source of the revision
+    put(root, rec)
+    (m,) = [m for m in misses.find(root, [kernel]) if m.shape == "8x128256"]
+    assert m.profiled == {"v8_split": "current", "torch": "stale"}
+    assert "kernlog profile softmax --rev torch --shape 8x128256 --dtype fp32 --force" in misses.profile_commands([m])
+
+
+def test_the_command_lists_the_misses_and_the_profile_commands(tmp_path):
+    root, _ = _repo(tmp_path)
+    r = CliRunner().invoke(main, ["--root", str(root), "misses", "softmax"])
+    assert r.exit_code == 0, r.output
+    assert "softmax fp32 8x128256 on NVIDIA H100 80GB HBM3: v8_split 0.90x torch (bar 1.00x); ncu: v8_split current, " \
+           "torch none" in r.output
+    assert "triton 50.0% of copy (bar 90%)" in r.output
+    assert "2 missed bar(s); 2 point(s) without current ncu profiles of both sides:" in r.output
+    r = CliRunner().invoke(main, ["--root", str(root), "misses", "softmax", "--format", "json"])
+    assert {m["against"] for m in json.loads(r.output)} == {"torch", "copy"}
+
+
+def test_no_sweep_no_misses(tmp_path):
+    r = CliRunner().invoke(main, ["--root", str(scratch_repo(tmp_path)), "misses"])
+    assert r.exit_code == 0 and r.output.strip() == "no missed bars in the sweeps"
+
+
+def test_an_unknown_kernel_is_one_line_and_a_non_zero_exit(tmp_path):
+    r = CliRunner().invoke(main, ["--root", str(scratch_repo(tmp_path)), "misses", "nope"])
+    assert r.exit_code != 0 and len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
