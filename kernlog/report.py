@@ -311,12 +311,12 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
 
 def _apart(rows: list[dict], by_rank) -> dict | None:
     """Where a bar's ratio compares figures of different runs: how many points, and the one
-    `kernlog bench` run that times them side by side (its revisions, shapes and dtypes; copy
-    left out, every run times it)."""
+    `kernlog bench` run that times them side by side (its revisions, shapes and dtypes; every
+    run times the copy)."""
     points, revs = [], set()
     for row in rows:
         mine = {r for b in row["bars"] for r, flag in ((b["name"], b["apart_ref"] or b["apart_copy"]),
-                                                        (b["best_ref"], b["apart_ref"])) if flag and r != COPY}
+                                                        (b["best_ref"], b["apart_ref"])) if flag}
         if mine:
             points.append(row)
             revs |= mine

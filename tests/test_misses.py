@@ -73,3 +73,23 @@ def test_no_sweep_no_misses(tmp_path):
 def test_an_unknown_kernel_is_one_line_and_a_non_zero_exit(tmp_path):
     r = CliRunner().invoke(main, ["--root", str(scratch_repo(tmp_path)), "misses", "nope"])
     assert r.exit_code != 0 and len(r.output.strip().splitlines()) == 1 and "Traceback" not in r.output
+
+
+def test_one_command_a_point_each_revision_once_none_where_both_sides_are_profiled(tmp_path):
+    """Two bars missed at one point name its revision once; a point whose sides are both profiled
+    needs no command; a reference timed in another run is flagged [runs apart]."""
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    bench._write(root, GPU, kernel, [
+        _row("triton", "4096x151936", 1500.0), _row("torch", "4096x151936", 2000.0),
+        _row("copy", "4096x151936", 3000.0),  # triton misses both bars here
+        _row("v8_split", "8x128256", 900.0), _row("copy", "8x128256", 1000.0),
+        dict(_row("torch", "8x128256", 1000.0), run="r2")])  # profiled on both sides, timed apart
+    put(root, make_record("v8_split", shape=(8, 128256)))
+    put(root, make_record("torch", shape=(8, 128256)))
+    found = misses.find(root, [kernel])
+    assert sorted((m.shape, m.against, m.apart) for m in found) == [
+        ("4096x151936", "copy", False), ("4096x151936", "torch", False), ("8x128256", "torch", True)]
+    assert misses.profile_commands(found) == [
+        "kernlog profile softmax --rev triton --rev torch --shape 4096x151936 --dtype fp32"]
+    assert "v8_split 0.90x torch (bar 1.00x) [runs apart]; ncu: v8_split current, torch current" in misses.text(found)
