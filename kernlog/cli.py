@@ -455,7 +455,8 @@ def report(ctx, check_only):
 def misses(ctx, kernel_name, fmt):
     """The sweeps' missed bars (the log's ✗): each with its figure, whether its two points were
     timed in one run, and whether ncu profiles of both sides exist there; then the profile
-    commands that take the missing evidence."""
+    commands that take the missing evidence. A profile that fails verification is named on
+    stderr and the exit is non-zero."""
     import json
 
     from . import misses as m
@@ -463,5 +464,9 @@ def misses(ctx, kernel_name, fmt):
 
     root = _root(ctx)
     kernels = [load_kernel(root, n) for n in ([kernel_name] if kernel_name else kernel_names(root))]
-    found = m.find(root, kernels)
+    found, bad = m.find(root, kernels)
     click.echo(json.dumps(m.as_json(found), indent=1) if fmt == "json" else m.text(found))
+    for err in bad:  # left out of the evidence: named, and the exit says so
+        click.echo(f"kernlog: left out: {err}", err=True)
+    if bad:
+        ctx.exit(bad[0].exit_code)

@@ -44,10 +44,12 @@ def profile_commands(misses: list[Miss]) -> list[str]:
             for (k, shape, dtype), (revs, force) in points.items() if revs]
 
 
-def find(root: Path, kernels: list) -> list[Miss]:
-    """Every missed bar of `kernels`' sweeps, in the log's order."""
+def find(root: Path, kernels: list) -> tuple[list[Miss], list]:
+    """Every missed bar of `kernels`' sweeps, in the log's order, and the profiles that failed
+    verification (store.ProfileError): an unreadable profile is no evidence, and is named."""
     out = []
-    for section in report.collect(root, kernels, histories=False):
+    sections = report.collect(root, kernels, histories=False)
+    for section in sections:
         name = section["kernel"].name
         profiled: dict = {}  # (gpu name, shape, dtype) -> {revision: "current" | "stale"}
         for lad in section["ladders"]:
@@ -67,7 +69,7 @@ def find(root: Path, kernels: list) -> list[Miss]:
                         sides = [b["name"]] + ([against] if against != COPY else [])
                         out.append(Miss(name, sw["gpu"], row["dtype"], row["shape"], b["name"], against, value, need,
                                         apart, {r: have.get(r, "none") for r in sides}))
-    return out
+    return out, report.unreadable(sections)
 
 
 def text(misses: list[Miss]) -> str:

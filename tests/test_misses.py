@@ -34,7 +34,8 @@ def _repo(tmp_path):
 
 def test_each_miss_names_its_figure_and_which_side_lacks_ncu_evidence(tmp_path):
     root, kernel = _repo(tmp_path)
-    found = misses.find(root, [kernel])
+    found, bad = misses.find(root, [kernel])
+    assert bad == []
     got = {(m.shape, m.revision, m.against): (round(m.value, 3), m.need, m.profiled) for m in found}
     assert got == {("8x128256", "v8_split", "torch"): (0.9, 1.0, {"v8_split": "current", "torch": "none"}),
                    ("4096x151936", "triton", "copy"): (0.5, 0.9, {"triton": "none"})}
@@ -48,7 +49,7 @@ def test_a_stale_profile_is_no_evidence_and_its_command_forces(tmp_path):
     rec = make_record("torch", shape=(8, 128256))
     rec["source_sha256"] = "0" * 64  # an older source of the revision
     put(root, rec)
-    (m,) = [m for m in misses.find(root, [kernel]) if m.shape == "8x128256"]
+    (m,) = [m for m in misses.find(root, [kernel])[0] if m.shape == "8x128256"]
     assert m.profiled == {"v8_split": "current", "torch": "stale"}
     assert "kernlog profile softmax --rev torch --shape 8x128256 --dtype fp32 --force" in misses.profile_commands([m])
 
@@ -87,9 +88,23 @@ def test_one_command_a_point_each_revision_once_none_where_both_sides_are_profil
         dict(_row("torch", "8x128256", 1000.0), run="r2")])  # profiled on both sides, timed apart
     put(root, make_record("v8_split", shape=(8, 128256)))
     put(root, make_record("torch", shape=(8, 128256)))
-    found = misses.find(root, [kernel])
+    found, bad = misses.find(root, [kernel])
+    assert bad == []
     assert sorted((m.shape, m.against, m.apart) for m in found) == [
         ("4096x151936", "copy", False), ("4096x151936", "torch", False), ("8x128256", "torch", True)]
     assert misses.profile_commands(found) == [
         "kernlog profile softmax --rev triton --rev torch --shape 4096x151936 --dtype fp32"]
     assert "v8_split 0.90x torch (bar 1.00x) [runs apart]; ncu: v8_split current, torch current" in misses.text(found)
+
+
+def test_an_unreadable_profile_is_named_and_the_exit_is_non_zero(tmp_path):
+    """A profile that fails verification is no evidence: the miss at its point lists that side as
+    unprofiled, and the command names the file on stderr and exits non-zero, never silently."""
+    root, _ = _repo(tmp_path)
+    path = next((root / "profiles").rglob("v8_split.8x128256.fp32.json"))
+    path.write_text("{not json")
+    r = CliRunner().invoke(main, ["--root", str(root), "misses", "softmax"])
+    assert r.exit_code != 0
+    assert "ncu: v8_split none, torch none" in r.stdout
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("kernlog: left out: ") and "v8_split.8x128256.fp32.json" in line
