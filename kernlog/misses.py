@@ -8,8 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import report
-
-COPY = "copy"
+from .spec import COPY
 
 
 @dataclass(frozen=True)
