@@ -97,3 +97,26 @@ def test_the_aligned_whole_row_kernel_matches_the_reference(kernel, shape, case,
         *args, BLOCK_N=block, **rownorm.CPU_ROW_CONFIG)
     err, problem = gate.compare(out, kernel.reference(inputs), gate.tolerance(kernel, dtype))
     assert not problem, problem
+
+
+@pytest.mark.parametrize("shape,warps", [((5, 1000), 4), ((5, 1000), 1), ((3, 1001), 4), ((1, 4096), 32)])
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_layernorm_v3_loads_w_and_b_early_or_late_and_matches_the_reference(shape, warps, dtype):
+    """v3's whole-row kernel, which the CPU launcher never picks, through the interpreter on both
+    of its paths: w and b loaded before the statistics (a thread's share <= EARLY_MAX) and after
+    them (one warp over 1024 columns: 32 a thread); shifted rows, and a length (1001) that
+    takes no quantum."""
+    import triton
+
+    from kernels.layernorm import v3_early
+
+    assert v3_early.early({"BLOCK_N": triton.next_power_of_2(shape[1]), "num_warps": warps}) == (warps != 1)
+    inputs = LAYERNORM.make_inputs(shape, dtype, torch.Generator().manual_seed(5), "cpu", "shifted")
+    x, w, b, eps = inputs
+    out = torch.full(shape, float("nan"), dtype=x.dtype)
+    args = v3_early.rows_args(x, w, b, eps, out)
+    assert args[-1] == (8 if shape[1] % 8 == 0 else 1)  # Q
+    v3_early.rows_kernel.fn[(triton.cdiv(shape[0], 2),)](*args, BLOCK_N=triton.next_power_of_2(shape[1]), ROWS=2,
+                                                         num_warps=warps)
+    err, problem = gate.compare(out, LAYERNORM.reference(inputs), gate.tolerance(LAYERNORM, dtype))
+    assert not problem, problem

@@ -207,3 +207,44 @@ def test_v2_vectorizes_lengths_that_v1_reads_element_by_element():
     # runtime stride of 8, 2 sectors a request): 2-byte moves, and 8-byte ones with the quantum.
     assert loads["softmax rows q1"] == ["ld.global.b16", "st.global.b16"]
     assert loads["softmax rows q8"] == ["ld.global.v2.b32", "st.global.v2.b32"]
+
+
+EARLY_PTX = """
+import json, re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernels.layernorm import v3_early
+d16 = [["tt.divisibility", 16]]
+out = {}
+for dt, block, warps in (("bf16", 4096, 16), ("fp32", 4096, 8), ("fp32", 32768, 32)):
+    sig = {"x_ptr": f"*{dt}", "w_ptr": f"*{dt}", "b_ptr": f"*{dt}", "out_ptr": f"*{dt}", "n_rows": "i32",
+           "n_q": "i32", "stride_xq": "i32", "stride_oq": "i32", "eps": "fp32", "Q": "constexpr",
+           "BLOCK_N": "constexpr", "ROWS": "constexpr", "EARLY": "constexpr"}
+    early = v3_early.early({"BLOCK_N": block, "num_warps": warps})
+    k = triton.compile(ASTSource(fn=v3_early.rows_kernel.fn.fn, signature=sig,
+                                 constexprs={"Q": 8, "BLOCK_N": block, "ROWS": 1, "EARLY": early},
+                                 attrs={(i,): d16 for i in range(4)}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    seq = re.findall(r"ld\\.global|bar\\.sync", k.asm["ptx"])
+    first = seq.index("bar.sync")
+    out[f"{dt} {block} {warps}"] = [early, seq[first:].count("ld.global")]
+print(json.dumps(out))
+"""
+
+
+def test_layernorm_v3_issues_every_load_before_the_first_barrier_where_it_fits():
+    """v3's claim, in the PTX for sm_90: at a decode row (4096 columns) no global load follows the
+    statistics' first barrier (v2 loads b after them, v0 w and b: a DRAM round trip each on a
+    lone row); at 32768 fp32 over 32 warps (32 a thread) w and b stay after it (registers)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", EARLY_PTX], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = json.loads(done.stdout.strip().splitlines()[-1])
+    assert after == {"bf16 4096 16": [True, 0], "fp32 4096 8": [True, 0], "fp32 32768 32": [False, 16]}

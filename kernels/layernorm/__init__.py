@@ -69,6 +69,12 @@ def _load_v2():
     return lambda inputs, out: layernorm(*inputs, out)
 
 
+def _load_v3():
+    from .v3_early import layernorm
+
+    return lambda inputs, out: layernorm(*inputs, out)
+
+
 REVISIONS = (
     Revision("v0_triton", "triton", (HERE / "v0_triton.py", COMMON / "rownorm.py", TUNING_SOURCE), _load_v0,
              "whole rows in registers, fp32 two-step statistics, one read of x and one write of y; "
@@ -85,6 +91,12 @@ REVISIONS = (
              "strides are multiples of 8 (sizes passed divided by 8): rows like 1000 vectorize",
              "16384x1000 >= torch.compile in bf16 and fp32 (v1 bf16: 0.84x); "
              "every other member as v1"),
+    Revision("v3_early", "triton", (HERE / "v3_early.py", COMMON / "rownorm_aligned.py", COMMON / "rownorm.py",
+                                    TUNING_SOURCE), _load_v3,
+             "v2, its whole-row kernel loading w and b with x, before the statistics (where a thread holds at "
+             "most 16 of each), and one row at 32 warps among the whole-row candidates",
+             "the decode family >= the best reference in bf16, and in fp32 at 1x4096 and 32x5120 (one DRAM round "
+             "trip less); 1024x32768 fp32 >= 0.95x torch.compile; every other member as v2"),
     *references(lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps), HERE / "__init__.py",
                "F.layer_norm, eager: PyTorch's own kernel",
                "torch.compile of F.layer_norm (Inductor's generated Triton)"),
