@@ -16,7 +16,8 @@ source hash), one table per revision, each claim one measured quantity and a bou
 Quantities: any metric of the profile; pct_copy, tbps, tflops, pct_matmul, pct_roof;
 speedup (previous step's wall time over this one's); speed_vs:REV; ratio_vs_previous:METRIC;
 leading_stall. A speed claim (speedup, speed_vs) meets its bound within the timing noise
-band: a tie is a tie. `dtype` limits a claim to ladders of that dtype. A ladder's verdict per
+band: a tie is a tie. `dtype` limits a claim to ladders of that dtype, `shape` ("8192x4096", or a list) to
+ladders of that shape (a prediction about one member of a family). A ladder's verdict per
 revision: met (every claim that applies holds), missed (none does), partly (some do), or
 not checkable (no claim applies there).
 """
@@ -28,6 +29,7 @@ import tomllib
 
 from .errors import KernlogError
 from .metrics import ranked_stalls
+from .spec import format_shape
 
 SPEED = ("speedup", "speed_vs:")
 
@@ -77,6 +79,11 @@ def _text(c: dict) -> str:
     return f"{c['what']} {bound}"
 
 
+def _at(shapes, row: dict) -> bool:
+    """Whether a claim limited to `shapes` (one "8192x4096" or a list; None: every shape) applies to `row`."""
+    return shapes is None or format_shape(tuple(row["rec"]["shape"])) in ([shapes] if isinstance(shapes, str) else shapes)
+
+
 def judge(claims: list[dict], row: dict, rows: dict, dtype: str, time_band: float) -> dict | None:
     """{"verdict", "claims": [{"text", "value", "ok"}]} of the claims that apply to `row`, or
     None where there are no claims for it at all."""
@@ -84,7 +91,7 @@ def judge(claims: list[dict], row: dict, rows: dict, dtype: str, time_band: floa
         return None
     out = []
     for c in claims:
-        if c.get("dtype", dtype) != dtype:
+        if c.get("dtype", dtype) != dtype or not _at(c.get("shape"), row):
             continue
         v = value(c["what"], row, rows)
         if v is None:

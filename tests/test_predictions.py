@@ -1,6 +1,6 @@
 """Predictions judged: claims read from kernels/<op>/predictions.toml, each checked against
 a ladder row, a speed claim met within the noise band (a tie), dtype-limited claims, and the
-verdict met / partly / missed / not checkable."""
+verdict met / partly / missed / not checkable; dtype- and shape-limited claims."""
 import pytest
 
 from kernlog import predictions
@@ -10,7 +10,8 @@ from .helpers import ROOT
 
 
 def row(rev, wall_ms, base=None, speedup=None, **metrics):
-    return {"rec": {"revision": rev, "metrics": dict(wall_ms=wall_ms, **metrics)}, "base": base, "speedup": speedup,
+    return {"rec": {"revision": rev, "shape": [8192, 4096], "metrics": dict(wall_ms=wall_ms, **metrics)}, "base": base,
+            "speedup": speedup,
             "rate": {"gbps": 2800.0, "pct_copy": 93.0}, "roof": {"pct_of_roof": 0.9}}
 
 
@@ -48,6 +49,13 @@ def test_partly_missed_not_checkable_and_dtype_limits():
     assert predictions.judge(half[1:], rows[1], by, "fp32", 0.02)["verdict"] == "missed"
     bf16_only = [{"what": "speedup", "at_least": 1.5, "dtype": "bf16"}]
     assert predictions.judge(bf16_only, rows[1], by, "fp32", 0.02) == {"verdict": "not checkable here", "claims": []}
+    other_shape = [{"what": "speedup", "at_least": 3, "shape": "1x4096"}]
+    assert predictions.judge(other_shape, rows[1], by, "fp32", 0.02) == {"verdict": "not checkable here", "claims": []}
+    this_shape = [{"what": "speedup", "at_least": 3, "shape": "8192x4096"}]
+    assert predictions.judge(this_shape, rows[1], by, "fp32", 0.02)["verdict"] == "missed"
+    either = [{"what": "speedup", "at_least": 3, "shape": ["1x4096", "8192x4096"]}]
+    assert predictions.judge(either, rows[1], by, "fp32", 0.02)["verdict"] == "missed"
+    assert predictions.judge([{**either[0], "shape": ["1x4096"]}], rows[1], by, "fp32", 0.02)["claims"] == []
     missing = predictions.judge([{"what": "dram_pct", "at_least": 5}], rows[1], by, "fp32", 0.02)
     assert missing["verdict"] == "not checkable here" and missing["claims"][0]["value"] is None
     assert predictions.judge(None, rows[1], by, "fp32", 0.02) is None
