@@ -81,7 +81,9 @@ def _text(c: dict) -> str:
 
 def _at(shapes, row: dict) -> bool:
     """Whether a claim limited to `shapes` (one "8192x4096" or a list; None: every shape) applies to `row`."""
-    return shapes is None or format_shape(tuple(row["rec"]["shape"])) in ([shapes] if isinstance(shapes, str) else shapes)
+    if shapes is None:
+        return True
+    return format_shape(tuple(row["rec"]["shape"])) in ([shapes] if isinstance(shapes, str) else shapes)
 
 
 def judge(claims: list[dict], row: dict, rows: dict, dtype: str, time_band: float) -> dict | None:

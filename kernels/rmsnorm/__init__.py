@@ -63,6 +63,12 @@ def _load_v2():
     return lambda inputs, out: rmsnorm(*inputs, out)
 
 
+def _load_v3():
+    from .v3_wide import rmsnorm
+
+    return lambda inputs, out: rmsnorm(*inputs, out)
+
+
 REVISIONS = (
     Revision("v0_triton", "triton", (HERE / "v0_triton.py", COMMON / "rownorm.py", TUNING_SOURCE), _load_v0,
              "whole rows in registers, fp32 sum of squares, one read of x and one write of y; "
@@ -79,6 +85,11 @@ REVISIONS = (
              "strides are multiples of 8 (sizes passed divided by 8): rows like 1000 vectorize",
              "16384x1000 >= torch.compile in bf16 and fp32 (v1 bf16: 0.90x); "
              "every other member as v1"),
+    Revision("v3_wide", "triton", (HERE / "v3_wide.py", COMMON / "rownorm_aligned.py", COMMON / "rownorm.py",
+                                   TUNING_SOURCE), _load_v3,
+             "v2, with one row at 32 warps (1024 threads) among its whole-row candidates: long rows at twice "
+             "the occupancy",
+             "1024x32768 >= torch.compile in bf16 and fp32 (v2 0.96x); every other member as v2"),
     *references(lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps), HERE / "__init__.py",
                "F.rms_norm, eager: PyTorch's own kernel",
                "torch.compile of F.rms_norm (Inductor's generated Triton)"),
