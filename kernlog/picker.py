@@ -35,6 +35,21 @@ def used_config() -> dict:
     return mod.used_config() if mod is not None else {}
 
 
+def pins() -> dict | None:
+    """The picks this process was told to take (PIN_ENV's file), or None where it was told none."""
+    path = os.environ.get(PIN_ENV)
+    return json.loads(Path(path).read_text()) if path else None
+
+
+def strays(pinned: dict | None) -> dict:
+    """The picks launched since forget_used() that `pinned` does not name as they are: where a
+    launcher's tuning key is no longer the same text in this process (an object named by its
+    address), it tuned on its own instead of taking the timing pass's pick."""
+    if pinned is None:
+        return {}
+    return {k: v for k, v in used_config().items() if pinned.get(k) != v}
+
+
 def pin(picks: dict, path: Path) -> None:
     """From now on take `picks` ({key: pick}, as used_config gave them) instead of measuring,
     through the picker's own PIN_ENV (written to `path`), also where it has read PIN_ENV before:

@@ -20,7 +20,7 @@ from . import gate, hotspots, metrics, picker, provenance, store, timing
 from .clocks import Clocks
 from .errors import GateFailure, KernlogError, NoGpu, Unsupported
 from .spec import Kernel, Revision, Shape, format_shape
-from .target import RANGE_PREFIX
+from .target import RANGE_PREFIX, TARGET_SAYS
 
 DEVICE = "cuda"
 
@@ -97,7 +97,8 @@ def ncu_outcome(returncode: int, text: str) -> None:
         raise NoGpu("ncu may not read the GPU's performance counters (ERR_NVGPUCTRPERM): run as root "
                     "or allow profiling for all users (NVreg_RestrictProfilingToAdminUsers=0)")
     if returncode != 0:
-        raise KernlogError(f"ncu exited with {returncode}: {last_line(text)}")
+        said = [ln.strip() for ln in text.splitlines() if ln.startswith(TARGET_SAYS)]  # the target's own reason
+        raise KernlogError(f"ncu exited with {returncode}: {said[-1] if said else last_line(text)}")
     if "No kernels were profiled" in text:
         raise KernlogError("ncu profiled no kernel: the revision launched nothing inside its NVTX range")
 

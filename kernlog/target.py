@@ -88,6 +88,7 @@ def main(argv: list[str]) -> int:
 
 
 GO_POLL_S = 0.05
+TARGET_SAYS = "kernlog target: "  # starts the line that says why this process stopped (kernlog.profiler reads it)
 GO_WAIT_S = 3600.0
 
 
@@ -155,11 +156,19 @@ def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs:
         told = wait_for_go(go, parent)
         picker.pin(told["pins"], go.with_suffix(".pins.json"))
         revs = [name for name in revs if name in told["revisions"]]
+    pinned = picker.pins()
     for name in revs:
         launch = loaded.get(name) or kernel.revision(name).load()
+        picker.forget_used()
         for _ in range(WARMUP):
             launch(inputs, out)
         sync()
+        stray = picker.strays(pinned)
+        if stray:  # it would profile a config its timing pass never timed
+            print(f"{TARGET_SAYS}{name} picked configs its timing pass did not pin, so its profile would be of "
+                  f"another config: {stray} (pinned: {pinned}); a tuning key must be the same text in every "
+                  "process (kernels.common.tuning.key_text)", file=sys.stderr)
+            sys.exit(4)
         if device == "cuda":
             torch.cuda.nvtx.range_push(RANGE_PREFIX + name)
         launch(inputs, out)

@@ -110,14 +110,15 @@ def test_layernorm_v3_loads_w_and_b_early_or_late_and_matches_the_reference(shap
 
     from kernels.layernorm import v3_early
 
-    assert v3_early.early({"BLOCK_N": triton.next_power_of_2(shape[1]), "num_warps": warps}) == (warps != 1)
+    block = triton.next_power_of_2(shape[1])
+    assert v3_early.early(block, warps) == (warps != 1)
     inputs = LAYERNORM.make_inputs(shape, dtype, torch.Generator().manual_seed(5), "cpu", "shifted")
     x, w, b, eps = inputs
     out = torch.full(shape, float("nan"), dtype=x.dtype)
     args = v3_early.rows_args(x, w, b, eps, out)
     assert args[-1] == (8 if shape[1] % 8 == 0 else 1)  # Q
-    v3_early.rows_kernel.fn[(triton.cdiv(shape[0], 2),)](*args, BLOCK_N=triton.next_power_of_2(shape[1]), ROWS=2,
-                                                         num_warps=warps)
+    v3_early.rows_kernel.fn[(triton.cdiv(shape[0], 2),)](*args, BLOCK_N=block, ROWS=2, num_warps=warps,
+                                                         EARLY=v3_early.early(block, warps))
     err, problem = gate.compare(out, LAYERNORM.reference(inputs), gate.tolerance(LAYERNORM, dtype))
     assert not problem, problem
 
@@ -132,8 +133,12 @@ def test_v3_offers_one_row_at_32_warps_where_a_thread_holds_4_to_64_elements(mod
     from kernels.common import rownorm
 
     kernel = importlib.import_module(module).rows_kernel
-    warps = {b: sorted({c.num_warps for c in kernel.early_config_prune(kernel.configs, {}, BLOCK_N=b)})
-             for b in (1024, 4096, 32768)}
+    picked = {b: kernel.early_config_prune(kernel.configs, {}, BLOCK_N=b) for b in (1024, 4096, 32768)}
+    warps = {b: sorted({c.num_warps for c in cs}) for b, cs in picked.items()}
     v2 = {b: sorted({c.num_warps for c in rownorm.prune_rows(rownorm.ROW_CONFIGS, {}, BLOCK_N=b)})
           for b in (1024, 4096, 32768)}
     assert warps == {1024: v2[1024], 4096: v2[4096] + [32], 32768: v2[32768] + [32]}
+    if "EARLY" in kernel.configs[0].kwargs:  # LayerNorm's: one load order a config, the one its share allows
+        for b, cs in picked.items():
+            assert len(cs) == len({(c.kwargs["ROWS"], c.num_warps) for c in cs}), b
+            assert all(c.kwargs["EARLY"] == (b // (32 * c.num_warps) <= 16) for c in cs), b

@@ -841,3 +841,63 @@ def test_the_gpus_ceilings_are_measured_once_and_the_profile_says_so(tmp_path, m
     assert measured == [1] and len(said) == 1  # stored: read back, not measured again
     profiler.ceilings(tmp_path, "gpu-x", None, True, said.append)  # --force measures again
     assert measured == [1, 1] and len(said) == 2
+
+
+class _Unnamed:  # a tuning key part without a name: key_text spells it by its address
+    pass
+
+
+def test_a_pick_its_pins_do_not_name_as_they_are_is_a_stray(monkeypatch, tmp_path):
+    from kernels.common import tuning
+
+    def kern():
+        pass
+
+    named, unnamed = (kern, 4096), (_Unnamed(), 4096)
+    monkeypatch.setattr(tuning, "PICKED", {named: "c1", unnamed: "c2"})
+    monkeypatch.setattr(tuning, "USED", {named: None, unnamed: None})
+    n, u = tuning.key_text(named), tuning.key_text(unnamed)
+    assert n == "kern|4096" and "0x" in u
+    assert picker.strays(None) == {}  # told no pins: nothing to compare
+    assert picker.strays({n: "'c1'"}) == {u: "'c2'"}
+    assert picker.strays({n: "'c1'", u: "'c2'"}) == {}
+    assert picker.strays({n: "'c3'", u: "'c2'"}) == {n: "'c1'"}  # pinned to another pick
+    monkeypatch.delenv(picker.PIN_ENV, raising=False)
+    assert picker.pins() is None
+    (tmp_path / "pins.json").write_text(json.dumps({n: "'c1'"}))
+    monkeypatch.setenv(picker.PIN_ENV, str(tmp_path / "pins.json"))
+    assert picker.pins() == {n: "'c1'"}
+
+
+def test_the_target_stops_before_profiling_a_config_its_timing_pass_did_not_pin(monkeypatch, tmp_path, capsys):
+    """A launcher whose tuning key holds an object named by its address (seen: LayerNorm v3's
+    autotune over a heuristics object) tunes on its own in the ncu process, which then profiles
+    another config than the one timed: the target says so and exits before the NVTX range."""
+    import types
+
+    from kernels.common import tuning
+    from kernlog import registry, target
+
+    key = (_Unnamed(), 8)
+    launch = lambda inputs, out: tuning.launch_fastest(key, ["only"], lambda c: None, "cpu")  # noqa: E731
+    rev = types.SimpleNamespace(load=lambda: launch)
+    kernel = types.SimpleNamespace(make_inputs=lambda *a: (), make_output=lambda inputs: None, cases=("random",),
+                                   revision=lambda name: rev)
+    monkeypatch.setattr(registry, "load_kernel", lambda root, name: kernel)
+    monkeypatch.setattr(tuning, "PICKED", {})
+    monkeypatch.setattr(tuning, "USED", {})
+    monkeypatch.setattr(tuning, "_PINS", [])
+    (tmp_path / "pins.json").write_text(json.dumps({"_Unnamed at another address|8": "'only'"}))
+    monkeypatch.setenv(picker.PIN_ENV, str(tmp_path / "pins.json"))
+    with pytest.raises(SystemExit) as exc:
+        target.profile_revisions(str(tmp_path), "k", "8", "fp32", ["v3"])
+    assert exc.value.code == 4
+    said = capsys.readouterr().err
+    assert said.startswith(target.TARGET_SAYS + "v3 picked configs its timing pass did not pin")
+    with pytest.raises(KernlogError, match="v3 picked configs its timing pass did not pin"):
+        profiler.ncu_outcome(4, said + "==PROF== Disconnected from process 123\n")
+    # pinned under the same text, it runs
+    monkeypatch.setattr(tuning, "PICKED", {})
+    monkeypatch.setattr(tuning, "_PINS", [])
+    (tmp_path / "pins.json").write_text(json.dumps({tuning.key_text(key): "'only'"}))
+    target.profile_revisions(str(tmp_path), "k", "8", "fp32", ["v3"])

@@ -221,8 +221,8 @@ for dt, block, warps in (("bf16", 4096, 16), ("fp32", 4096, 8), ("fp32", 32768, 
     sig = {"x_ptr": f"*{dt}", "w_ptr": f"*{dt}", "b_ptr": f"*{dt}", "out_ptr": f"*{dt}", "n_rows": "i32",
            "n_q": "i32", "stride_xq": "i32", "stride_oq": "i32", "eps": "fp32", "Q": "constexpr",
            "BLOCK_N": "constexpr", "ROWS": "constexpr", "EARLY": "constexpr"}
-    early = v3_early.early({"BLOCK_N": block, "num_warps": warps})
-    k = triton.compile(ASTSource(fn=v3_early.rows_kernel.fn.fn, signature=sig,
+    early = v3_early.early(block, warps)
+    k = triton.compile(ASTSource(fn=v3_early.rows_kernel.fn, signature=sig,
                                  constexprs={"Q": 8, "BLOCK_N": block, "ROWS": 1, "EARLY": early},
                                  attrs={(i,): d16 for i in range(4)}),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
