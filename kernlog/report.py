@@ -311,15 +311,12 @@ def _sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | 
 
 def _apart(rows: list[dict], by_rank) -> dict | None:
     """Where a bar's ratio compares figures of different runs: how many points, and the one
-    `kernlog bench` run that times them side by side (its revisions, shapes and dtypes; every
-    run times the copy)."""
-    points, revs = [], set()
-    for row in rows:
-        mine = {r for b in row["bars"] for r, flag in ((b["name"], b["apart_ref"] or b["apart_copy"]),
-                                                        (b["best_ref"], b["apart_ref"])) if flag}
-        if mine:
-            points.append(row)
-            revs |= mine
+    `kernlog bench` run that times them side by side (every revision timed there, its shapes and
+    dtypes; every run times the copy)."""
+    points = [row for row in rows if any(b["apart_ref"] or b["apart_copy"] for b in row["bars"])]
+    # every revision timed at those points, not only the two of each marked ratio: a run of those
+    # alone would leave the others' ratios there across runs (the best step may change with it)
+    revs = {r for row in points for r, v in row["values"].items() if v is not None and r != COPY}
     if not points:
         return None
     dtypes = sorted({r["dtype"] for r in points})

@@ -269,13 +269,17 @@ def test_a_ratio_of_two_runs_is_marked_with_the_run_that_would_time_it_side_by_s
             dict(_row("torch", "8x128256", 1000.0), run="r2", **common),  # a later run of the reference alone
             dict(_row("v8_split", "4x1048576", 990.0), run="r1", **common),
             dict(_row("torch", "4x1048576", 1000.0), run="r1", **common),
-            dict(_row("copy", "4x1048576", 1000.0), run="r2", **common)]  # the copy of another run
+            dict(_row("copy", "4x1048576", 1000.0), run="r2", **common),  # the copy of another run
+            dict(_row("v4_vectorized", "4x1048576", 500.0), run="r3", **common),  # in no marked ratio
+            dict(_row("v5_tuned", "2048x32768", 500.0), run="r3", **common),  # at no marked point
+            dict(_row("torch", "2048x32768", 500.0), run="r3", **common)]
     bench._write(root, GPU, kernel, rows)
     text = report.render(root, [kernel])
     assert "| v8_split | 0.90x§ ✗ | 90% |" in text  # step and copy of r1, torch of r2
     assert "| v8_split | 0.99x | 99%§ |" in text  # step and torch of r1, copy of r2
-    assert ("(2 points). One run times them together: `kernlog bench softmax --rev v8_split --rev torch "
-            "--shape 8x128256 --shape 4x1048576 --dtype fp32 --repeat 3`") in text
+    # every revision timed at the two points, so the run leaves no ratio there across runs
+    assert ("(2 points). One run times them together: `kernlog bench softmax --rev v4_vectorized --rev v8_split "
+            "--rev torch --shape 8x128256 --shape 4x1048576 --dtype fp32 --repeat 3`") in text
 
 
 def test_a_kernel_s_own_speed_bar_names_its_reference_and_its_ratio_per_shape(tmp_path):

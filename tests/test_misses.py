@@ -108,3 +108,17 @@ def test_an_unreadable_profile_is_named_and_the_exit_is_non_zero(tmp_path):
     assert "ncu: v8_split none, torch none" in r.stdout
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("kernlog: left out: ") and "v8_split.8x128256.fp32.json" in line
+
+
+def test_a_reference_that_fails_the_gate_there_is_named_so_and_gets_no_command(tmp_path):
+    """torch fails kernlog's gate at an odd matmul shape (‡ in the log): `kernlog profile` would
+    refuse it, so a command for it would only fail; the miss says why that side has no profile."""
+    from kernlog.spec import FAILS_GATE
+
+    root, kernel = _repo(tmp_path)
+    bench._write(root, GPU, kernel, [_row("torch", "8x128256", 1000.0),  # timed all the same, in the same run
+                                     dict(_row("torch", "8x128256", 1.0), metric=FAILS_GATE, note="off by 3e-2")])
+    (m,) = [m for m in misses.find(root, [kernel])[0] if m.shape == "8x128256"]
+    assert m.profiled == {"v8_split": "current", "torch": misses.FAILS_GATE}
+    assert misses.profile_commands([m]) == []
+    assert "ncu: v8_split current, torch fails the gate" in misses.text([m])
