@@ -49,7 +49,7 @@ def test_partly_missed_not_checkable_and_dtype_limits():
     assert predictions.judge(half[1:], rows[1], by, "fp32", 0.02)["verdict"] == "missed"
     bf16_only = [{"what": "speedup", "at_least": 1.5, "dtype": "bf16"}]
     assert predictions.judge(bf16_only, rows[1], by, "fp32", 0.02) == {"verdict": "not checkable here", "claims": []}
-    other_shape = [{"what": "speedup", "at_least": 3, "shape": "2x4096"}]  # text inside "8192x4096", not its shape
+    other_shape = [{"what": "speedup", "at_least": 3, "shape": "8192x40960"}]  # holds "8192x4096" as text only
     assert predictions.judge(other_shape, rows[1], by, "fp32", 0.02) == {"verdict": "not checkable here", "claims": []}
     this_shape = [{"what": "speedup", "at_least": 3, "shape": "8192x4096"}]
     assert predictions.judge(this_shape, rows[1], by, "fp32", 0.02)["verdict"] == "missed"
