@@ -8,6 +8,7 @@ import importlib
 import itertools
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -41,13 +42,19 @@ def pins() -> dict | None:
     return json.loads(Path(path).read_text()) if path else None
 
 
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # repr()'s "<... object at 0x7f...>": another in every process
+
+
 def strays(pinned: dict | None) -> dict:
-    """The picks launched since forget_used() that `pinned` does not name as they are: where a
-    launcher's tuning key is no longer the same text in this process (an object named by its
-    address), it tuned on its own instead of taking the timing pass's pick."""
+    """The picks launched since forget_used() that `pinned` does not name as they are. A tuning
+    key with an object named by its address (an autotune object over a heuristics object, in
+    kernels.common.tuning.key_text) is another text in this process, so the launcher tuned on
+    its own instead of taking the timing pass's pick: the same pick, found under the key with
+    the address left out, is no stray; another pick is."""
     if pinned is None:
         return {}
-    return {k: v for k, v in used_config().items() if pinned.get(k) != v}
+    plain = {ADDRESS.sub("", k): v for k, v in pinned.items()}
+    return {k: v for k, v in used_config().items() if plain.get(ADDRESS.sub("", k)) != v}
 
 
 def pin(picks: dict, path: Path) -> None:

@@ -858,9 +858,13 @@ def test_a_pick_its_pins_do_not_name_as_they_are_is_a_stray(monkeypatch, tmp_pat
     monkeypatch.setattr(tuning, "USED", {named: None, unnamed: None})
     n, u = tuning.key_text(named), tuning.key_text(unnamed)
     assert n == "kern|4096" and "0x" in u
+    elsewhere = re.sub(r"0x[0-9a-f]+", "0x7f0000000000", u)  # the key as the timing process spelled it
+    assert elsewhere != u
     assert picker.strays(None) == {}  # told no pins: nothing to compare
     assert picker.strays({n: "'c1'"}) == {u: "'c2'"}
     assert picker.strays({n: "'c1'", u: "'c2'"}) == {}
+    assert picker.strays({n: "'c1'", elsewhere: "'c2'"}) == {}  # tuned here, and to the pick it was pinned to
+    assert picker.strays({n: "'c1'", elsewhere: "'c9'"}) == {u: "'c2'"}  # tuned here to another config
     assert picker.strays({n: "'c3'", u: "'c2'"}) == {n: "'c1'"}  # pinned to another pick
     monkeypatch.delenv(picker.PIN_ENV, raising=False)
     assert picker.pins() is None
@@ -887,7 +891,7 @@ def test_the_target_stops_before_profiling_a_config_its_timing_pass_did_not_pin(
     monkeypatch.setattr(tuning, "PICKED", {})
     monkeypatch.setattr(tuning, "USED", {})
     monkeypatch.setattr(tuning, "_PINS", [])
-    (tmp_path / "pins.json").write_text(json.dumps({"_Unnamed at another address|8": "'only'"}))
+    (tmp_path / "pins.json").write_text(json.dumps({"<_Unnamed object>|8": "'only'"}))  # another key
     monkeypatch.setenv(picker.PIN_ENV, str(tmp_path / "pins.json"))
     with pytest.raises(SystemExit) as exc:
         target.profile_revisions(str(tmp_path), "k", "8", "fp32", ["v3"])
