@@ -10,7 +10,7 @@ from pathlib import Path
 from . import report
 from .spec import COPY
 
-FAILS_GATE = "fails the gate"  # a side the sweep records failing kernlog's gate there (‡): never profiled
+GATE_FAILED = "fails the gate"  # a side the sweep records failing kernlog's gate there (‡): never profiled
 
 
 @dataclass(frozen=True)
@@ -24,11 +24,11 @@ class Miss:
     value: float  # its speed over the reference's, or its share of copy
     need: float
     apart: bool  # the two figures come from different bench runs
-    profiled: dict  # revision -> "current", "stale", "none" or FAILS_GATE: an ncu profile at this point
+    profiled: dict  # revision -> "current", "stale", "none" or GATE_FAILED: an ncu profile at this point
 
     def unprofiled(self) -> list[str]:
         """The sides `kernlog profile` could still take here (one that fails the gate it refuses)."""
-        return [r for r, state in self.profiled.items() if state not in ("current", FAILS_GATE)]
+        return [r for r, state in self.profiled.items() if state not in ("current", GATE_FAILED)]
 
 
 def profile_commands(misses: list[Miss]) -> list[str]:
@@ -69,7 +69,7 @@ def find(root: Path, kernels: list) -> tuple[list[Miss], list]:
                         short.append((COPY, b["of_copy"], report.COPY_BAR, b["apart_copy"]))
                     for against, value, need, apart in short:
                         sides = [b["name"]] + ([against] if against != COPY else [])
-                        state = {r: have.get(r, FAILS_GATE if r in row["fails_gate"] else "none") for r in sides}
+                        state = {r: have.get(r, GATE_FAILED if r in row["fails_gate"] else "none") for r in sides}
                         out.append(Miss(name, sw["gpu"], row["dtype"], row["shape"], b["name"], against, value, need,
                                         apart, state))
     return out, report.unreadable(sections)

@@ -314,11 +314,11 @@ def _apart(rows: list[dict], by_rank) -> dict | None:
     `kernlog bench` run that times them side by side (every revision timed there, its shapes and
     dtypes; every run times the copy)."""
     points = [row for row in rows if any(b["apart_ref"] or b["apart_copy"] for b in row["bars"])]
+    if not points:
+        return None
     # every revision timed at those points, not only the two of each marked ratio: a run of those
     # alone would leave the others' ratios there across runs (the best step may change with it)
     revs = {r for row in points for r, v in row["values"].items() if v is not None and r != COPY}
-    if not points:
-        return None
     dtypes = sorted({r["dtype"] for r in points})
     return {"points": len(points), "revisions": sorted(revs, key=by_rank),
             "shapes": sorted({r["shape"] for r in points}, key=lambda sh: (_numel(sh), sh)),

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 RANGE_PREFIX = "kl."
+TARGET_SAYS = "kernlog target: "  # starts the line that says why this process stopped (kernlog.profiler reads it)
 WARMUP = 3
 
 
@@ -88,7 +89,6 @@ def main(argv: list[str]) -> int:
 
 
 GO_POLL_S = 0.05
-TARGET_SAYS = "kernlog target: "  # starts the line that says why this process stopped (kernlog.profiler reads it)
 GO_WAIT_S = 3600.0
 
 

@@ -119,6 +119,6 @@ def test_a_reference_that_fails_the_gate_there_is_named_so_and_gets_no_command(t
     bench._write(root, GPU, kernel, [_row("torch", "8x128256", 1000.0),  # timed all the same, in the same run
                                      dict(_row("torch", "8x128256", 1.0), metric=FAILS_GATE, note="off by 3e-2")])
     (m,) = [m for m in misses.find(root, [kernel])[0] if m.shape == "8x128256"]
-    assert m.profiled == {"v8_split": "current", "torch": misses.FAILS_GATE}
+    assert m.profiled == {"v8_split": "current", "torch": misses.GATE_FAILED}
     assert misses.profile_commands([m]) == []
     assert "ncu: v8_split current, torch fails the gate" in misses.text([m])
