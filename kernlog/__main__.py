@@ -1,3 +1,3 @@
-from .cli import main
+from kernlog.commands.cli import main
 
 main(prog_name="kernlog")

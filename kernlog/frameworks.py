@@ -32,7 +32,7 @@ def compiled(fn, dynamic: bool | None = False):
 def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optional[int] = None) -> tuple:
     """The `torch` and `torch_compile` revisions of `op(*inputs[:args])`, both identified by
     the code of `op` (a lambda in the operator's `init` file)."""
-    from .spec import Revision
+    from kernlog.spec import Revision
 
     def load_eager():
         return lambda inputs, out: op(*inputs[:args])
@@ -70,8 +70,8 @@ def liger(op: Callable, init: Path, change: str, max_cols: int = 65536) -> tuple
     a GPU, loading it raises Unsupported, so profile, check and bench skip it with one line. Its
     row kernels take at most `max_cols` columns (liger_kernel.ops.utils.calculate_settings raises
     past 65536): longer rows are declined, and bench's table says so."""
-    from .errors import Unsupported
-    from .spec import Revision
+    from kernlog.errors import Unsupported
+    from kernlog.spec import Revision
 
     def load():
         import torch

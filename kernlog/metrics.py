@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import KernlogError
+from kernlog.errors import KernlogError
 
 # Sections named explicitly (not a --set) so metrics stay comparable across ncu versions.
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats", "MemoryWorkloadAnalysis",
@@ -216,7 +216,7 @@ def _ncu_report():
     try:
         import ncu_report
     except ImportError:
-        from .provenance import find_ncu
+        from kernlog.capture.provenance import find_ncu
 
         ncu = find_ncu()
         extras = [Path(ncu).resolve().parent / "extras" / "python"] if ncu else []

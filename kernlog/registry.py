@@ -5,8 +5,8 @@ import importlib
 import sys
 from pathlib import Path
 
-from .errors import KernlogError
-from .spec import NAME_RE, Kernel
+from kernlog.errors import KernlogError
+from kernlog.spec import NAME_RE, Kernel
 
 
 def find_root(start: Path | None = None) -> Path:

@@ -10,12 +10,13 @@ poisoned) and return it; framework references may return a fresh tensor.
 """
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+from kernlog.identity import source_sha256
 
 Shape = tuple[int, ...]
 Inputs = tuple[Any, ...]
@@ -83,17 +84,8 @@ class Revision:
         """The revision's identity: a hash of every file it executes -- `sources`, the files
         they #include, its launcher module, the tool's files for its kind -- where an
         operator's __init__.py counts only with the revision's function in it
-        (kernlog.provenance.executed_files and source_sha256 say which and how)."""
-        from .provenance import source_sha256
-
+        (kernlog.identity.executed_files and source_sha256 say which and how)."""
         return source_sha256(self)
-
-
-def _defining_file(fn) -> Optional[Path]:
-    try:
-        return Path(inspect.getsourcefile(fn)).resolve()
-    except (TypeError, OSError):
-        return None
 
 
 def _no_flops(shape: Shape) -> int:

@@ -19,7 +19,7 @@ class Timer:
         self.torch = torch
         self.flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
         self._flush_ms = None
-        self.clocks = None  # a kernlog.clocks.Clocks to sample while each batch runs
+        self.clocks = None  # a kernlog.run.clocks.Clocks to sample while each batch runs
 
     def flush_ms(self) -> float:
         """GPU time of one L2 flush, measured once."""

@@ -42,7 +42,7 @@ PY
   while read -r line; do
     for tool in memcheck racecheck; do
       if compute-sanitizer --tool "$tool" --error-exitcode 9 --target-processes all \
-          python3 -m kernlog.target . $line > "$LOGS/sanitizer.tmp" 2>&1; then
+          python3 -m kernlog.run.target . $line > "$LOGS/sanitizer.tmp" 2>&1; then
         echo "$tool clean: $line"
       else
         echo "$tool FAILED: $line"; tail -30 "$LOGS/sanitizer.tmp"; status=1

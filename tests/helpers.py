@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kernlog import store
+from kernlog.capture.profiler import build_record
 from kernlog.cuda import DeviceCaps
-from kernlog.profiler import build_record
 from kernlog.registry import find_root, load_kernel
+from kernlog.store import profiles as store
 
 ROOT = find_root(Path(__file__).parent)
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"

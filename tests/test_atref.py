@@ -9,16 +9,17 @@ import threading
 
 import pytest
 
-from kernlog import atref, history
+from kernlog.capture import at_commit
 from kernlog.errors import KernlogError
-from kernlog.select import parse_side
+from kernlog.judge import history
+from kernlog.store.lookup import parse_side
 
 from .helpers import GPU, git, git_repo, make_record, put
 
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
-    monkeypatch.setattr(atref, "SOURCE_PATHS", ("marker.txt",))  # the scratch repository's "sources"
+    monkeypatch.setattr(at_commit, "SOURCE_PATHS", ("marker.txt",))  # the scratch repository's "sources"
     return git_repo(tmp_path / "repo")
 
 
@@ -70,14 +71,14 @@ def hashes_by_marker(table, kernel_name="softmax"):
 def test_commits_of_a_range_oldest_first_and_one_ref(repo):
     c1, c2, c3 = (commit(repo, f"c{i}", str(i)) for i in (1, 2, 3))
     commit(repo, "docs only", "x", path="README.md")  # changes no source: not visited
-    assert atref.commits(repo, f"{c1[:7]}..HEAD") == [c2, c3]
-    assert atref.commits(repo, "HEAD~2") == [c2]
+    assert at_commit.commits(repo, f"{c1[:7]}..HEAD") == [c2, c3]
+    assert at_commit.commits(repo, "HEAD~2") == [c2]
     with pytest.raises(KernlogError, match="holds no commit"):
-        atref.commits(repo, f"HEAD..{c1[:7]}")
+        at_commit.commits(repo, f"HEAD..{c1[:7]}")
     with pytest.raises(KernlogError, match="holds no commit that changes marker.txt"):
-        atref.commits(repo, "HEAD~1..HEAD")
+        at_commit.commits(repo, "HEAD~1..HEAD")
     with pytest.raises(KernlogError, match="give --at REF or --range A..B, not both"):
-        atref.profile_commits(repo, "softmax", "HEAD", "a..b", {}, gpu=GPU["slug"])
+        at_commit.profile_commits(repo, "softmax", "HEAD", "a..b", {}, gpu=GPU["slug"])
 
 
 def test_a_commit_is_profiled_from_its_own_tree_into_at(repo):
@@ -92,7 +93,7 @@ def test_a_commit_is_profiled_from_its_own_tree_into_at(repo):
     # At the old commit torch had today's hash (profiled already), torch_compile another one;
     # v5_tuned is not asked for.
     hashes = hashes_by_marker({"old tree": {"torch": "n" * 64, "torch_compile": "o" * 64, "v5_tuned": "v" * 64}})
-    written = atref.profile_commits(repo, "softmax", old[:7], None, {"revs": ["torch", "torch_compile"]},
+    written = at_commit.profile_commits(repo, "softmax", old[:7], None, {"revs": ["torch", "torch_compile"]},
                                     progress=lambda s: None, run=fake_process(seen), gpu=GPU["slug"], gpus=["0"],
                                     hashes=hashes)
     assert [s["marker"] for s in seen] == ["old tree"] and seen[0]["commit"] == old
@@ -114,12 +115,12 @@ def test_a_hash_is_profiled_once_at_its_first_commit(repo):
     seen, said = [], []
     table = {"2": {"torch": "a" * 64, "torch_compile": "a" * 64}, "3": {"torch": "a" * 64, "torch_compile": "b" * 64}}
     hashes, stored = hashes_by_marker(table), (lambda marker, rev: table[marker][rev])
-    atref.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {}, progress=said.append,
+    at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {}, progress=said.append,
                           run=fake_process(seen, source=stored), gpu=GPU["slug"], gpus=["0"], hashes=hashes)
     # torch and torch_compile share a hash at c2 and are both new there; at c3 only torch_compile changed.
     assert [(s["marker"], s["revs"]) for s in seen] == [("2", ["torch", "torch_compile"]), ("3", ["torch_compile"])]
     seen.clear()
-    atref.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {}, progress=said.append, run=fake_process(seen),
+    at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {}, progress=said.append, run=fake_process(seen),
                           gpu=GPU["slug"], gpus=["0"], hashes=hashes)
     assert seen == [] and any("already profiled" in s for s in said)  # the at/ entries are known now
 
@@ -130,7 +131,7 @@ def test_commits_run_side_by_side_one_per_gpu(repo):
     c3 = commit(repo, "c3", "3")
     seen = []
     hashes = hashes_by_marker({"2": {"torch": "a" * 64}, "3": {"torch": "b" * 64}})
-    written = atref.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {}, progress=lambda s: None,
+    written = at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {}, progress=lambda s: None,
                                     run=fake_process(seen, barrier=threading.Barrier(2, timeout=30)),
                                     gpu=GPU["slug"], gpus=["0", "1"], hashes=hashes)
     assert sorted(s["gpu"] for s in seen) == ["0", "1"] and len(written) == 2
@@ -150,10 +151,10 @@ def test_a_failing_commit_is_recorded_and_the_range_goes_on(repo):
         return (bad if env["KERNLOG_COMMIT"] == c2 else ok)(cmd, env, timeout)
 
     unreadable = lambda tree, kernel: None  # noqa: E731 -- an old tree today's tool cannot load
-    written = atref.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {"revs": ["torch"]},
+    written = at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {"revs": ["torch"]},
                                     progress=lambda s: None, run=run, gpu=GPU["slug"], gpus=["0"], hashes=unreadable)
     assert [s["commit"] for s in seen] == [c2, c3] and len(written) == 1
-    failed = repo / "profiles" / GPU["slug"] / "softmax" / "at" / c2[:12] / atref.FAILED
+    failed = repo / "profiles" / GPU["slug"] / "softmax" / "at" / c2[:12] / at_commit.FAILED
     assert json.loads(failed.read_text())["exit"] == 3
     rows = history.timeline(repo, parse_side("softmax/torch"))["entries"]
     why = "not profiled at this commit: kernlog: 1 revision(s) failed the gate"
@@ -169,22 +170,22 @@ def test_tree_hashes_are_todays_tools_reading_of_a_commits_kernels(tmp_path):
     tree.mkdir()
     if not git(ROOT, "ls-tree", "HEAD", "--", "kernels"):
         pytest.skip("this checkout's kernels/ is not committed (a copy, e.g. mutmut's)")
-    atref.export(ROOT, "HEAD", tree)
+    at_commit.export(ROOT, "HEAD", tree)
     assert not list(tree.rglob("*.ncu-rep")) and list((tree / "profiles").iterdir()) == []
-    got = atref.tree_hashes(tree, "vector_add")
+    got = at_commit.tree_hashes(tree, "vector_add")
     committed = {r.name for r in load_kernel(ROOT, "vector_add").revisions}
     assert set(got) == committed and all(len(h) == 64 for h in got.values())
-    assert atref.tree_hashes(tree, "no_such_kernel") is None
+    assert at_commit.tree_hashes(tree, "no_such_kernel") is None
 
 
 def test_a_commits_process_runs_todays_kernlog(tmp_path):
     import os
     import sys
 
-    code, out = atref._run([sys.executable, "-c", "import kernlog, os; print(kernlog.__file__, os.getcwd())"],
+    code, out = at_commit._run([sys.executable, "-c", "import kernlog, os; print(kernlog.__file__, os.getcwd())"],
                            dict(os.environ), 60)
     path, cwd = out.split()
-    assert code == 0 and cwd == str(atref.TOOL_HOME) and path.startswith(str(atref.TOOL_HOME))
+    assert code == 0 and cwd == str(at_commit.TOOL_HOME) and path.startswith(str(at_commit.TOOL_HOME))
 
 
 def test_export_of_a_root_inside_a_larger_repository(tmp_path):
@@ -200,7 +201,7 @@ def test_export_of_a_root_inside_a_larger_repository(tmp_path):
     git(outer, "-c", "user.email=t@example.com", "-c", "user.name=t", "commit", "-qm", "c")
     dest = tmp_path / "dest"
     dest.mkdir()
-    atref.export(outer / "sub", "HEAD", dest)
+    at_commit.export(outer / "sub", "HEAD", dest)
     assert (dest / "kernels" / "k.py").read_text() == "x = 1\n"
     assert sorted(p.name for p in dest.iterdir()) == ["kernels", "profiles"]  # no report, no outer file
     assert list((dest / "profiles").iterdir()) == []
@@ -208,4 +209,4 @@ def test_export_of_a_root_inside_a_larger_repository(tmp_path):
 
 def test_a_commit_git_cannot_export_is_one_line_with_git_s_reason(repo, tmp_path):
     with pytest.raises(KernlogError, match=r"git read-tree 0000000000ab failed: fatal: "):
-        atref.export(repo, "0000000000ab" + "0" * 28, tmp_path / "out")
+        at_commit.export(repo, "0000000000ab" + "0" * 28, tmp_path / "out")

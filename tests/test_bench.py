@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kernlog import bench
+from kernlog.capture import bench
 
 from .helpers import GPU, scratch_repo
 
@@ -106,8 +106,8 @@ def test_a_declined_shape_is_refused_without_a_launch_and_a_raise_is_wrong():
 
 
 def test_a_refused_point_shows_as_refused_with_its_reason(tmp_path):
-    from kernlog import report
     from kernlog.registry import load_kernel
+    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -128,8 +128,8 @@ def test_a_refused_point_shows_as_refused_with_its_reason(tmp_path):
 
 
 def test_the_sweep_shows_a_same_size_copy_last_and_never_judges_it_stale(tmp_path):
-    from kernlog import report
     from kernlog.registry import load_kernel
+    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -195,8 +195,8 @@ def test_each_row_shows_the_best_step_and_the_counterpart_against_the_bars(tmp_p
     """Issue 20's bars beside each row: the best step and the counterpart each against the best
     reference (a gap inside the wall-time band is a tie) and against the copy, where the tensor
     holds 64 MB or more."""
-    from kernlog import report
     from kernlog.registry import load_kernel
+    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -239,8 +239,8 @@ def test_a_point_of_several_runs_is_the_median_of_their_medians_with_their_sprea
 
 
 def test_a_gap_inside_the_measured_run_to_run_spread_is_a_tie(tmp_path):
-    from kernlog import report
     from kernlog.registry import load_kernel
+    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -258,8 +258,8 @@ def test_a_gap_inside_the_measured_run_to_run_spread_is_a_tie(tmp_path):
 def test_a_ratio_of_two_runs_is_marked_with_the_run_that_would_time_it_side_by_side(tmp_path):
     """`kernlog bench --rev` merges one run into bench.csv: a ratio whose step and reference (or
     copy) come from different runs carries their drift, and the log says so with the command."""
-    from kernlog import report
     from kernlog.registry import load_kernel
+    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -285,8 +285,8 @@ def test_a_ratio_of_two_runs_is_marked_with_the_run_that_would_time_it_side_by_s
 def test_a_kernel_s_own_speed_bar_names_its_reference_and_its_ratio_per_shape(tmp_path):
     """matmul_relu's bar (issue 20): 0.95x of relu(A@B) eager, torch.compile not counted; 1.0x on
     squares from 2048 up."""
-    from kernlog import report
     from kernlog.registry import load_kernel
+    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "matmul_relu")
@@ -321,11 +321,12 @@ def test_the_whole_sweep_on_the_cpu_marks_refusals_wrong_references_and_left_out
     run is skipped with one line; each point's rows carry the run's stamp."""
     import re
 
+    from .test_profiler import FakeTimer, _toy_repo
+
     from kernlog.errors import GateFailure, Unsupported
     from kernlog.registry import load_kernel
 
     from .helpers import CEILINGS
-    from .test_profiler import FakeTimer, _toy_repo
 
     root = _toy_repo(tmp_path)
     monkeypatch.setattr(bench, "DEVICE", "cpu")

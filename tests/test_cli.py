@@ -4,7 +4,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kernlog.cli import main
+from kernlog.commands.cli import main
 
 from .helpers import SECTIONS_REP, make_record, put, scratch_repo
 
@@ -106,8 +106,8 @@ def test_report_check_fails_on_a_plot_missing_stale_or_without_its_digest(repo, 
     """--check compares each linked plot's data digest with what profiles/ holds, drawing nothing:
     a plot deleted, left from other data (the log itself up to date), stripped of its digest, or
     drawn by an older PLOT_VERSION fails in one line naming it; `kernlog report` mends each."""
-    from kernlog import report as rpt
     from kernlog.registry import kernel_names, load_kernel
+    from kernlog.render import report as rpt
 
     assert run(repo, "report").exit_code == 0
     name = "reports/softmax_roofline_nvidia-h100-80gb-hbm3_8192x4096_fp32.svg"

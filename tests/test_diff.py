@@ -4,10 +4,12 @@ import json
 import numpy as np
 import pytest
 
-from kernlog import diff, noise, select, units
-from kernlog.ceiling import impossible
+from kernlog import units
 from kernlog.errors import KernlogError
+from kernlog.judge import diff, noise
+from kernlog.judge.plausible import impossible
 from kernlog.metrics import CATALOG, metric
+from kernlog.store import lookup
 
 from .helpers import ROOT, SECTIONS_REP, make_record, put, samples, scratch_repo
 
@@ -137,8 +139,8 @@ def test_stalls_with_far_fewer_instructions_are_changed_not_worse():
 
 def test_a_real_step_on_the_committed_profiles_reads_right():
     """v0 -> v1 is 13x faster: better time and bytes, and no stall or occupancy called worse."""
-    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/v0_naive@nvidia-h100-80gb-hbm3"),
-                               select.parse_side("softmax/v1_block_smem@nvidia-h100-80gb-hbm3"))
+    a, b = lookup.resolve_pair(ROOT, lookup.parse_side("softmax/v0_naive@nvidia-h100-80gb-hbm3"),
+                               lookup.parse_side("softmax/v1_block_smem@nvidia-h100-80gb-hbm3"))
     d = diff.diff(a, b)
     rows = {r["metric"]: r for r in d["rows"]}
     assert d["timing"]["verdict"] == "faster"
@@ -196,23 +198,23 @@ def test_text_rows_print_units():
 # --- which profiles, and what differs ---------------------------------------------------------------
 
 def test_selector_parts_in_any_order():
-    s = select.parse_side("softmax/v7_bf16_packed@bf16.nvidia-h200.1024x131072")
+    s = lookup.parse_side("softmax/v7_bf16_packed@bf16.nvidia-h200.1024x131072")
     assert (s.shape, s.dtype, s.gpu) == ((1024, 131072), "bf16", "nvidia-h200")
-    assert select.parse_side("softmax/v7_bf16_packed", shape=(1, 2)).shape == (1, 2)
-    assert select.parse_side("softmax/torch@fp32", dtype="bf16").dtype == "fp32"  # the side wins
+    assert lookup.parse_side("softmax/v7_bf16_packed", shape=(1, 2)).shape == (1, 2)
+    assert lookup.parse_side("softmax/torch@fp32", dtype="bf16").dtype == "fp32"  # the side wins
     with pytest.raises(KernlogError, match="bad selector part"):
-        select.parse_side("softmax/torch@8192x4096.f32!")
+        lookup.parse_side("softmax/torch@8192x4096.f32!")
 
 
 def test_committed_references_diff_with_no_options():
-    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
-                               select.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
+    a, b = lookup.resolve_pair(ROOT, lookup.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
+                               lookup.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
     assert tuple(a["shape"]) == tuple(b["shape"]) == (8192, 4096) and a["dtype"] == b["dtype"] == "fp32"
 
 
 def test_committed_fp32_against_bf16_of_one_revision():
-    a, b = select.resolve_pair(ROOT, select.parse_side("softmax/v7_bf16_packed@8192x4096.fp32.nvidia-h100-80gb-hbm3"),
-                               select.parse_side("softmax/v7_bf16_packed@1024x131072.bf16.nvidia-h100-80gb-hbm3"))
+    a, b = lookup.resolve_pair(ROOT, lookup.parse_side("softmax/v7_bf16_packed@8192x4096.fp32.nvidia-h100-80gb-hbm3"),
+                               lookup.parse_side("softmax/v7_bf16_packed@1024x131072.bf16.nvidia-h100-80gb-hbm3"))
     d = diff.diff(a, b)
     assert "dtype fp32 vs bf16" in d["differs"] and "shape 8192x4096 vs 1024x131072" in d["differs"]
     wall = next(r for r in d["rows"] if r["metric"] == "wall_ms")
@@ -225,7 +227,7 @@ def test_one_settled_side_picks_the_others_profile(tmp_path):
     put(root, make_record("torch", shape=(4096, 1024)))
     put(root, make_record("torch", shape=(1024, 4096)))
     put(root, make_record("triton", shape=(1024, 4096)))
-    a, b = select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+    a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
     assert tuple(a["shape"]) == (1024, 4096)
 
 
@@ -235,12 +237,12 @@ def test_remaining_ambiguity_lists_copy_pasteable_choices(tmp_path):
     put(root, make_record("torch", shape=(1024, 4096)))
     put(root, make_record("triton", shape=(2048, 2048)))
     with pytest.raises(KernlogError) as e:
-        select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+        lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
     msg = str(e.value)
     assert "softmax/torch@4096x1024.fp32.nvidia-h100-80gb-hbm3" in msg
     choice = "softmax/torch@1024x4096.fp32.nvidia-h100-80gb-hbm3"
     assert choice in msg
-    a, _ = select.resolve_pair(root, select.parse_side(choice), select.parse_side("softmax/triton"))
+    a, _ = lookup.resolve_pair(root, lookup.parse_side(choice), lookup.parse_side("softmax/triton"))
     assert tuple(a["shape"]) == (1024, 4096)
 
 
@@ -253,13 +255,13 @@ def test_remaining_ambiguity_lists_copy_pasteable_choices(tmp_path):
 ])
 def test_errors_name_the_fix(text, fragment):
     with pytest.raises(KernlogError) as e:
-        select.resolve_one(ROOT, select.parse_side(text))
+        lookup.resolve_one(ROOT, lookup.parse_side(text))
     assert fragment in str(e.value)
 
 
 def test_a_profile_path_is_a_side():
     path = next((ROOT / "profiles").rglob("v0_naive.8192x4096.fp32.json"))
-    rec = select.resolve_one(ROOT, select.parse_side(str(path)))
+    rec = lookup.resolve_one(ROOT, lookup.parse_side(str(path)))
     assert rec["revision"] == "v0_naive"
 
 
@@ -352,12 +354,12 @@ def test_the_diff_judges_with_the_calibrated_band(tmp_path):
     put(root, b)
     b = make_record("torch_compile", median_ms=0.103, seed=1)
     put(root, b)
-    d = diff.run(root, select.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
-                               select.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
+    d = diff.run(root, lookup.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
+                               lookup.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
     assert d["timing"]["verdict"] == "same"  # 3% inside the 3.5% default
     _calibration(root, 0.002)  # 0.2%: the band is the 2% floor
-    d = diff.run(root, select.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
-                               select.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
+    d = diff.run(root, lookup.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
+                               lookup.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
     assert d["timing"]["verdict"] == "slower" and "calibrated" in d["bands"]
 
 
@@ -388,11 +390,11 @@ def test_a_broken_profile_of_another_shape_does_not_block(tmp_path):
     put(root, make_record("torch"))
     bad = put(root, make_record("torch", shape=(4096, 1024)))
     bad.write_text("{not json")
-    assert select.resolve_one(root, select.parse_side("softmax/torch@8192x4096"))["dtype"] == "fp32"
+    assert lookup.resolve_one(root, lookup.parse_side("softmax/torch@8192x4096"))["dtype"] == "fp32"
     with pytest.raises(KernlogError, match="torch.4096x1024.fp32.json"):
-        select.resolve_one(root, select.parse_side("softmax/torch@4096x1024"))
+        lookup.resolve_one(root, lookup.parse_side("softmax/torch@4096x1024"))
     with pytest.raises(KernlogError, match="torch.4096x1024.fp32.json"):  # might have meant it: never skipped
-        select.resolve_one(root, select.parse_side("softmax/torch@fp32"))
+        lookup.resolve_one(root, lookup.parse_side("softmax/torch@fp32"))
 
 
 def test_another_tuned_config_is_named_in_the_header():
@@ -429,7 +431,7 @@ def test_two_ambiguous_sides_meet_on_the_one_key_they_share(tmp_path):
         put(root, make_record("torch", shape=shape))
     for shape in ((1024, 4096), (2048, 2048)):
         put(root, make_record("triton", shape=shape))
-    a, b = select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+    a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
     assert tuple(a["shape"]) == tuple(b["shape"]) == (1024, 4096)
 
 
@@ -438,9 +440,9 @@ def test_the_declared_profile_shape_wins_before_anything_else(tmp_path):
     for shape in ((8192, 4096), (1024, 4096)):
         put(root, make_record("torch", shape=shape))
         put(root, make_record("triton", shape=shape))
-    a, b = select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+    a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
     assert tuple(a["shape"]) == tuple(b["shape"]) == (8192, 4096)
-    a, b = select.resolve_pair(root, select.parse_side("softmax/torch@1024x4096"), select.parse_side("softmax/triton"))
+    a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch@1024x4096"), lookup.parse_side("softmax/triton"))
     assert tuple(a["shape"]) == (1024, 4096) and tuple(b["shape"]) == (8192, 4096)  # each side its own default
 
 
@@ -449,10 +451,10 @@ def test_a_settled_side_is_followed_on_dtype_and_gpu_when_the_shape_differs(tmp_
     put(root, make_record("torch", shape=(4096, 1024)))
     put(root, make_record("triton", shape=(2048, 2048), dtype="fp32"))
     put(root, make_record("triton", shape=(2048, 2048), dtype="bf16"))
-    a, b = select.resolve_pair(root, select.parse_side("softmax/torch"), select.parse_side("softmax/triton"))
+    a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
     assert b["dtype"] == "fp32" and tuple(a["shape"]) == (4096, 1024)
 
 
 def test_a_revision_profiled_on_two_gpus_asks_which():
     with pytest.raises(KernlogError, match=r"has 2 profiles; name one: .*nvidia-h100-80gb-hbm3.*nvidia-h200"):
-        select.resolve_pair(ROOT, select.parse_side("softmax/v0_naive"), select.parse_side("softmax/v1_block_smem"))
+        lookup.resolve_pair(ROOT, lookup.parse_side("softmax/v0_naive"), lookup.parse_side("softmax/v1_block_smem"))

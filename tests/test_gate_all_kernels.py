@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from kernlog import gate
 from kernlog.errors import Unsupported
 from kernlog.registry import find_root, kernel_names, load_kernel
+from kernlog.run import gate
 
 ROOT = find_root()
 CASES = [(k, r.name) for k in kernel_names(ROOT) for r in load_kernel(ROOT, k).revisions]

@@ -4,8 +4,8 @@ import dataclasses
 
 import torch
 
-from kernlog import gate
 from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
 
 BF16 = gate.TOLERANCE["bf16"]
 

@@ -7,8 +7,8 @@ import os
 import pytest
 import torch
 
-from kernlog import gate
 from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
 from kernlog.spec import Revision
 
 ROOT = find_root()

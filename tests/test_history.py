@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kernlog.cli import main
+from kernlog.commands.cli import main
 
 from .helpers import git, git_repo, make_record, put
 
@@ -120,8 +120,8 @@ def test_a_revision_on_two_gpus_has_a_history_on_each(repo):
 
 
 def test_the_log_plots_a_revision_with_two_committed_entries(repo):
-    from kernlog import report
     from kernlog.registry import load_kernel
+    from kernlog.render import report
 
     commit(repo, version(0.12, 1, "a"), "first")
     commit(repo, version(0.10, 2, "b"), "second")
@@ -139,7 +139,7 @@ def test_the_log_plots_a_revision_with_two_committed_entries(repo):
 
 
 def test_what_a_commit_holds_is_read_once_but_a_moving_ref_each_time(repo):
-    from kernlog import gitrefs
+    from kernlog.store import gitrefs
 
     first = commit(repo, version(0.12, 1, "a"), "first")
     before = gitrefs.paths(repo, "HEAD")
@@ -155,7 +155,7 @@ def test_what_a_commit_holds_is_read_once_but_a_moving_ref_each_time(repo):
 
 
 def test_an_unreadable_entry_is_one_line_and_the_entries_after_it_still_show():
-    from kernlog import history
+    from kernlog.judge import history
 
     row = {"stored_in": "b" * 40, "captured_at": "2026-11-25T07:00:00", "profiled_at": "b" * 40, "dirty": False,
            "source_sha256": "0123456789abcdef", "median_ms": 0.1, "gbps": 1000.0, "verdict": None, "step": False}
@@ -169,8 +169,8 @@ def test_an_unreadable_entry_is_one_line_and_the_entries_after_it_still_show():
 def test_an_entry_that_recorded_head_keeps_its_date_when_head_moves(repo):
     """Old profiles recorded the commit as "HEAD": dated by their capture, the timeline (and the
     log's history plot, whose digest `report --check` compares) must not move with every commit."""
-    from kernlog.history import timeline
-    from kernlog.select import Side
+    from kernlog.judge.history import timeline
+    from kernlog.store.lookup import Side
 
     rec = version(0.12, 1, "a")
     rec["git"] = dict(rec.get("git") or {}, commit="HEAD")

@@ -5,7 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from kernlog import hotspots, metrics, show
+from kernlog import metrics
+from kernlog.capture import hotspots
+from kernlog.render import show
 
 from .helpers import FIXTURES, FULL_REP, ROOT, make_record
 
@@ -87,7 +89,7 @@ def test_the_capture_stores_hot_spots_in_the_profile():
 
 
 def test_diff_renders_the_moved_lines_in_text_and_markdown():
-    from kernlog import diff
+    from kernlog.judge import diff
 
     a, b = make_record("v4_vectorized"), make_record("v5_tuned")
     a["hotspots"] = {"kernel": "k", "samples": 10, "lines": [

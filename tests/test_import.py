@@ -11,8 +11,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kernlog import importer, store
-from kernlog.cli import main
+from kernlog.capture import importer
+from kernlog.commands.cli import main
+from kernlog.store import profiles as store
 
 from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
 

@@ -9,8 +9,8 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from kernlog import store
-from kernlog.cli import main
+from kernlog.commands.cli import main
+from kernlog.store import profiles as store
 
 from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
 

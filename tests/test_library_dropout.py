@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from kernels.dropout import v0_rand, v1_rand4x, v2_tail
-from kernlog import gate
 from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
 from kernlog.spec import Revision
 
 KERNEL = load_kernel(find_root(), "dropout")

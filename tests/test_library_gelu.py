@@ -3,8 +3,8 @@ import torch
 import torch.nn.functional as F
 
 from kernels.gelu.v1_fused import gelu
-from kernlog import gate
 from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
 from kernlog.spec import Revision
 
 KERNEL = load_kernel(find_root(), "gelu")

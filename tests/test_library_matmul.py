@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from kernels.matmul_relu import v0_tiled, v1_tma_persistent, v2_split_k, v3_b_pointers
-from kernlog import gate
 from kernlog.cuda import DeviceCaps
 from kernlog.errors import Unsupported
 from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
 from kernlog.spec import Revision
 
 from .helpers import A100, H100, L4, fake_gpu

@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernlog import gate
 from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
 from kernlog.spec import Revision
 
 ROOT = find_root()

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import kernels.vector_add as MODULE
-from kernlog import gate
 from kernlog.cuda import compile_report
 from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
 from kernlog.spec import Revision
 
 KERNEL = load_kernel(find_root(), "vector_add")

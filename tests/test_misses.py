@@ -4,9 +4,10 @@ import json
 
 from click.testing import CliRunner
 
-from kernlog import bench, misses
-from kernlog.cli import main
+from kernlog.capture import bench
+from kernlog.commands.cli import main
 from kernlog.registry import load_kernel
+from kernlog.render import misses
 
 from .helpers import GPU, make_record, put, scratch_repo
 

@@ -7,10 +7,15 @@ import statistics
 import pytest
 from click.testing import CliRunner
 
-from kernlog import bench, diff, gate, metrics, report, store, timing, units
-from kernlog.cli import main
+from kernlog import metrics, timing, units
+from kernlog.capture import bench
+from kernlog.commands.cli import main
+from kernlog.judge import diff
 from kernlog.metrics import metric
 from kernlog.registry import load_kernel
+from kernlog.render import report
+from kernlog.run import gate
+from kernlog.store import profiles as store
 
 from .helpers import GPU, ROOT, SECTIONS_REP, make_record, scratch_repo
 
@@ -287,7 +292,7 @@ def test_an_unknown_revision_lists_the_known_ones():
 def test_capture_time_is_utc_to_the_second():
     import re
 
-    from kernlog import provenance
+    from kernlog.capture import provenance
 
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", provenance.now())
 
@@ -297,7 +302,7 @@ def test_without_torch_a_gpu_or_ncu_profiling_says_which_is_missing(monkeypatch)
 
     import torch
 
-    from kernlog import profiler, provenance
+    from kernlog.capture import profiler, provenance
     from kernlog.errors import NoGpu
 
     monkeypatch.setitem(sys.modules, "torch", None)
@@ -420,7 +425,7 @@ def _shown():
 
 
 def test_show_prints_every_value_with_its_unit():
-    from kernlog import show
+    from kernlog.render import show
 
     assert show.render(ROOT, _shown()).splitlines() == [
         "softmax/v1_block_smem  8192x4096 fp32  on NVIDIA H100 80GB HBM3  (profiles/x.json)",
@@ -446,7 +451,7 @@ def test_show_prints_every_value_with_its_unit():
 def test_show_of_an_imported_report_says_what_is_unknown():
     import json
 
-    from kernlog import show
+    from kernlog.render import show
 
     rec = _shown()
     rec.update(git={"commit": None, "dirty": "unknown"}, imported={"file": "a.ncu-rep", "sha256": "f" * 64},
@@ -543,7 +548,7 @@ def test_diff_of_two_shapes_is_per_element_and_warns():
 # --- noise: spread of calibration runs ------------------------------------------------------------
 
 def test_spread_handles_zero_medians_long_runs_and_lone_values():
-    from kernlog import noise
+    from kernlog.judge import noise
 
     s = noise.spread([{"a": 1.0, "z": 0.0, "w": -1.0}, {"z": 0.0, "w": 1.0, "b": 2.0}, {"b": 4.0, "z": 0.0}])
     assert "a" not in s  # one value: no spread, and the keys after it still count
@@ -556,7 +561,7 @@ def test_spread_handles_zero_medians_long_runs_and_lone_values():
 
 
 def test_spread_keeps_the_widest_launch_config_and_the_first_of_equals():
-    from kernlog import noise
+    from kernlog.judge import noise
 
     def runs(block, values):
         return [{"block_size": block, "x": v} for v in values]
@@ -622,12 +627,12 @@ def test_findings_are_matched_by_rule_and_title():
 
 
 def test_a_side_prints_as_the_selector_that_names_it():
-    from kernlog import select
+    from kernlog.store import lookup
 
-    assert select.Side("softmax", "v7", (1024, 131072), "bf16", "nvidia-h200").text() == \
+    assert lookup.Side("softmax", "v7", (1024, 131072), "bf16", "nvidia-h200").text() == \
         "softmax/v7@1024x131072.bf16.nvidia-h200"
-    assert select.Side("softmax", "v7", dtype="bf16").text() == "softmax/v7@bf16"
-    assert select.Side("softmax", "v7").text() == "softmax/v7"
+    assert lookup.Side("softmax", "v7", dtype="bf16").text() == "softmax/v7@bf16"
+    assert lookup.Side("softmax", "v7").text() == "softmax/v7"
 
 
 def test_a_field_of_the_wrong_type_is_named_with_what_it_holds():

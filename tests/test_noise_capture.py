@@ -4,8 +4,10 @@ import json
 
 import pytest
 
-from kernlog import capture_noise, gate, noise, profiler
+from kernlog.capture import noise_runs, profiler
 from kernlog.errors import GateFailure
+from kernlog.judge import noise
+from kernlog.run import gate
 
 from .helpers import GPU, scratch_repo
 
@@ -27,8 +29,8 @@ def _fake(monkeypatch, picks):
         return {"metrics": {"wall_ms": samples[0], "instructions": 10.0, "block_size": 128.0}}
 
     monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
-    monkeypatch.setattr(capture_noise.provenance, "gpu_info", lambda: GPU)
-    monkeypatch.setattr(capture_noise, "_timing_run", timing_run)
+    monkeypatch.setattr(noise_runs.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(noise_runs, "_timing_run", timing_run)
     monkeypatch.setattr(profiler, "run_ncu", run_ncu)
     monkeypatch.setattr(profiler, "build_record", build_record)
     monkeypatch.setattr(gate, "check_revision", lambda *a, **k: [])  # CUDA inputs: no gate on the CPU
@@ -38,7 +40,7 @@ def _fake(monkeypatch, picks):
 def test_runs_interleave_and_later_runs_take_the_first_pick(tmp_path, monkeypatch):
     root = scratch_repo(tmp_path)
     calls = _fake(monkeypatch, ["(128,)", "(256,)"])  # a second pick would differ
-    paths = capture_noise.calibrate(root, ["softmax/torch", "softmax/torch_compile"], (4, 64), None, 3,
+    paths = noise_runs.calibrate(root, ["softmax/torch", "softmax/torch_compile"], (4, 64), None, 3,
                                     progress=lambda s: None)
     times = [c for c in calls if c[0] == "time"]
     assert [c[2] for c in times] == [("torch", "torch_compile")] * 3  # one process per run, both revisions
@@ -60,7 +62,7 @@ def test_a_revision_failing_the_gate_is_not_calibrated(tmp_path, monkeypatch):
     bad = gate.CheckResult("torch", (4, 64), "fp32", "random", float("inf"), False, "error 1 over tolerance")
     monkeypatch.setattr(gate, "check_revision", lambda *a, **k: [bad])
     with pytest.raises(GateFailure, match="not calibrated"):
-        capture_noise.calibrate(root, ["softmax/torch"], (4, 64), None, 3, progress=lambda s: None)
+        noise_runs.calibrate(root, ["softmax/torch"], (4, 64), None, 3, progress=lambda s: None)
     assert calls == [] and not list((root / "profiles").rglob("*.json"))
 
 
@@ -70,7 +72,7 @@ def test_an_unknown_revision_names_the_choices(tmp_path, monkeypatch):
     root = scratch_repo(tmp_path)
     _fake(monkeypatch, ["(1,)"])
     with pytest.raises(KernlogError, match="no revision 'v9' in softmax; revisions: v0_naive"):
-        capture_noise.calibrate(root, ["softmax/v9"], None, None, 3, progress=lambda s: None)
+        noise_runs.calibrate(root, ["softmax/v9"], None, None, 3, progress=lambda s: None)
 
 
 def test_without_a_gpu_calibration_says_so_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
@@ -81,5 +83,5 @@ def test_without_a_gpu_calibration_says_so_in_one_line_and_writes_nothing(tmp_pa
     root = scratch_repo(tmp_path)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(NoGpu, match="no CUDA GPU visible"):
-        capture_noise.calibrate(root, ["softmax/torch"], (4, 64), None, 3, progress=lambda s: None)
+        noise_runs.calibrate(root, ["softmax/torch"], (4, 64), None, 3, progress=lambda s: None)
     assert not list((root / "profiles").rglob("*"))

@@ -1,4 +1,4 @@
-"""kernlog.picker: gates take a launcher's candidates in turn, untimed, and leave no pick behind."""
+"""kernlog.run.picker: gates take a launcher's candidates in turn, untimed, and leave no pick behind."""
 import sys
 import types
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from kernels.common import tuning
-from kernlog import gate, picker
 from kernlog.registry import load_kernel
+from kernlog.run import gate, picker
 
 from .helpers import ROOT
 

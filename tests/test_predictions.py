@@ -3,8 +3,8 @@ a ladder row, a speed claim met within the noise band (a tie), dtype-limited cla
 verdict met / partly / missed / not checkable; dtype- and shape-limited claims."""
 import pytest
 
-from kernlog import predictions
 from kernlog.errors import KernlogError
+from kernlog.judge import predictions
 
 from .helpers import ROOT
 

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kernlog import picker, profiler, store
+from kernlog.capture import profiler
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.registry import load_kernel
+from kernlog.run import picker
+from kernlog.store import profiles as store
 
 from .helpers import CEILINGS, FULL_REP, GPU, ROOT, make_record, put, scratch_repo
 
@@ -33,7 +35,7 @@ def test_ncu_command_is_an_argument_list_with_ncu_option_names(tmp_path):
     assert cmd[cmd.index("--cache-control") + 1] == "all"
     assert cmd[cmd.index("--nvtx-include") + 1] == "kl.v0_naive/"
     assert cmd.count("--section") == len(profiler.metrics.SECTIONS) and "--set" not in cmd
-    assert cmd[-6:] == ["kernlog.target", str(tmp_path), "softmax", "8x16", "fp32", "v0_naive"]
+    assert cmd[-6:] == ["kernlog.run.target", str(tmp_path), "softmax", "8x16", "fp32", "v0_naive"]
     assert sys.executable in cmd
 
 
@@ -283,8 +285,9 @@ def _fake_profile(monkeypatch, fail=lambda names: False):
     calls = []
 
     def run_ncu(cmd, timeout, env=None):
-        assert cmd[cmd.index("kernlog.target") + 2:cmd.index("kernlog.target") + 5] == ["softmax", "8192x4096", "fp32"]
-        names = tuple(cmd[cmd.index("kernlog.target") + 5:])
+        at = cmd.index("kernlog.run.target")
+        assert cmd[at + 2:at + 5] == ["softmax", "8192x4096", "fp32"]
+        names = tuple(cmd[at + 5:])
         calls.append((names, json.loads(open(env[profiler.PIN_ENV]).read())))
         if fail(names):
             raise KernlogError(f"ncu exited with 1: {names}")
@@ -335,7 +338,8 @@ def test_a_profile_records_only_the_picks_of_its_own_timing_pass(tmp_path, monke
     root = scratch_repo(tmp_path)
 
     def run_ncu(cmd, timeout, env=None):
-        assert cmd[cmd.index("kernlog.target") + 1:cmd.index("kernlog.target") + 4] == [str(root), "softmax", "4x64"]
+        at = cmd.index("kernlog.run.target")
+        assert cmd[at + 1:at + 4] == [str(root), "softmax", "4x64"]
         shutil.copyfile(FULL_REP, cmd[cmd.index("--export") + 1])
 
     _cpu_profiler(monkeypatch, run_ncu)
@@ -486,7 +490,7 @@ KERNEL = Kernel(
 '''
 
 
-# The picker protocol kernlog.picker speaks (kernels/common/tuning.py's), at its smallest: its
+# The picker protocol kernlog.run.picker speaks (kernels/common/tuning.py's), at its smallest: its
 # "timed" pick is the last candidate in the test's process, the second in any other.
 TOY_TUNING = '''
 import json
@@ -734,7 +738,7 @@ def test_an_ncu_process_nobody_tells_what_to_profile_is_stopped_with_its_folder(
 
 
 def test_the_target_stops_waiting_when_the_profiling_process_is_gone(tmp_path):
-    from kernlog import target
+    from kernlog.run import target
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
@@ -766,15 +770,15 @@ def test_gate_workers_take_half_the_cores_at_most_eight(revisions, cpus, want):
 
 
 def test_profile_on_two_gpus_hands_each_process_the_shape_dtype_and_what_is_left_to_do(tmp_path, monkeypatch):
-    from kernlog import spread
+    from kernlog.run import fanout
 
     root = scratch_repo(tmp_path)
     put(root, make_record("torch", shape=(4, 64)))  # profiled already: not handed out
-    monkeypatch.setattr(spread, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setattr(fanout, "visible_gpus", lambda: ["0", "1"])
     monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
     handed = []
-    monkeypatch.setattr(spread, "profile_on_gpus", lambda root, name, todo, args, gpus, progress: handed.append(
+    monkeypatch.setattr(fanout, "profile_on_gpus", lambda root, name, todo, args, gpus, progress: handed.append(
         (name, [r.name for r in todo], args, gpus)) or [])
     kernel = load_kernel(root, "softmax")
     revs = [kernel.revision(n) for n in ("v0_naive", "torch", "triton")]
@@ -880,7 +884,8 @@ def test_the_target_stops_before_profiling_a_config_its_timing_pass_did_not_pin(
     import types
 
     from kernels.common import tuning
-    from kernlog import registry, target
+    from kernlog import registry
+    from kernlog.run import target
 
     key = (_Unnamed(), 8)
     launch = lambda inputs, out: tuning.launch_fastest(key, ["only"], lambda c: None, "cpu")  # noqa: E731

@@ -4,9 +4,9 @@ fails the check; a dated history region is exempt."""
 import pytest
 from click.testing import CliRunner
 
-from kernlog import prose
-from kernlog.cli import main
+from kernlog.commands.cli import main
 from kernlog.errors import KernlogError
+from kernlog.render import prose
 
 from .helpers import make_record, put, scratch_repo
 

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kernlog import cuda, provenance
+from kernlog import cuda, identity
+from kernlog.capture import provenance
+from kernlog.capture.provenance import git_state
 from kernlog.errors import KernlogError
-from kernlog.provenance import executed_files, git_state
+from kernlog.identity import executed_files
 from kernlog.registry import find_root, load_kernel
 from kernlog.spec import Revision
 
@@ -37,7 +39,7 @@ def ladder(tmp_path, monkeypatch):
         shutil.copy(SOFTMAX / name, tmp_path)
     shutil.copy(cuda.__file__, tmp_path / "cuda.py")
     monkeypatch.setattr(cuda, "COMMON_INCLUDE", common)
-    monkeypatch.setitem(provenance.KIND_FILES, "cuda", (tmp_path / "cuda.py",))
+    monkeypatch.setitem(identity.KIND_FILES, "cuda", (tmp_path / "cuda.py",))
     launcher = _import(tmp_path / "cuda_launch.py")
     files = {"the revision's .cu": tmp_path / "v6_autotuned.cu", "an included .cu": tmp_path / "v5_tuned.cu",
              "the common header": common / "kl_cuda.cuh", "the launcher module": tmp_path / "cuda_launch.py",

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from kernlog import report
 from kernlog.registry import load_kernel
+from kernlog.render import report
 
 from .helpers import SECTIONS_REP, make_record, put, scratch_repo
 
@@ -303,7 +303,7 @@ def test_two_gpus_side_by_side_and_a_filtered_ncu_pass_judges_no_bottleneck(tmp_
 
 
 def test_show_says_where_the_time_goes_and_what_ncu_left_out(tmp_path):
-    from kernlog.show import render
+    from kernlog.render.show import render
 
     rec = make_record("torch")
     rec["ncu"]["command"] = ["ncu", "--kernel-name", "regex:.*softmax.*"]

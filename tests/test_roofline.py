@@ -3,7 +3,7 @@ attainable rate under the bandwidth slope or the compute ceiling, % of roofline,
 label that follows from where the kernel sits (not from one percentage)."""
 import pytest
 
-from kernlog import roofline
+from kernlog.judge import roofline
 from kernlog.registry import load_kernel
 
 from .helpers import ROOT, make_record

@@ -12,11 +12,12 @@ import pytest
 import torch
 
 from kernels.softmax import cuda_launch
-from kernlog import cuda, gate
+from kernlog import cuda
 from kernlog.cuda import compile_report
 from kernlog.errors import Unsupported
-from kernlog.provenance import executed_files
+from kernlog.identity import executed_files
 from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
 
 from .helpers import A100, H100, fake_gpu
 

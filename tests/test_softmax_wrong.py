@@ -1,8 +1,8 @@
 """Known-wrong softmaxes kept on purpose: the gate must reject each, for the right reason."""
 import torch
 
-from kernlog import gate
 from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
 from kernlog.spec import Revision
 
 KERNEL = load_kernel(find_root(), "softmax")

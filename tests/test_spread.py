@@ -8,23 +8,24 @@ import time
 
 import pytest
 
-from kernlog import spread, store
 from kernlog.errors import KernlogError
 from kernlog.registry import load_kernel
+from kernlog.run import fanout
+from kernlog.store import profiles as store
 
 from .helpers import ROOT, make_record
 
 
 def test_deal_balances_weight_and_keeps_each_groups_order():
     items = ["a", "B", "c", "D", "e", "F"]  # capitals weigh 2
-    groups = spread.deal(items, 2, weight=lambda x: 2 if x.isupper() else 1)
+    groups = fanout.deal(items, 2, weight=lambda x: 2 if x.isupper() else 1)
     assert sorted(x for g in groups for x in g) == sorted(items)
     loads = [sum(2 if x.isupper() else 1 for x in g) for g in groups]
     assert max(loads) - min(loads) <= 1
     assert all(g == [x for x in items if x in g] for g in groups)
-    assert spread.deal(["a"], 3) == [["a"]]  # no empty groups
+    assert fanout.deal(["a"], 3) == [["a"]]  # no empty groups
     heavy_last = [1, 1, 1, 1, 4]  # heaviest first: 4 alone against the four 1s, not 6 against 2
-    assert sorted(sum(g) for g in spread.deal(heavy_last, 2, weight=lambda x: x)) == [4, 4]
+    assert sorted(sum(g) for g in fanout.deal(heavy_last, 2, weight=lambda x: x)) == [4, 4]
 
 
 def test_each_gpu_runs_one_job_at_a_time_and_all_gpus_are_used():
@@ -40,7 +41,7 @@ def test_each_gpu_runs_one_job_at_a_time_and_all_gpus_are_used():
             running[gpu] -= 1
         return job * 10
 
-    assert spread.on_gpus([1, 2, 3, 4, 5], ["0", "1"], work) == [10, 20, 30, 40, 50]
+    assert fanout.on_gpus([1, 2, 3, 4, 5], ["0", "1"], work) == [10, 20, 30, 40, 50]
     assert set(used) == {"0", "1"} and max(most.values()) == 1
 
 
@@ -54,7 +55,7 @@ def test_an_error_in_one_job_is_raised_after_the_others_end():
         done.append(job)
 
     with pytest.raises(KernlogError, match="boom"):
-        spread.on_gpus([1, 2, 3], ["0", "1"], work)
+        fanout.on_gpus([1, 2, 3], ["0", "1"], work)
     assert sorted(done) == [2, 3]
 
 
@@ -67,22 +68,22 @@ def test_visible_gpus_follow_cuda_visible_devices_and_the_first_model(tmp_path, 
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert spread.visible_gpus() == ["0", "1"]
+    assert fanout.visible_gpus() == ["0", "1"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,GPU-bbb")
-    assert spread.visible_gpus() == ["2"]
+    assert fanout.visible_gpus() == ["2"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    assert spread.visible_gpus() == []
+    assert fanout.visible_gpus() == []
 
 
 def test_run_streams_stderr_and_stops_at_its_timeout(tmp_path):
     said = []
-    code, out = spread.run([sys.executable, "-c", "import os, sys; print('out', os.getcwd(), os.environ['KL_T']); "
+    code, out = fanout.run([sys.executable, "-c", "import os, sys; print('out', os.getcwd(), os.environ['KL_T']); "
                             "print('err1', file=sys.stderr); print('err2', file=sys.stderr); sys.exit(3)"],
                            dict(os.environ, KL_T="seen"), 60, said.append, "[gpu 1] ", cwd=tmp_path)
     assert code == 3 and said == ["[gpu 1] err1", "[gpu 1] err2"]
     assert out == f"out {tmp_path} seen\nerr1\nerr2\n"  # its cwd and env, stdout then stderr whole
-    assert spread.run(["/nonexistent/kl"], dict(os.environ), 5)[0] == 127
-    code, out = spread.run([sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), 0.5)
+    assert fanout.run(["/nonexistent/kl"], dict(os.environ), 5)[0] == 127
+    code, out = fanout.run([sys.executable, "-c", "import time; time.sleep(30)"], dict(os.environ), 0.5)
     assert code == 124 and "no result in" in out
 
 
@@ -102,7 +103,7 @@ def test_profile_on_gpus_gives_each_process_its_gpu_and_names_the_one_that_faile
         return 0, "".join(f"profiles/g/softmax/{r}.8x8.fp32.json\n" for r in got)
 
     with pytest.raises(KernlogError, match=r"profiling failed on GPU (\d) \(exit 3: kernlog: 1 revision"):
-        spread.profile_on_gpus(tmp_path, "softmax", revs, ["--dtype", "fp32"], ["0", "1"], lambda s: None, runner)
+        fanout.profile_on_gpus(tmp_path, "softmax", revs, ["--dtype", "fp32"], ["0", "1"], lambda s: None, runner)
     assert sorted(g for g, _, _ in calls) == ["0", "1"] and {n for _, _, n in calls} == {"1"}
     dealt = {g: r for g, r, _ in calls}
     assert sorted(r for rs in dealt.values() for r in rs) == sorted(r.name for r in revs)
@@ -128,9 +129,9 @@ def test_a_save_waits_for_another_process_holding_the_folder(tmp_path):
 
 def test_each_process_gets_its_gpu_and_its_share_of_the_cpu_threads(monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 32)
-    env = spread.child_env("1", 2)
+    env = fanout.child_env("1", 2)
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["OMP_NUM_THREADS"] == env["MKL_NUM_THREADS"] == "16"
-    assert spread.child_env("0", 64)["OMP_NUM_THREADS"] == "1"
+    assert fanout.child_env("0", 64)["OMP_NUM_THREADS"] == "1"
 
 
 def test_profile_on_gpus_returns_what_each_process_wrote_and_weighs_compiled_kinds_twice(tmp_path):
@@ -145,7 +146,7 @@ def test_profile_on_gpus_returns_what_each_process_wrote_and_weighs_compiled_kin
         progress(prefix + "gate")
         return 0, "".join(f"profiles/g/softmax/{r}.8x8.fp32.json\n" for r in got) + "skip x: profiles/ note\n"
 
-    written = spread.profile_on_gpus(tmp_path, "softmax", revs, [], ["0", "1"], said.append, runner)
+    written = fanout.profile_on_gpus(tmp_path, "softmax", revs, [], ["0", "1"], said.append, runner)
     assert sorted(seen.values()) == [["triton"], ["v0_naive", "v1_block_smem"]]  # 2 against 1 + 1
     assert sorted(p.name for p in written) == sorted(f"{r.name}.8x8.fp32.json" for r in revs)
     assert all(p.parent == tmp_path / "profiles" / "g" / "softmax" for p in written)

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from kernlog import store
 from kernlog.errors import KernlogError
+from kernlog.store import profiles as store
 
 from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
 

@@ -4,8 +4,8 @@ float constants that were not tl.constexpr failed only there). Each interpreted 
 recorded, and its kernel is compiled to a cubin with the types of the recorded arguments."""
 import pytest
 
-from kernlog import gate
 from kernlog.registry import find_root, kernel_names, load_kernel
+from kernlog.run import gate
 
 ROOT = find_root()
 # The gate before the compile runs the last two check shapes through the interpreter: for these

@@ -5,11 +5,12 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from . import hotspots, units
-from .ceiling import achieved_gbps, impossible
-from .metrics import metric, ncu_filter, time_shares
-from .noise import bands_for
-from .spec import format_shape
+from kernlog import units
+from kernlog.capture import hotspots
+from kernlog.judge.noise import bands_for
+from kernlog.judge.plausible import achieved_gbps, impossible
+from kernlog.metrics import metric, ncu_filter, time_shares
+from kernlog.spec import format_shape
 
 
 def render(root: Path, rec: dict, fmt: str = "text") -> str:

@@ -11,10 +11,13 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import gate, provenance, store, timing
-from .errors import GateFailure, Unsupported
-from .profiler import ceilings, require_gpu
-from .spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
+from kernlog import timing
+from kernlog.capture import provenance
+from kernlog.capture.profiler import ceilings, require_gpu
+from kernlog.errors import GateFailure, Unsupported
+from kernlog.run import gate
+from kernlog.spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
+from kernlog.store import profiles as store
 
 KEY = ["kernel", "revision", "shape", "dtype"]
 DEVICE = "cuda"  # the tests run the sweep on the CPU

@@ -16,11 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import gate, hotspots, metrics, picker, provenance, store, timing
-from .clocks import Clocks
-from .errors import GateFailure, KernlogError, NoGpu, Unsupported
-from .spec import Kernel, Revision, Shape, format_shape
-from .target import RANGE_PREFIX, TARGET_SAYS
+from kernlog import metrics, timing
+from kernlog.capture import hotspots, provenance
+from kernlog.errors import GateFailure, KernlogError, NoGpu, Unsupported
+from kernlog.run import gate, picker
+from kernlog.run.clocks import Clocks
+from kernlog.run.target import RANGE_PREFIX, TARGET_SAYS
+from kernlog.spec import Kernel, Revision, Shape, format_shape
+from kernlog.store import profiles as store
 
 DEVICE = "cuda"
 
@@ -57,7 +60,7 @@ def ncu_command(ncu: str, opts: Options, report: Path, root: Path, kernel: str, 
                 dtype: str, rev: str | list[str], after: tuple[Path, int] | None = None) -> list[str]:
     """One ncu process over the revisions `rev` (one name or several), each launched once
     inside its own NVTX range; with `after` (GO, PID), only those GO names, once it appears
-    (kernlog.target.profile_revisions)."""
+    (kernlog.run.target.profile_revisions)."""
     revs = [rev] if isinstance(rev, str) else list(rev)
     cmd = [ncu, "--target-processes", "all", "--nvtx"]
     for r in revs:
@@ -70,7 +73,8 @@ def ncu_command(ncu: str, opts: Options, report: Path, root: Path, kernel: str, 
         cmd += ["--section", section]
     cmd += ["--metrics", ",".join(metrics.EXTRA_METRICS)]
     told = ["--after", str(after[0]), str(after[1])] if after else []
-    return cmd + [sys.executable, "-m", "kernlog.target", *told, str(root), kernel, format_shape(shape), dtype, *revs]
+    return cmd + [sys.executable, "-m", "kernlog.run.target", *told, str(root), kernel, format_shape(shape), dtype,
+                  *revs]
 
 
 PIN_ENV = picker.PIN_ENV
@@ -121,7 +125,7 @@ def build_record(report: Path | list, rev: Revision, samples: list[float], range
                  clocks: dict | None = None, root: Path | None = None) -> dict:
     """The revision's part of a profile: metrics, findings and source-line hot spots from the
     kernels its ncu report (a path, or the report's actions) holds inside the NVTX range
-    `range_name` (default: the one kernlog.target opens for it), and the timing pass's samples."""
+    `range_name` (default: the one kernlog.run.target opens for it), and the timing pass's samples."""
     range_name = range_name or RANGE_PREFIX + rev.name
     actions = metrics.read_report(report) if isinstance(report, Path) else report
     actions = metrics.group_by_range(actions, range_name).get(range_name, [])
@@ -174,17 +178,17 @@ def exclusive_compute_mode() -> str:
     """The compute mode of a visible GPU that admits one process at a time ("Exclusive_Process",
     "Prohibited"), as nvidia-smi names it; "" where every one is shared (the default) or
     nvidia-smi cannot tell. Gate processes beside this one would fail to create a context there."""
-    from . import spread
+    from kernlog.run import fanout
 
-    modes = [row["compute_mode"] for _, row in spread.visible() if row is not None]
+    modes = [row["compute_mode"] for _, row in fanout.visible() if row is not None]
     return next((m for m in modes if m in ("Exclusive_Process", "Prohibited")), "")
 
 
 def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, dtype: str, workdir: Path) -> tuple:
-    """One revision's gate in a process of its own (kernlog.target --gate): (outcome, detail,
+    """One revision's gate in a process of its own (kernlog.run.target --gate): (outcome, detail,
     seconds). A process that dies or hangs fails the gate, with its last line."""
     out = workdir / f"{rev.name}.json"
-    cmd = [sys.executable, "-m", "kernlog.target", "--gate", str(out), str(root), kernel.name, dtype, DEVICE,
+    cmd = [sys.executable, "-m", "kernlog.run.target", "--gate", str(out), str(root), kernel.name, dtype, DEVICE,
            rev.name]
     t0 = time.perf_counter()
     try:
@@ -393,7 +397,7 @@ def _group_alive(pgid: int) -> bool:
 
 @dataclass
 class NcuRun:
-    """An ncu process over revisions of one shape whose target (kernlog.target --after) waits
+    """An ncu process over revisions of one shape whose target (kernlog.run.target --after) waits
     for `go` to name those to profile and the picks to take. Started while the gates run, it
     loads, compiles and warms up every revision meanwhile, then says so (`ready`)."""
     names: list[str]
@@ -575,12 +579,12 @@ def _shape_dtype(kernel: Kernel, opts: Options) -> tuple[Shape, str]:
 def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Options, gpus: int | None = None,
                     progress: Callable[[str], None] = print) -> list[Path]:
     """profile(), the revisions to do dealt out to `gpus` of the host's GPUs (those of the
-    first's model), a process per GPU (kernlog.spread); one GPU (the default): in this process.
+    first's model), a process per GPU (kernlog.run.fanout); one GPU (the default): in this process.
     Not the default: measured on a 2-GPU H200 host, two GPUs took the softmax ladder 134 s,
-    one 94 s (spread.child_env)."""
-    from . import spread
+    one 94 s (fanout.child_env)."""
+    from kernlog.run import fanout
 
-    devices = spread.visible_gpus()[:gpus] if gpus and gpus > 1 else []
+    devices = fanout.visible_gpus()[:gpus] if gpus and gpus > 1 else []
     if len(devices) < 2 or len(revs) < 2:
         return profile(root, kernel, revs, opts, progress)
     require_gpu()
@@ -588,11 +592,11 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
     todo = _todo(root, kernel, revs, shape, dtype, opts, provenance.gpu_info()["slug"], progress)
     if len(todo) < 2:
         return profile(root, kernel, todo, opts, progress) if todo else []
-    args = spread.profile_args(shape=shape, dtype=dtype, force=opts.force, clock_control=opts.clock_control,
+    args = fanout.profile_args(shape=shape, dtype=dtype, force=opts.force, clock_control=opts.clock_control,
                                cache_control=opts.cache_control,
                                sections=opts.sections if opts.sections != metrics.SECTIONS else (),
                                gate_workers=opts.gate_workers)
-    return spread.profile_on_gpus(root, kernel.name, todo, args, devices, progress)
+    return fanout.profile_on_gpus(root, kernel.name, todo, args, devices, progress)
 
 
 def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import tomllib
 
-from .errors import KernlogError
-from .metrics import ranked_stalls
-from .spec import format_shape
+from kernlog.errors import KernlogError
+from kernlog.metrics import ranked_stalls
+from kernlog.spec import format_shape
 
 SPEED = ("speedup", "speed_vs:")
 

@@ -1,7 +1,7 @@
 """`kernlog noise`: A/A runs of revisions on this GPU -> profiles/<gpu>/<kernel>/noise/.
 
 Each run repeats what `kernlog profile` does for the revisions, in fresh processes: a timing
-pass (kernlog.target --time) and an ncu pass. The runs of all revisions interleave (run 1 of
+pass (kernlog.run.target --time) and an ncu pass. The runs of all revisions interleave (run 1 of
 every revision, then run 2, ...), so drift over the minutes it takes spreads over all of
 them. Each revision passes the gate first. The first run's timing pass picks each tuned
 launcher's config; later runs are pinned to it (KERNLOG_PINNED): on the H100, softmax v7 and
@@ -20,10 +20,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import gate, noise, profiler, provenance, store
-from .errors import GateFailure, KernlogError
-from .registry import load_kernel, split_rev
-from .spec import format_shape
+from kernlog.capture import profiler, provenance
+from kernlog.errors import GateFailure, KernlogError
+from kernlog.judge import noise
+from kernlog.registry import load_kernel, split_rev
+from kernlog.run import gate
+from kernlog.spec import format_shape
+from kernlog.store import profiles as store
 
 
 def _groups(root: Path, revs: list[str], shape, dtype) -> dict:
@@ -46,7 +49,7 @@ def _groups(root: Path, revs: list[str], shape, dtype) -> dict:
 
 def _timing_run(root: Path, key, names: list[str], tmp: Path, env: dict) -> dict:
     out = tmp / "timing.json"
-    cmd = [sys.executable, "-m", "kernlog.target", "--time", str(out), str(root), key[0], format_shape(key[1]),
+    cmd = [sys.executable, "-m", "kernlog.run.target", "--time", str(out), str(root), key[0], format_shape(key[1]),
            key[2], *names]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=dict(os.environ, **env))
     if done.returncode != 0 or not out.exists():

@@ -12,9 +12,10 @@ import functools
 import statistics
 from pathlib import Path
 
-from . import gate, timing
-from .errors import GateFailure, KernlogError, NoGpu
-from .registry import load_kernel
+from kernlog import timing
+from kernlog.errors import GateFailure, KernlogError, NoGpu
+from kernlog.registry import load_kernel
+from kernlog.run import gate
 
 
 def _prepare(root: Path, rec: dict, gpu_slug: str):
@@ -58,8 +59,8 @@ def retime(root: Path, a: dict, b: dict, rounds: int) -> dict:
         raise NoGpu("--retime needs torch with CUDA") from None
     if not torch.cuda.is_available():
         raise NoGpu("--retime needs a CUDA GPU: without one, diff judges the stored samples")
-    from .clocks import Clocks
-    from .provenance import gpu_info
+    from kernlog.capture.provenance import gpu_info
+    from kernlog.run.clocks import Clocks
 
     slug = gpu_info()["slug"]
     fa, stale_a = _prepare(root, a, slug)

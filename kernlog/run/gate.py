@@ -11,9 +11,9 @@ import os
 import zlib
 from dataclasses import dataclass, replace
 
-from . import picker
-from .errors import Unsupported
-from .spec import Kernel, Revision, Shape, format_shape, torch_dtype
+from kernlog.errors import Unsupported
+from kernlog.run import picker
+from kernlog.spec import Kernel, Revision, Shape, format_shape, torch_dtype
 
 
 @dataclass(frozen=True)

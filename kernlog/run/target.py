@@ -2,7 +2,7 @@
 load, NVRTC compile and Triton autotuning stay out of the report), then launches it once
 inside a push/pop range named RANGE_PREFIX + revision, which ncu's --nvtx-include selects.
 
-Run as: python -m kernlog.target [--after GO PID] ROOT KERNEL SHAPE DTYPE REV [REV ...]
+Run as: python -m kernlog.run.target [--after GO PID] ROOT KERNEL SHAPE DTYPE REV [REV ...]
 (--after: profile_revisions; `kernlog profile` starts its ncu process while the gates run.)
 
 With `--time OUT.json` first, it runs each revision's timing pass instead (as `kernlog
@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 
 RANGE_PREFIX = "kl."
-TARGET_SAYS = "kernlog target: "  # starts the line that says why this process stopped (kernlog.profiler reads it)
+# starts the line that says why this process stopped (kernlog.capture.profiler reads it)
+TARGET_SAYS = "kernlog target: "
 WARMUP = 3
 
 
@@ -30,12 +31,12 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
 
     import torch
 
-    from . import picker
-    from .clocks import Clocks
-    from .registry import load_kernel
-    from .spec import parse_shape
-    from .store import dump_json, write_atomic
-    from .timing import Timer
+    from kernlog.registry import load_kernel
+    from kernlog.run import picker
+    from kernlog.run.clocks import Clocks
+    from kernlog.spec import parse_shape
+    from kernlog.store.profiles import dump_json, write_atomic
+    from kernlog.timing import Timer
 
     kernel = load_kernel(Path(root), kernel_name)
     timer = Timer()
@@ -58,10 +59,10 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
 def gate_revision(out_path: str, root: str, kernel_name: str, dtype: str, device: str, name: str) -> None:
     import time
 
-    from .errors import Unsupported
-    from .gate import verdict
-    from .registry import load_kernel
-    from .store import dump_json, write_atomic
+    from kernlog.errors import Unsupported
+    from kernlog.registry import load_kernel
+    from kernlog.run.gate import verdict
+    from kernlog.store.profiles import dump_json, write_atomic
 
     kernel = load_kernel(Path(root), kernel_name)
     t0 = time.perf_counter()
@@ -123,13 +124,13 @@ def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs:
                       after: tuple[Path, int] | None = None) -> None:
     """Each of `revs` warmed up, then launched once inside its NVTX range. With `after`
     (GO, PID): started before the gates are done, it loads and warms up every revision (picks
-    untimed and forgotten, kernlog.picker) while it waits for GO, written by the profiling
+    untimed and forgotten, kernlog.run.picker) while it waits for GO, written by the profiling
     process PID, to name the revisions to profile and the picks to take."""
     import torch
 
-    from . import picker
-    from .registry import load_kernel
-    from .spec import parse_shape
+    from kernlog.registry import load_kernel
+    from kernlog.run import picker
+    from kernlog.spec import parse_shape
 
     device = "cuda" if torch.cuda.is_available() else "cpu"  # the CPU: the tests only
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)

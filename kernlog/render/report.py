@@ -10,13 +10,15 @@ from pathlib import Path
 
 import jinja2
 
-from . import hotspots, predictions, prose, roofline, store
-from .ceiling import impossible
-from .diff import metric_rows, timing_verdict
-from .errors import KernlogError
-from .metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
-from .noise import Bands, load_calibrations
-from .spec import (
+from kernlog.capture import hotspots
+from kernlog.errors import KernlogError
+from kernlog.judge import predictions, roofline
+from kernlog.judge.diff import metric_rows, timing_verdict
+from kernlog.judge.noise import Bands, load_calibrations
+from kernlog.judge.plausible import impossible
+from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
+from kernlog.render import prose
+from kernlog.spec import (
     COPY,
     DTYPE_BYTES,
     EVERY_REFERENCE,
@@ -27,6 +29,7 @@ from .spec import (
     format_shape,
     parse_shape,
 )
+from kernlog.store import profiles as store
 
 LOG = "KERNEL_LOG.md"
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
@@ -114,7 +117,7 @@ def hot_lines(rec: dict) -> list[dict]:
 def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None, kernel=None,
            claims: dict | None = None) -> dict:
     """One (gpu, shape, dtype) group of profiles as the log shows it; `current` (revision ->
-    source hash) marks the profiles taken on an older source; `bands` (kernlog.noise.Bands of
+    source hash) marks the profiles taken on an older source; `bands` (kernlog.judge.noise.Bands of
     the GPU) judge each step against noise."""
     current = current or {}
     bands = bands or Bands([], None)
@@ -352,8 +355,8 @@ def _histories(root: Path, kernel: str, lad: dict) -> dict | None:
     """The ladder's revisions across the commits that stored or profiled them (kernlog
     history): revision -> [(when, median ms, a step?)], and the plot's path; None where no
     revision has two entries."""
-    from .history import timeline
-    from .select import Side
+    from kernlog.judge.history import timeline
+    from kernlog.store.lookup import Side
 
     out = {}
     for row in lad["rows"]:
@@ -431,7 +434,7 @@ def stale_figures(sections: list[dict]) -> list[str]:
 
 
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("kernlog", "templates"), trim_blocks=True,
+    env = jinja2.Environment(loader=jinja2.PackageLoader("kernlog.render", "templates"), trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["f"] = lambda v, spec=".1f": "–" if v is None else format(v, spec)
     return env

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import click
 
-from .errors import KernlogError
-from .spec import format_shape, parse_shape
+from kernlog.errors import KernlogError
+from kernlog.spec import format_shape, parse_shape
 
 
 def _root(ctx) -> Path:
-    from .registry import find_root
+    from kernlog.registry import find_root
 
     return find_root(ctx.obj.get("root"))
 
@@ -73,9 +73,9 @@ def main(ctx, root):
 def list_cmd(ctx):
     """Kernels, their revisions, and which are profiled (and stale) on which GPU. A profile
     that fails verification is marked, named on stderr with its fix, and the exit is non-zero."""
-    from .registry import kernel_names, load_kernel
-    from .report import stale
-    from .store import ProfileError, bench_hashes, iter_profiles, report_hashed
+    from kernlog.registry import kernel_names, load_kernel
+    from kernlog.render.report import stale
+    from kernlog.store.profiles import ProfileError, bench_hashes, iter_profiles, report_hashed
 
     root = _root(ctx)
     stored, lines, bad, unhashed = {}, [], [], 0
@@ -129,9 +129,9 @@ def list_cmd(ctx):
 @handled
 def check(ctx, kernel_name, revs, device, dtype):
     """Run the correctness gate only: each revision against float64 on fresh random inputs."""
-    from . import gate
-    from .errors import GateFailure, Unsupported
-    from .registry import load_kernel
+    from kernlog.errors import GateFailure, Unsupported
+    from kernlog.registry import load_kernel
+    from kernlog.run import gate
 
     root = _root(ctx)
     kernel = load_kernel(root, kernel_name)
@@ -190,18 +190,18 @@ def profile(ctx, kernel_name, revs, shape, dtype, force, clock_control, cache_co
 
     With --gpus N the revisions (or the commits) are dealt out to N GPUs, a process per
     GPU, and each profile names the GPU it ran on."""
-    from .profiler import Options, profile_on_gpus
-    from .registry import load_kernel
+    from kernlog.capture.profiler import Options, profile_on_gpus
+    from kernlog.registry import load_kernel
 
     root = _root(ctx)
     if at or range_:
-        from .atref import profile_commits
+        from kernlog.capture.at_commit import profile_commits
 
         opts = dict(revs=revs, shape=shape, dtype=dtype, force=force, clock_control=clock_control,
                     cache_control=cache_control, sections=sections)
         gpu_list = None
         if gpus is not None:
-            from .spread import visible_gpus
+            from kernlog.run.fanout import visible_gpus
 
             gpu_list = (visible_gpus() or ["0"])[:gpus]
         for path in profile_commits(root, kernel_name, at, range_, opts, progress=lambda s: click.echo(s, err=True),
@@ -228,7 +228,7 @@ def prune(ctx, kernel_name, dry_run):
     """Remove the .ncu-rep reports of --at entries (profiles/<gpu>/<kernel>/at/), keeping their
     JSONs: metrics, samples and hot spots stay, each JSON says the report was pruned and how
     to make it again. Today's profiles keep their reports."""
-    from .store import prune_reports
+    from kernlog.store.profiles import prune_reports
 
     root = _root(ctx)
     removed, freed = prune_reports(root, kernel_name, dry_run)
@@ -252,8 +252,8 @@ def prune(ctx, kernel_name, dry_run):
 @handled
 def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat):
     """Time every revision side by side over the kernel's bench shapes (needs a GPU)."""
-    from .bench import bench as run
-    from .registry import load_kernel
+    from kernlog.capture.bench import bench as run
+    from kernlog.registry import load_kernel
 
     root = _root(ctx)
     kernel = load_kernel(root, kernel_name)
@@ -269,7 +269,7 @@ def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat):
 
 
 def _lookup(root, rev, shape, dtype, gpu):
-    from .select import parse_side, resolve_one
+    from kernlog.store.lookup import parse_side, resolve_one
 
     return resolve_one(root, parse_side(rev, shape, dtype, gpu))
 
@@ -297,7 +297,7 @@ def one_profile_command(fn):
 @one_profile_command
 def show(ctx, rev, shape, dtype, gpu, fmt):
     """One stored revision's metrics and ncu findings."""
-    from .show import render
+    from kernlog.render.show import render
 
     click.echo(render(_root(ctx), _lookup(_root(ctx), rev, shape, dtype, gpu), fmt))
 
@@ -307,8 +307,8 @@ def history(ctx, rev, shape, dtype, gpu, fmt):
     """A revision's profiles across the commits that stored them, each judged against the one
     before (steps: faster or slower beyond the noise band). Any entry is a diff side:
     `kernlog diff COMMIT:KERNEL/REVISION KERNEL/REVISION`."""
-    from .history import render, timelines
-    from .select import parse_side
+    from kernlog.judge.history import render, timelines
+    from kernlog.store.lookup import parse_side
 
     found = timelines(_root(ctx), parse_side(rev, shape, dtype, gpu))
     if fmt == "json":
@@ -334,8 +334,8 @@ def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows, retime, rounds):
     REV is [COMMIT:]KERNEL/REVISION[@SHAPE.DTYPE.GPU] (any part optional, any order), e.g.
     softmax/v7_bf16_packed@8192x4096.bf16, HEAD~3:softmax/v5_tuned (as that commit stored it),
     or a profile's .json path."""
-    from .diff import render, run
-    from .select import parse_side
+    from kernlog.judge.diff import render, run
+    from kernlog.store.lookup import parse_side
 
     root = _root(ctx)
     d = run(root, parse_side(rev_a, shape, dtype, gpu), parse_side(rev_b, shape, dtype, gpu),
@@ -357,7 +357,7 @@ def compare(ctx, base, head, threshold, allow_different_setup, fmt):
     """Every profile stored at git ref BASE against HEAD (a ref, or the work tree's profiles/),
     judged as diff judges: the CI gate. Exit 0: no regression; 1: a revision is slower beyond
     the noise band (and --threshold); 2: bad input (unknown ref, a profile failing verification)."""
-    from .compare import run
+    from kernlog.judge.compare import run
 
     text, status = run(_root(ctx), base, head, threshold, allow_different_setup, fmt)
     click.echo(text)
@@ -376,7 +376,7 @@ def compare(ctx, base, head, threshold, allow_different_setup, fmt):
 @handled
 def import_cmd(ctx, report_path, kernel_name, rev_name, shape, dtype, range_name, force):
     """Bring in an ncu report kernlog did not capture (plain `ncu -o`, another machine)."""
-    from .importer import import_report
+    from kernlog.capture.importer import import_report
 
     root = _root(ctx)
     path = import_report(root, report_path, kernel_name, rev_name, shape, dtype, range_name, force,
@@ -394,7 +394,7 @@ def import_cmd(ctx, report_path, kernel_name, rev_name, shape, dtype, range_name
 @handled
 def noise(ctx, revs, shape, dtype, runs):
     """Measure run-to-run noise of each metric (needs a GPU and ncu); stored for diff's bands."""
-    from .capture_noise import calibrate
+    from kernlog.capture.noise_runs import calibrate
 
     root = _root(ctx)
     for path in calibrate(root, list(revs), shape, dtype, runs, progress=lambda s: click.echo(s, err=True)):
@@ -409,10 +409,10 @@ def noise(ctx, revs, shape, dtype, runs):
 @handled
 def report(ctx, check_only):
     """Render KERNEL_LOG.md (and reports/*.svg) from profiles/ alone."""
-    from . import prose
-    from . import report as rpt
-    from .registry import kernel_names, load_kernel
-    from .store import write_atomic
+    from kernlog.registry import kernel_names, load_kernel
+    from kernlog.render import prose
+    from kernlog.render import report as rpt
+    from kernlog.store.profiles import write_atomic
 
     root = _root(ctx)
     kernels = [load_kernel(root, n) for n in kernel_names(root)]
@@ -459,8 +459,8 @@ def misses(ctx, kernel_name, fmt):
     stderr and the exit is non-zero."""
     import json
 
-    from . import misses as m
-    from .registry import kernel_names, load_kernel
+    from kernlog.registry import kernel_names, load_kernel
+    from kernlog.render import misses as m
 
     root = _root(ctx)
     kernels = [load_kernel(root, n) for n in ([kernel_name] if kernel_name else kernel_names(root))]

@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import gitrefs, store
-from .ceiling import achieved_gbps
-from .diff import ALPHA, timing_verdict
-from .noise import bands_for
-from .spec import format_shape
+from kernlog.judge.diff import ALPHA, timing_verdict
+from kernlog.judge.noise import bands_for
+from kernlog.judge.plausible import achieved_gbps
+from kernlog.spec import format_shape
+from kernlog.store import gitrefs
+from kernlog.store import profiles as store
 
 THRESHOLD = 0.03  # and beyond the band: see the README (two H100 leases moved unchanged references by 2.5%)
 

@@ -1,6 +1,6 @@
 """`kernlog diff`: what moved between two stored profiles, and whether it is real.
 
-Every metric is judged against its noise band (kernlog.noise): inside it "same", outside
+Every metric is judged against its noise band (kernlog.judge.noise): inside it "same", outside
 it better or worse by the metric's good direction, "changed" where no direction is good in
 itself (occupancy, launch configuration) or where the direction needs an amount that moved
 (a rate with more bytes, a stall per instruction with fewer instructions). Wall time is
@@ -13,11 +13,12 @@ import json
 import math
 from dataclasses import asdict, dataclass
 
-from . import hotspots, units
-from .ceiling import impossible
-from .metrics import CATALOG, metric
-from .noise import Band, Bands, default_band
-from .spec import format_shape
+from kernlog import units
+from kernlog.capture import hotspots
+from kernlog.judge.noise import Band, Bands, default_band
+from kernlog.judge.plausible import impossible
+from kernlog.metrics import CATALOG, metric
+from kernlog.spec import format_shape
 
 MIN_SAMPLES = 8  # below this a rank test cannot reach ALPHA; no verdict
 ALPHA = 0.01
@@ -352,13 +353,13 @@ def render(d: dict, fmt: str = "text", all_rows: bool = False) -> str:
 def run(root, side_a, side_b, retime_rounds: int = 0) -> dict:
     """`kernlog diff`: resolve both sides to stored profiles, take the noise bands for them,
     re-time both interleaved on this GPU if `retime_rounds`, and compare."""
-    from .noise import bands_for
-    from .select import resolve_pair
+    from kernlog.judge.noise import bands_for
+    from kernlog.store.lookup import resolve_pair
 
     a, b = resolve_pair(root, side_a, side_b)
     retimed = None
     if retime_rounds:
-        from .retime import retime
+        from kernlog.capture.retime import retime
 
         retimed = retime(root, a, b, retime_rounds)
     return diff(a, b, bands_for(root, a, b), retimed)

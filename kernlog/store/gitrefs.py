@@ -15,8 +15,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from . import store
-from .errors import KernlogError
+from kernlog.errors import KernlogError
+from kernlog.store import profiles as store
 
 
 def git(root: Path, *args: str, binary: bool = False):

@@ -10,7 +10,7 @@ profile file names: a shape (8192x4096), a dtype (fp32, bf16, fp16) and a GPU sl
 
 A side may name a commit, as git names a file at one: `REF:KERNEL/REVISION[@SELECTOR]`
 (HEAD~3:softmax/v5_tuned, a9db2df:softmax/torch@1024x131072.bf16): the profile as that
-commit stored it (kernlog.gitrefs).
+commit stored it (kernlog.store.gitrefs).
 
 A path to a profile's .json file is a side too (a profile from another checkout). Where
 a side still has several profiles, the kernel's declared profile shape and first dtype
@@ -23,10 +23,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import store
-from .errors import KernlogError
-from .registry import kernel_names, load_kernel, split_rev
-from .spec import format_shape, parse_shape
+from kernlog.errors import KernlogError
+from kernlog.registry import kernel_names, load_kernel, split_rev
+from kernlog.spec import format_shape, parse_shape
+from kernlog.store import profiles as store
 
 DTYPES = ("fp32", "bf16", "fp16")
 GPU_RE = re.compile(r"[a-z][a-z0-9-]*")
@@ -85,7 +85,7 @@ def _load(root: Path, path: Path) -> dict:
 
 def stored_at(root: Path, ref: str, kernel: str, revision: str) -> list[dict]:
     """Every profile of one revision as the commit `ref` stored it (a bad one is an error)."""
-    from . import gitrefs
+    from kernlog.store import gitrefs
 
     recs = gitrefs.profiles_at(root, gitrefs.resolve(root, ref), kernel, revision)
     return [r for r in recs if r["revision"] == revision and r["kernel"] == kernel]
@@ -130,7 +130,7 @@ def candidates(root: Path, side: Side) -> list[dict]:
                            f"`kernlog profile {side.kernel} --rev {side.revision}` on a GPU machine")
     chosen = [r for r in recs if side.wants(r)]
     if not chosen:
-        from .diff import selector
+        from kernlog.judge.diff import selector
 
         raise KernlogError(f"no profile of {side.text()}; stored: {', '.join(selector(r) for r in recs)}")
     return chosen
@@ -149,7 +149,7 @@ def _prefer_declared(root: Path, recs: list[dict]) -> list[dict]:
 
 
 def _ambiguous(side: Side, recs: list[dict]) -> KernlogError:
-    from .diff import selector
+    from kernlog.judge.diff import selector
 
     return KernlogError(f"{side.text()} has {len(recs)} profiles; name one: "
                         + "  ".join(sorted(selector(r) for r in recs)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .metrics import ranked_stalls
+from kernlog.metrics import ranked_stalls
 
 BOUND = 0.6  # of the roof it sits under: below this, the roof is not what limits it
 # Dense fp32 (CUDA cores, no tensor cores), TFLOP/s, from NVIDIA's spec sheets (SXM parts).

@@ -18,10 +18,13 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import hotspots, metrics, provenance, store
-from .errors import KernlogError
-from .registry import kernel_names, load_kernel
-from .spec import NAME_RE, format_shape, parse_shape
+from kernlog import metrics
+from kernlog.capture import hotspots, provenance
+from kernlog.errors import KernlogError
+from kernlog.identity import gpu_slug
+from kernlog.registry import kernel_names, load_kernel
+from kernlog.spec import NAME_RE, format_shape, parse_shape
+from kernlog.store import profiles as store
 
 MAGIC = b"NVR\0"
 TIMING_SOURCE = "ncu duration"
@@ -125,7 +128,7 @@ def _gpu(action, cuda: str | None) -> dict:
                            "cannot tell which profiles/<gpu>/ it belongs in")
     major, minor = (_attr(action, f"device__attribute_compute_capability_{p}") for p in ("major", "minor"))
     cluster = _attr(action, "device__attribute_cluster_launch")
-    return {"name": name, "slug": store.gpu_slug(name),
+    return {"name": name, "slug": gpu_slug(name),
             "sm_count": _attr(action, "device__attribute_multiprocessor_count"),
             "capability": f"{major}.{minor}" if major is not None and minor is not None else provenance.UNKNOWN,
             "smem_per_block_optin": _attr(action, "device__attribute_max_shared_memory_per_block_optin"),

@@ -11,7 +11,7 @@ Before any GPU work the commits are planned on the CPU: --range visits only the 
 that change a file under kernels/ (SOURCE_PATHS), and each commit profiles only
 the revisions whose (name, source hash) no profile on this GPU has yet -- today's, an at/
 entry, or an older commit of the range. On a host with several GPUs the commits are
-profiled side by side, one per GPU (kernlog.spread). A commit whose process fails (a
+profiled side by side, one per GPU (kernlog.run.fanout). A commit whose process fails (a
 revision that does not build or fails the gate, kernels written for an older tool) is
 recorded in at/<commit:12>/failed.json and skipped; --range goes on with the next.
 """
@@ -26,17 +26,19 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import gitrefs, spread, store
-from .errors import KernlogError
+from kernlog.errors import KernlogError
+from kernlog.run import fanout
+from kernlog.store import gitrefs
+from kernlog.store import profiles as store
 
 FAILED = "failed.json"
 # What of a commit's tree a revision's hash can cover: the operator folders and the picker and
-# shared code beside them. The tool's own files in a hash (provenance.KIND_FILES, kl_cuda.cuh)
+# shared code beside them. The tool's own files in a hash (identity.KIND_FILES, kl_cuda.cuh)
 # are today's tool's: the commit's copies never run.
 SOURCE_PATHS = ("kernels",)
 # The processes for a commit start here, so that `kernlog` is today's tool (installed or this
 # checkout), never the copy inside the commit's tree.
-TOOL_HOME = Path(__file__).resolve().parent.parent
+TOOL_HOME = Path(__file__).resolve().parents[2]
 
 
 def commits(root: Path, spec: str, paths: tuple[str, ...] | None = None) -> list[str]:
@@ -120,7 +122,7 @@ def export(root: Path, commit: str, dest: Path) -> None:
 
 
 def _run(cmd: list[str], env: dict, timeout: float) -> tuple[int, str]:
-    return spread.run(cmd, env, timeout, cwd=TOOL_HOME)
+    return fanout.run(cmd, env, timeout, cwd=TOOL_HOME)
 
 
 def profile_at(root: Path, kernel: str, commit: str, gpu: str, args: list[str], progress: Callable[[str], None],
@@ -193,16 +195,16 @@ def profile_commits(root: Path, kernel: str, at: str | None, range_: str | None,
                     gpus: list[str] | None = None, hashes=tree_hashes) -> list[Path]:
     """profile_at for the commit --at names or each commit of --range with a revision to
     profile (plan), oldest first, side by side on `gpus` (default: one, the first visible);
-    `opts` are spread.profile_args' keywords."""
-    from . import provenance
+    `opts` are fanout.profile_args' keywords."""
+    from kernlog.capture import provenance
 
     spec = require_one(at, range_)
     if gpu is None:
-        from .profiler import require_gpu
+        from kernlog.capture.profiler import require_gpu
 
         require_gpu()
         gpu = provenance.gpu_info()["slug"]
-    gpus = gpus if gpus is not None else (spread.visible_gpus() or ["0"])[:1]
+    gpus = gpus if gpus is not None else (fanout.visible_gpus() or ["0"])[:1]
     jobs = plan(root, kernel, commits(root, spec), gpu, opts.get("revs", ()), hashes, progress,
                 opts.get("force", False))
     if not jobs:
@@ -213,7 +215,7 @@ def profile_commits(root: Path, kernel: str, at: str | None, range_: str | None,
     def work(job, device):
         commit, revs = job
         progress(f"commit {commit[:12]}: {', '.join(revs) if revs else 'every revision'} (GPU {device})")
-        args = spread.profile_args(revs=revs or (), **rest)
-        return profile_at(root, kernel, commit, gpu, args, progress, run, env=spread.child_env(device, len(gpus)))
+        args = fanout.profile_args(revs=revs or (), **rest)
+        return profile_at(root, kernel, commit, gpu, args, progress, run, env=fanout.child_env(device, len(gpus)))
 
-    return [p for written in spread.on_gpus(jobs, gpus, work) for p in written]
+    return [p for written in fanout.on_gpus(jobs, gpus, work) for p in written]

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .errors import KernlogError
+from kernlog.errors import KernlogError
 
 GPUS_ENV = "CUDA_VISIBLE_DEVICES"
 

@@ -32,14 +32,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import KernlogError
-from .spec import NAME_RE, ROLES, Shape, format_shape, parse_shape
+from kernlog.errors import KernlogError
+from kernlog.spec import NAME_RE, ROLES, Shape, format_shape, parse_shape
 
 SCHEMA = 1
-
-
-def gpu_slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def _safe(*parts: str) -> None:
@@ -202,7 +198,7 @@ def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool
             raise ValueError("save_profiles: records of one report share GPU, kernel, shape and dtype")
         paths.append(profile_paths(root, key[0], key[1], rec["revision"], key[2], key[3])[0])
     folder = paths[0].parent
-    with folder_lock(folder):  # another process may save into this folder (kernlog.spread)
+    with folder_lock(folder):  # another process may save into this folder (kernlog.run.fanout)
         for json_path in paths:
             if json_path.exists() and not force:
                 raise KernlogError(f"{json_path.relative_to(root)} exists; pass --force to replace it")
@@ -286,7 +282,7 @@ _TYPES = {"str": str, "int": int, "list": list, "dict": dict, "null": type(None)
 
 # What readers of a profile (show, diff, list, the log) rely on: dotted field -> accepted
 # types. Other fields are provenance for people and may come and go. A null source hash and
-# ceilings: an imported report (kernlog.importer) ran no source kernlog knows, measured no ceiling.
+# ceilings: an imported report (kernlog.capture.importer) ran no source kernlog knows, measured no ceiling.
 FIELDS = {
     "kernel": "str", "revision": "str", "kind": "str", "role": "str", "change": "str", "predicts": "str|null",
     "shape": "list", "dtype": "str", "source_sha256": "str|null", "bytes_moved": "int", "flops": "num|null",

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import gitrefs, store, units
-from .atref import FAILED
-from .ceiling import achieved_gbps
-from .diff import timing_verdict
-from .errors import KernlogError
-from .noise import bands_for
-from .select import Side, resolve_one
-from .spec import format_shape
+from kernlog import units
+from kernlog.capture.at_commit import FAILED
+from kernlog.errors import KernlogError
+from kernlog.judge.diff import timing_verdict
+from kernlog.judge.noise import bands_for
+from kernlog.judge.plausible import achieved_gbps
+from kernlog.spec import format_shape
+from kernlog.store import gitrefs
+from kernlog.store import profiles as store
+from kernlog.store.lookup import Side, resolve_one
 
 
 def entries(root: Path, side: Side) -> tuple[dict, list[dict]]:
@@ -95,7 +97,7 @@ def timelines(root: Path, side: Side) -> list[dict]:
     shape and dtype each), one timeline per GPU, in slug order: a history is per GPU."""
     from dataclasses import replace
 
-    from .select import _prefer_declared, candidates
+    from kernlog.store.lookup import _prefer_declared, candidates
 
     if side.gpu is None and side.path is None and side.ref is None:
         recs = _prefer_declared(root, candidates(root, side))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import KernlogError
+from kernlog.errors import KernlogError
 
 FIG = re.compile(r"<!--fig (?P<spec>[^>]*?)-->(?P<value>.*?)<!--/fig-->", re.S)
 HISTORY = re.compile(r"<!--history (?P<when>[^>]*?)-->.*?<!--/history-->", re.S)
@@ -34,8 +34,8 @@ MAX_LISTED = 8
 
 
 def quantity(root: Path, rec: dict, what: str, resolve) -> float:
-    from .report import rate
-    from .roofline import place
+    from kernlog.judge.roofline import place
+    from kernlog.render.report import rate
 
     m = rec["metrics"]
     ms = m["wall_ms"]
@@ -45,7 +45,7 @@ def quantity(root: Path, rec: dict, what: str, resolve) -> float:
     if what in simple:
         value = simple[what]
     elif what == "pct_roof":
-        from .registry import load_kernel
+        from kernlog.registry import load_kernel
 
         pct = place(rec, load_kernel(root, rec["kernel"]))["pct_of_roof"]
         value = None if pct is None else 100 * pct
@@ -68,7 +68,7 @@ def quantity(root: Path, rec: dict, what: str, resolve) -> float:
 def fill(root: Path, text: str) -> str:
     """`text` with every figure marker's value rendered from the stored profiles; a marker
     that names no profile or quantity is an error naming it."""
-    from .select import parse_side, resolve_one
+    from kernlog.store.lookup import parse_side, resolve_one
 
     def sub(match):
         spec = match.group("spec").split()

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import report
-from .spec import COPY
+from kernlog.render import report
+from kernlog.spec import COPY
 
 GATE_FAILED = "fails the gate"  # a side the sweep records failing kernlog's gate there (‡): never profiled
 

@@ -28,7 +28,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from .metrics import metric
+from kernlog.metrics import metric
 
 SCHEMA = 1
 Z99 = 2.576  # two-sided 99%
@@ -92,7 +92,7 @@ def spread(runs: list[dict]) -> dict[str, dict]:
 
 
 def noise_dir(root: Path, gpu: str, kernel: str) -> Path:
-    from .store import kernel_dir
+    from kernlog.store.profiles import kernel_dir
 
     return kernel_dir(root, gpu, kernel) / "noise"
 
