@@ -175,11 +175,14 @@ def _tree_state() -> str:
                           cwd=ROOT, capture_output=True, text=True, check=True).stdout
 
 
-TREE_BEFORE = _tree_state()
+@pytest.fixture(scope="module")
+def tree_before():
+    """The tree's state before this file's first example ran (other files' tests ran before)."""
+    return _tree_state()
 
 
 @pytest.mark.parametrize("ex", [_param(ex) for ex in RUNNABLE])
-def test_example_runs(ex, monkeypatch):
+def test_example_runs(ex, monkeypatch, tree_before):
     monkeypatch.chdir(ROOT)  # a path in an example is relative to the repository root
     assert not failures([ex])
 
@@ -257,6 +260,6 @@ def test_a_broken_example_fails(monkeypatch):
     assert "cannot run in-process" in bad[2]
 
 
-def test_the_examples_changed_nothing():
+def test_the_examples_changed_nothing(tree_before):
     """Runs after the examples (pytest keeps a file's order): none of them wrote into the tree."""
-    assert _tree_state() == TREE_BEFORE
+    assert _tree_state() == tree_before
