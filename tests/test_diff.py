@@ -518,3 +518,60 @@ def test_a_settled_side_is_followed_on_dtype_and_gpu_when_the_shape_differs(tmp_
 def test_a_revision_profiled_on_two_gpus_asks_which():
     with pytest.raises(KernlogError, match=r"has 2 profiles; name one: .*nvidia-h100-80gb-hbm3.*nvidia-h200"):
         lookup.resolve_pair(ROOT, lookup.parse_side("softmax/v0_naive"), lookup.parse_side("softmax/v1_block_smem"))
+
+
+# --- verdicts: one pure module that every judgement comes from -------------------------------------
+
+def test_verdicts_is_pure():
+    """judge/verdicts.py reads no file and runs no git: at module level it imports nothing of
+    kernlog but the metric catalogue and units, and nothing that does I/O."""
+    import ast
+
+    tree = ast.parse((ROOT / "kernlog" / "judge" / "verdicts.py").read_text())
+    imported = {alias.name if isinstance(node, ast.Import) else node.module
+                for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in node.names}
+    assert {m for m in imported if m.startswith("kernlog")} <= {"kernlog.metrics", "kernlog.units"}
+    assert not imported & {"json", "os", "pathlib", "subprocess", "shutil", "io"}
+    assert {m.split(".")[0] for m in imported} <= {"__future__", "kernlog", "math", "statistics", "dataclasses",
+                                                   "scipy"}
+
+
+def test_bounds_tie_inside_the_band():
+    assert verdicts.at_least(0.96, 1.0, 0.04) and not verdicts.at_least(0.959, 1.0, 0.04)
+    assert verdicts.at_least(1.0, 1.0) and not verdicts.at_least(0.999, 1.0)
+    assert verdicts.at_most(1.04, 1.0, 0.04) and not verdicts.at_most(1.041, 1.0, 0.04)
+    assert verdicts.apart(1980.0, 1755.0, 0.1) and not verdicts.apart(1980.0, 1800.0, 0.1)
+    assert verdicts.apart(1755.0, 1980.0, 0.1)  # the band of the larger, either order
+
+
+@pytest.mark.parametrize("verdict,ratio,regressed", [("slower", 1.05, True), ("slower", 1.025, False),
+                                                      ("slower", 1.02, False), ("inconclusive", 1.2, False),
+                                                      ("faster", 0.5, False)])
+def test_a_regression_is_slower_beyond_noise_and_the_threshold(verdict, ratio, regressed):
+    v = verdicts.Verdict(verdict, ratio, 1e-9, 0.02, "test", 60, 60)
+    assert verdicts.regression(v, 0.03) is regressed
+    assert v.step is (verdict in ("faster", "slower"))
+
+
+def test_stale_only_where_the_revision_is_known_and_its_hash_differs():
+    assert verdicts.stale("aaa", {"v1": "bbb"}, "v1") is True
+    assert verdicts.stale("bbb", {"v1": "bbb"}, "v1") is False
+    assert verdicts.stale("aaa", {"v1": "bbb"}, "gone") is False  # no longer in the kernel
+    assert verdicts.stale(None, {"v1": "bbb"}, "v1") is False  # no hash recorded
+
+
+def test_rate_of_a_profile():
+    rec = {"metrics": {"wall_ms": 0.5}, "bytes_moved": 1e9, "ceilings": {"copy_gbps": 4000.0,
+                                                                        "matmul_bf16_tflops": None}}
+    assert verdicts.rate(rec) == {"us": 500.0, "gbps": 2000.0, "pct_copy": 50.0}
+    r = verdicts.rate(dict(rec, flops=1e9, ceilings={"copy_gbps": None, "matmul_bf16_tflops": 400.0}))
+    assert r["pct_copy"] is None and r["tflops"] == pytest.approx(2.0) and r["pct_matmul"] == pytest.approx(0.5)
+
+
+def test_bands_of_a_gpu_are_those_bands_for_gives_a_pair_on_it(tmp_path):
+    root = scratch_repo(tmp_path)
+    _calibration(root, 0.05)
+    a, b = make_record("torch"), make_record("torch", seed=1)
+    assert calibrations.bands_of(root, a["gpu"]["slug"])("wall_ms") == calibrations.bands_for(root, a, b)("wall_ms")
+    assert calibrations.bands_of(root, "nvidia-h200")("wall_ms").source == "default (time)"

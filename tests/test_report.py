@@ -337,3 +337,36 @@ def test_a_prediction_with_no_claim_about_the_shape_says_so_rather_than_an_empty
     text = report.render(root, [load_kernel(root, "softmax")])
     assert "on this profile: ." not in text
     assert "on this profile (none of its claims is about 4096x50257 bf16)" in text
+
+
+def test_judge_and_render_modules_stay_small_and_free_of_import_circles():
+    """No module of judge/, render/ or store/calibrations.py over 400 lines, and no circle among
+    kernlog's module-level imports that one of them is part of."""
+    import ast
+
+    from .helpers import ROOT
+
+    mine = sorted((ROOT / "kernlog" / "judge").glob("*.py")) + sorted((ROOT / "kernlog" / "render").glob("*.py")) \
+        + [ROOT / "kernlog" / "store" / "calibrations.py"]
+    assert not [p.name for p in mine if len(p.read_text().splitlines()) > 400]
+
+    def name(path):
+        rel = path.relative_to(ROOT).with_suffix("")
+        return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+    graph = {}
+    for path in (ROOT / "kernlog").rglob("*.py"):
+        deps = set()
+        for node in ast.parse(path.read_text()).body:  # module level only: a function's import is lazy
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kernlog"):
+                deps |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("kernlog")}
+        graph[name(path)] = deps
+    graph = {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+
+    def reaches(start, goal, seen):
+        return any(d == goal or (d not in seen and not seen.add(d) and reaches(d, goal, seen)) for d in graph[start])
+
+    circles = [name(p) for p in mine if reaches(name(p), name(p), set())]
+    assert circles == []
