@@ -107,6 +107,7 @@ def test_report_check_fails_on_a_plot_missing_stale_or_without_its_digest(repo, 
     a plot deleted, left from other data (the log itself up to date), stripped of its digest, or
     drawn by an older PLOT_VERSION fails in one line naming it; `kernlog report` mends each."""
     from kernlog.registry import kernel_names, load_kernel
+    from kernlog.render import plots
     from kernlog.render import report as rpt
 
     assert run(repo, "report").exit_code == 0
@@ -123,7 +124,7 @@ def test_report_check_fails_on_a_plot_missing_stale_or_without_its_digest(repo, 
     svg.write_text(svg.read_text().replace("kernlog-data ", "kernlog-nodata "))
     one_line_error(run(repo, "report", "--check"), 2, f"{name} carries no data digest")
     assert run(repo, "report").exit_code == 0
-    monkeypatch.setattr(rpt, "PLOT_VERSION", rpt.PLOT_VERSION + 1)
+    monkeypatch.setattr(plots, "PLOT_VERSION", plots.PLOT_VERSION + 1)
     one_line_error(run(repo, "report", "--check"), 2, "was drawn from other data")
     assert run(repo, "report").exit_code == 0 and run(repo, "report", "--check").exit_code == 0
 

@@ -1,73 +1,133 @@
 """diff: noise bands, the timing verdict, units, selectors, and the rows a wrong diff gets wrong."""
 import json
+import math
 
 import numpy as np
 import pytest
 
 from kernlog import units
 from kernlog.errors import KernlogError
-from kernlog.judge import diff, noise
+from kernlog.judge import diff, verdicts
 from kernlog.judge.plausible import impossible
 from kernlog.metrics import CATALOG, metric
-from kernlog.store import lookup
+from kernlog.store import calibrations, lookup
 
 from .helpers import ROOT, SECTIONS_REP, make_record, put, samples, scratch_repo
 
 # --- the timing verdict ---------------------------------------------------------------------------
 
-def test_mann_whitney_p_separates_shifted_samples_and_is_symmetric():
+def mann_whitney_p(x: list[float], y: list[float]) -> float:
+    """The hand-written rank test kernlog used before scipy's: two-sided Mann-Whitney U, normal
+    approximation with tie and continuity corrections. Kept here only to hold scipy to it."""
+    xa, ya = np.asarray(x, float), np.asarray(y, float)
+    n1, n2 = xa.size, ya.size
+    allv = np.concatenate([xa, ya])
+    order = np.argsort(allv, kind="mergesort")
+    ranks = np.empty(allv.size)
+    sorted_v = allv[order]
+    i = 0
+    ties = 0.0
+    while i < allv.size:
+        j = i
+        while j + 1 < allv.size and sorted_v[j + 1] == sorted_v[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        t = j - i + 1
+        ties += t ** 3 - t
+        i = j + 1
+    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2
+    n = n1 + n2
+    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))))
+    if sigma == 0:
+        return 1.0
+    z = (abs(u - n1 * n2 / 2) - 0.5) / sigma
+    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def _stored_samples(gpu: str, kernel: str) -> list[tuple[str, list[float]]]:
+    folder = ROOT / "profiles" / gpu / kernel
+    return [(p.name, json.loads(p.read_text())["timing"]["samples_ms"]) for p in sorted(folder.glob("*.json"))]
+
+
+def test_the_rank_test_gives_the_hand_written_p_values_on_every_stored_pair():
+    """scipy's Mann-Whitney (asymptotic, continuity-corrected) against the hand-written test it
+    replaced, on the stored samples of every consecutive pair of the H100's softmax profiles:
+    the same p-value to 1e-12 relative, so no verdict of the log or of compare moved."""
+    stored = _stored_samples("nvidia-h100-80gb-hbm3", "softmax")
+    assert len(stored) > 20
+    pairs = list(zip(stored, stored[1:], strict=False))
+    small = 0
+    for (na, a), (nb, b) in pairs:
+        want = mann_whitney_p(a, b)
+        got = verdicts.rank_test(a, b)
+        assert got == pytest.approx(want, rel=1e-12, abs=0), f"{na} vs {nb}"
+        assert verdicts.rank_test(b, a) == pytest.approx(want, rel=1e-12, abs=0)
+        small += want < 1e-6
+    assert small > len(pairs) // 2  # the tail matters: most pairs differ far beyond ALPHA
+
+
+def test_identical_samples_give_p_one():
+    for _, samples_ms in _stored_samples("nvidia-h100-80gb-hbm3", "softmax")[:5]:
+        assert verdicts.rank_test(samples_ms, list(samples_ms)) == 1.0
+    assert verdicts.rank_test([1.0] * 10, [1.0] * 12) == 1.0  # every sample tied: nothing to rank
+    v = verdicts.timing_verdict([0.5] * 10, [0.5] * 10)
+    assert v.p_value == 1.0 and v.verdict == "same"
+
+
+def test_rank_test_separates_shifted_samples_and_is_symmetric():
     rng = np.random.default_rng(0)
     a = list(rng.normal(1.0, 0.01, 30))
     same = list(rng.normal(1.0, 0.01, 30))
     shifted = list(rng.normal(1.05, 0.01, 30))
-    assert diff.mann_whitney_p(a, same) > 0.05
-    assert diff.mann_whitney_p(a, shifted) < 1e-6
-    assert diff.mann_whitney_p(a, shifted) == pytest.approx(diff.mann_whitney_p(shifted, a))
+    assert verdicts.rank_test(a, same) > 0.05
+    assert verdicts.rank_test(a, shifted) < 1e-6
+    assert verdicts.rank_test(a, shifted) == pytest.approx(verdicts.rank_test(shifted, a))
+    assert verdicts.rank_test(a, shifted) == pytest.approx(mann_whitney_p(a, shifted), rel=1e-12)
 
 
-def test_mann_whitney_p_matches_a_hand_computed_case():
+def test_rank_test_matches_a_hand_computed_case():
     # x all below y, n=8 each: U = 0, z = (32 - 0.5) / sqrt(8*8*17/12) = 3.309, p = erfc(z/sqrt2)
-    p = diff.mann_whitney_p(list(range(8)), list(range(10, 18)))
-    assert p == pytest.approx(0.000936, rel=0.01)
+    p = verdicts.rank_test(list(range(8)), list(range(10, 18)))
+    assert p == pytest.approx(math.erfc((32 - 0.5) / math.sqrt(8 * 8 * 17 / 12) / math.sqrt(2)), rel=1e-12)
 
 
 @pytest.mark.parametrize("factor,expected", [(0.9, "faster"), (1.1, "slower"), (1.0, "same")])
 def test_timing_verdict_from_samples(factor, expected):
     a = samples(1.0, seed=1)
     b = [x * factor for x in samples(1.0, seed=2)]
-    assert diff.timing_verdict(a, b).verdict == expected
+    assert verdicts.timing_verdict(a, b).verdict == expected
 
 
 def test_a_significant_move_inside_the_band_is_same():
     a = samples(1.0, n=200, spread=0.001, seed=3)
     b = samples(1.01, n=200, spread=0.001, seed=4)
-    v = diff.timing_verdict(a, b, 0.035)
+    v = verdicts.timing_verdict(a, b, 0.035)
     assert v.p_value < 1e-6 and v.verdict == "same"
-    assert diff.timing_verdict(a, b, 0.005).verdict == "slower"  # a narrower band calls it
+    assert verdicts.timing_verdict(a, b, 0.005).verdict == "slower"  # a narrower band calls it
 
 
 def test_outside_the_band_but_not_significant_is_inconclusive():
     a = [1.0, 1.5, 0.7, 1.2, 0.9, 1.6, 0.6, 1.1]
     b = [1.1, 1.4, 0.8, 1.3, 1.0, 1.7, 0.65, 1.25]
-    v = diff.timing_verdict(a, b, 0.01)
-    assert abs(v.ratio - 1) > 0.01 and v.p_value > diff.ALPHA and v.verdict == "inconclusive"
+    v = verdicts.timing_verdict(a, b, 0.01)
+    assert abs(v.ratio - 1) > 0.01 and v.p_value > verdicts.ALPHA and v.verdict == "inconclusive"
 
 
-@pytest.mark.parametrize("n", [1, 2, diff.MIN_SAMPLES - 1])
+@pytest.mark.parametrize("n", [1, 2, verdicts.MIN_SAMPLES - 1])
 def test_too_few_samples_gives_no_verdict(n):
-    v = diff.timing_verdict([1.0] * n, [0.5] * 50)
+    v = verdicts.timing_verdict([1.0] * n, [0.5] * 50)
     assert v.verdict == "too few samples" and v.ratio is None
     assert f"n={n} vs 50" in v.line()
 
 
 def test_non_finite_samples_do_not_count():
-    v = diff.timing_verdict([float("nan")] * 50 + [1.0] * 3, [1.0] * 50)
+    v = verdicts.timing_verdict([float("nan")] * 50 + [1.0] * 3, [1.0] * 50)
     assert v.verdict == "too few samples" and v.n_a == 3
 
 
 def test_verdict_is_deterministic():
     a, b = samples(1.0, seed=5), samples(0.97, seed=6)
-    assert diff.timing_verdict(a, b) == diff.timing_verdict(a, b)
+    assert verdicts.timing_verdict(a, b) == verdicts.timing_verdict(a, b)
 
 
 @pytest.mark.parametrize("factor", [0.5, 0.97, 0.99, 1.0, 1.01, 1.03, 2.0])
@@ -76,7 +136,7 @@ def test_the_wall_time_row_always_agrees_with_the_verdict(factor):
     b = make_record("torch_compile", median_ms=0.1 * factor, seed=1)
     d = diff.diff(a, b)
     row = next(r for r in d["rows"] if r["metric"] == "wall_ms")
-    assert row["judgement"] == diff.VERDICT_ROW.get(d["timing"]["verdict"], d["timing"]["verdict"])
+    assert row["judgement"] == verdicts.VERDICT_ROW.get(d["timing"]["verdict"], d["timing"]["verdict"])
 
 
 def test_too_few_samples_reaches_the_row():
@@ -92,27 +152,27 @@ def test_too_few_samples_reaches_the_row():
 # --- judgements ------------------------------------------------------------------------------------
 
 def test_each_metric_knows_its_good_direction():
-    assert diff.judge(metric("wall_ms"), 2.0, 1.0) == "better"
-    assert diff.judge(metric("duration_us"), 1.0, 2.0) == "worse"
-    assert diff.judge(metric("dram_gbps"), 2.0, 1.0) == "worse"
-    assert diff.judge(metric("dram_gbps"), 1.0, 2.0) == "better"
-    assert diff.judge(metric("stall_long_scoreboard"), 1.0, 3.0) == "worse"
-    assert diff.judge(metric("dram_mb"), None, 3.0) == "not collected"
+    assert verdicts.judge(metric("wall_ms"), 2.0, 1.0) == "better"
+    assert verdicts.judge(metric("duration_us"), 1.0, 2.0) == "worse"
+    assert verdicts.judge(metric("dram_gbps"), 2.0, 1.0) == "worse"
+    assert verdicts.judge(metric("dram_gbps"), 1.0, 2.0) == "better"
+    assert verdicts.judge(metric("stall_long_scoreboard"), 1.0, 3.0) == "worse"
+    assert verdicts.judge(metric("dram_mb"), None, 3.0) == "not collected"
 
 
 @pytest.mark.parametrize("key", ["block_size", "grid_size", "achieved_occupancy_pct", "theoretical_occupancy_pct",
                                  "registers_per_thread", "compute_pct", "memory_pct"])
 def test_context_dependent_metrics_only_change(key):
-    assert diff.judge(metric(key), 100.0, 200.0) == "changed"
-    assert diff.judge(metric(key), 200.0, 100.0) == "changed"
+    assert verdicts.judge(metric(key), 100.0, 200.0) == "changed"
+    assert verdicts.judge(metric(key), 200.0, 100.0) == "changed"
 
 
 def test_inside_the_band_is_same_outside_is_judged():
-    band = noise.Band(0.02, 0.0, "test")
+    band = verdicts.Band(0.02, 0.0, "test")
     m = metric("duration_us")
-    assert diff.judge(m, 100.0, 101.9, band) == "same"
-    assert diff.judge(m, 100.0, 102.5, band) == "worse"
-    assert diff.judge(m, 100.0, 97.5, band) == "better"
+    assert verdicts.judge(m, 100.0, 101.9, band) == "same"
+    assert verdicts.judge(m, 100.0, 102.5, band) == "worse"
+    assert verdicts.judge(m, 100.0, 97.5, band) == "better"
 
 
 def test_a_rate_with_more_bytes_is_changed_not_better():
@@ -166,7 +226,7 @@ def test_every_numeric_json_row_has_its_fields_and_a_unit():
     assert d["rows"]
     for r in d["rows"]:
         assert {"metric", "unit", "a", "b", "delta", "ratio", "judgement", "band"} <= set(r)
-        assert r["judgement"] in diff.JUDGEMENTS + ("too few samples", "inconclusive")
+        assert r["judgement"] in verdicts.JUDGEMENTS + ("too few samples", "inconclusive")
         assert {"rel", "abs", "source"} <= set(r["band"])
         if r["a"] is not None or r["b"] is not None:
             assert r["unit"], r["metric"]
@@ -291,9 +351,9 @@ def test_clocks_apart_beyond_the_band_warn():
 # --- noise bands -----------------------------------------------------------------------------------
 
 def test_spread_of_runs():
-    s = noise.spread([{"x": 1.0, "y": None}, {"x": 1.1}, {"x": 0.9}])
+    s = verdicts.band_of_runs([{"x": 1.0, "y": None}, {"x": 1.1}, {"x": 0.9}])
     assert s["x"]["rel"] == pytest.approx(0.2) and s["x"]["abs"] == pytest.approx(0.2) and "y" not in s
-    assert s["x"]["sigma_rel"] == pytest.approx(0.2 / noise.D2[3])
+    assert s["x"]["sigma_rel"] == pytest.approx(0.2 / verdicts.D2[3])
 
 
 def test_runs_of_another_config_are_a_change_not_noise():
@@ -303,7 +363,7 @@ def test_runs_of_another_config_are_a_change_not_noise():
             {"block_size": 256.0, "instructions": 28.44, "wall_ms": 0.09315},
             {"block_size": 128.0, "instructions": 14.42, "wall_ms": 0.09312},
             {"block_size": 256.0, "instructions": 28.44, "wall_ms": 0.09299}]
-    s = noise.spread(runs)
+    s = verdicts.band_of_runs(runs)
     assert s["instructions"]["rel"] == 0.0 and s["instructions"]["configs"] == 2
     assert s["wall_ms"]["rel"] == pytest.approx((0.09312 - 0.09286) / 0.09299, rel=1e-3)
 
@@ -311,39 +371,39 @@ def test_runs_of_another_config_are_a_change_not_noise():
 def _calibration(root, spread_wall, revision="torch", runs=5):
     """A stored calibration whose wall times span `spread_wall` of their median."""
     walls = [0.1 * (1 - spread_wall / 2)] + [0.1] * (runs - 2) + [0.1 * (1 + spread_wall / 2)]
-    cal = {"schema": noise.SCHEMA, "kernel": "softmax", "revision": revision, "shape": [8192, 4096],
+    cal = {"schema": calibrations.SCHEMA, "kernel": "softmax", "revision": revision, "shape": [8192, 4096],
            "dtype": "fp32", "runs_n": runs,
            "runs": [{"wall_ms": w, "stall_wait": 0.001 * (1 + i), "block_size": 128.0} for i, w in enumerate(walls)]}
-    path = noise.noise_dir(root, "nvidia-h100-80gb-hbm3", "softmax") / f"{revision}.8192x4096.fp32.json"
+    path = calibrations.noise_dir(root, "nvidia-h100-80gb-hbm3", "softmax") / f"{revision}.8192x4096.fp32.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(cal))
 
 
 def _band(spread_wall, runs=5):
-    return max(noise.Z99 * 2 ** 0.5 * spread_wall / noise.D2[runs], noise.FLOOR["time"])
+    return max(verdicts.Z99 * 2 ** 0.5 * spread_wall / verdicts.D2[runs], verdicts.FLOOR["time"])
 
 
 def test_a_calibration_sets_the_band_and_says_so(tmp_path):
     root = scratch_repo(tmp_path)
     a, b = make_record("torch"), make_record("torch_compile", seed=1)
-    assert noise.bands_for(root, a, b)("wall_ms").source == "default (time)"
+    assert calibrations.bands_for(root, a, b)("wall_ms").source == "default (time)"
     _calibration(root, 0.04, revision="v0_naive")
-    band = noise.bands_for(root, a, b)("wall_ms")
+    band = calibrations.bands_for(root, a, b)("wall_ms")
     assert band.rel == pytest.approx(_band(0.04))
     assert band.source == "calibrated on nvidia-h100-80gb-hbm3: softmax/v0_naive"
     _calibration(root, 0.06, revision="torch")  # the widest of the GPU's calibrations
-    assert noise.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.06))
+    assert calibrations.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.06))
     _calibration(root, 0.01, revision="torch")  # a side's own narrower calibration does not narrow it
-    assert noise.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.04))
+    assert calibrations.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.04))
     # a spread measured on a value near zero is no relative band: the default stays
-    assert noise.bands_for(root, a, b)("stall_wait").source == "default (stall)"
+    assert calibrations.bands_for(root, a, b)("stall_wait").source == "default (stall)"
 
 
 def test_a_calibrated_time_band_is_never_under_the_floor(tmp_path):
     root = scratch_repo(tmp_path)
     _calibration(root, 0.001)
-    band = noise.bands_for(root, make_record("torch"), make_record("torch", seed=1))("wall_ms")
-    assert band.rel == noise.FLOOR["time"] and band.source.startswith("calibrated")
+    band = calibrations.bands_for(root, make_record("torch"), make_record("torch", seed=1))("wall_ms")
+    assert band.rel == verdicts.FLOOR["time"] and band.source.startswith("calibrated")
 
 
 def test_the_diff_judges_with_the_calibrated_band(tmp_path):
@@ -368,7 +428,7 @@ def test_across_gpus_the_default_bands_apply(tmp_path):
     _calibration(root, 0.001)
     a, b = make_record("torch"), make_record("torch", seed=1)
     b["gpu"] = dict(b["gpu"], slug="nvidia-h200", name="NVIDIA H200")
-    assert noise.bands_for(root, a, b)("wall_ms").source == "default (time)"
+    assert calibrations.bands_for(root, a, b)("wall_ms").source == "default (time)"
 
 
 # --- impossible numbers ----------------------------------------------------------------------------
@@ -458,3 +518,60 @@ def test_a_settled_side_is_followed_on_dtype_and_gpu_when_the_shape_differs(tmp_
 def test_a_revision_profiled_on_two_gpus_asks_which():
     with pytest.raises(KernlogError, match=r"has 2 profiles; name one: .*nvidia-h100-80gb-hbm3.*nvidia-h200"):
         lookup.resolve_pair(ROOT, lookup.parse_side("softmax/v0_naive"), lookup.parse_side("softmax/v1_block_smem"))
+
+
+# --- verdicts: one pure module that every judgement comes from -------------------------------------
+
+def test_verdicts_is_pure():
+    """judge/verdicts.py reads no file and runs no git: at module level it imports nothing of
+    kernlog but the metric catalogue and units, and nothing that does I/O."""
+    import ast
+
+    tree = ast.parse((ROOT / "kernlog" / "judge" / "verdicts.py").read_text())
+    imported = {alias.name if isinstance(node, ast.Import) else node.module
+                for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in node.names}
+    assert {m for m in imported if m.startswith("kernlog")} <= {"kernlog.metrics", "kernlog.units"}
+    assert not imported & {"json", "os", "pathlib", "subprocess", "shutil", "io"}
+    assert {m.split(".")[0] for m in imported} <= {"__future__", "kernlog", "math", "statistics", "dataclasses",
+                                                   "scipy"}
+
+
+def test_bounds_tie_inside_the_band():
+    assert verdicts.at_least(0.96, 1.0, 0.04) and not verdicts.at_least(0.959, 1.0, 0.04)
+    assert verdicts.at_least(1.0, 1.0) and not verdicts.at_least(0.999, 1.0)
+    assert verdicts.at_most(1.04, 1.0, 0.04) and not verdicts.at_most(1.041, 1.0, 0.04)
+    assert verdicts.apart(1980.0, 1755.0, 0.1) and not verdicts.apart(1980.0, 1800.0, 0.1)
+    assert verdicts.apart(1755.0, 1980.0, 0.1)  # the band of the larger, either order
+
+
+@pytest.mark.parametrize("verdict,ratio,regressed", [("slower", 1.05, True), ("slower", 1.025, False),
+                                                      ("slower", 1.02, False), ("inconclusive", 1.2, False),
+                                                      ("faster", 0.5, False)])
+def test_a_regression_is_slower_beyond_noise_and_the_threshold(verdict, ratio, regressed):
+    v = verdicts.Verdict(verdict, ratio, 1e-9, 0.02, "test", 60, 60)
+    assert verdicts.regression(v, 0.03) is regressed
+    assert v.step is (verdict in ("faster", "slower"))
+
+
+def test_stale_only_where_the_revision_is_known_and_its_hash_differs():
+    assert verdicts.stale("aaa", {"v1": "bbb"}, "v1") is True
+    assert verdicts.stale("bbb", {"v1": "bbb"}, "v1") is False
+    assert verdicts.stale("aaa", {"v1": "bbb"}, "gone") is False  # no longer in the kernel
+    assert verdicts.stale(None, {"v1": "bbb"}, "v1") is False  # no hash recorded
+
+
+def test_rate_of_a_profile():
+    rec = {"metrics": {"wall_ms": 0.5}, "bytes_moved": 1e9, "ceilings": {"copy_gbps": 4000.0,
+                                                                        "matmul_bf16_tflops": None}}
+    assert verdicts.rate(rec) == {"us": 500.0, "gbps": 2000.0, "pct_copy": 50.0}
+    r = verdicts.rate(dict(rec, flops=1e9, ceilings={"copy_gbps": None, "matmul_bf16_tflops": 400.0}))
+    assert r["pct_copy"] is None and r["tflops"] == pytest.approx(2.0) and r["pct_matmul"] == pytest.approx(0.5)
+
+
+def test_bands_of_a_gpu_are_those_bands_for_gives_a_pair_on_it(tmp_path):
+    root = scratch_repo(tmp_path)
+    _calibration(root, 0.05)
+    a, b = make_record("torch"), make_record("torch", seed=1)
+    assert calibrations.bands_of(root, a["gpu"]["slug"])("wall_ms") == calibrations.bands_for(root, a, b)("wall_ms")
+    assert calibrations.bands_of(root, "nvidia-h200")("wall_ms").source == "default (time)"

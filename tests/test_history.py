@@ -121,7 +121,7 @@ def test_a_revision_on_two_gpus_has_a_history_on_each(repo):
 
 def test_the_log_plots_a_revision_with_two_committed_entries(repo):
     from kernlog.registry import load_kernel
-    from kernlog.render import report
+    from kernlog.render import plots, report
 
     commit(repo, version(0.12, 1, "a"), "first")
     commit(repo, version(0.10, 2, "b"), "second")
@@ -131,7 +131,7 @@ def test_the_log_plots_a_revision_with_two_committed_entries(repo):
     assert hist["revisions"]["torch"][1][2] is True  # 0.12 -> 0.10 ms: a step
     text = report.render(repo, [load_kernel(repo, "softmax")], [section])
     assert f"![history of softmax 8192x4096 fp32]({hist['plot']})" in text
-    assert report.plot_histories(repo, [section]) == [repo / hist["plot"]] and (repo / hist["plot"]).stat().st_size
+    assert plots.plot_histories(repo, [section]) == [repo / hist["plot"]] and (repo / hist["plot"]).stat().st_size
     assert not [p for p in report.stale_plots(repo, [section]) if "history" in p]
     commit(repo, version(0.11, 3, "c"), "third")  # one more entry in git: the plot no longer shows the history
     (section,) = report.collect(repo, [load_kernel(repo, "softmax")])

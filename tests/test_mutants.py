@@ -10,10 +10,10 @@ from click.testing import CliRunner
 from kernlog import metrics, timing, units
 from kernlog.capture import bench
 from kernlog.commands.cli import main
-from kernlog.judge import diff
+from kernlog.judge import diff, verdicts
 from kernlog.metrics import metric
 from kernlog.registry import load_kernel
-from kernlog.render import report
+from kernlog.render import facts, report
 from kernlog.run import gate
 from kernlog.store import profiles as store
 
@@ -38,8 +38,8 @@ DIRECTION = {
 def test_every_metric_is_judged_in_its_good_direction(key):
     up = {"lower": "worse", "higher": "better", None: "changed"}[DIRECTION[key]]
     down = {"lower": "better", "higher": "worse", None: "changed"}[DIRECTION[key]]
-    assert diff.judge(metric(key), 1.0, 2.0) == up
-    assert diff.judge(metric(key), 2.0, 1.0) == down
+    assert verdicts.judge(metric(key), 1.0, 2.0) == up
+    assert verdicts.judge(metric(key), 2.0, 1.0) == down
 
 
 def test_the_report_judges_moves_by_each_metrics_direction():
@@ -47,7 +47,7 @@ def test_the_report_judges_moves_by_each_metrics_direction():
     every rise (or every fall) as better gets one of them wrong."""
     a = {"dram_mb": 100.0, "dram_gbps": 1000.0, "dram_pct": 30.0, "instructions": 10.0, "duration_us": 100.0}
     b = {"dram_mb": 100.0, "dram_gbps": 2000.0, "dram_pct": 60.0, "instructions": 30.0, "duration_us": 100.0}
-    moves = {m["label"]: m for m in report.largest_deltas(a, b)}
+    moves = {m["label"]: m for m in facts.largest_deltas(a, b)}
     assert moves["DRAM throughput"]["judgement"] == "better"
     assert moves["DRAM throughput, % of peak"]["judgement"] == "better"
     assert moves["warp instructions executed"]["judgement"] == "worse"
@@ -152,7 +152,7 @@ def _ladder():
     recs = [make_record("v0_naive", median_ms=0.2), make_record("v1_block_smem", median_ms=0.1, seed=1),
             make_record("triton", median_ms=0.08, seed=2), make_record("torch", median_ms=0.12, seed=3)]
     order = [r.name for r in load_kernel(ROOT, "softmax").revisions]
-    return recs, report.ladder(list(reversed(recs)), order)
+    return recs, facts.ladder(list(reversed(recs)), order)
 
 
 def test_the_ladder_keeps_counterparts_and_says_speedup_vs_the_previous_step():
@@ -340,9 +340,9 @@ def test_require_reads_the_caps_of_the_device_it_is_given(monkeypatch):
 # --- diff's text --------------------------------------------------------------------------------------
 
 def test_verdict_lines_read_exactly():
-    v = diff.Verdict("faster", 0.5, 0.0123, 0.5, "default", 60, 61)
+    v = verdicts.Verdict("faster", 0.5, 0.0123, 0.5, "default", 60, 61)
     assert v.line() == "wall time: FASTER: median ratio 0.500 (p=0.012, band +-50.0% default, 60 vs 61 samples)"
-    v = diff.Verdict("inconclusive", 1.1, None, 0.02, "calibrated", 5, 6, "outside the band")
+    v = verdicts.Verdict("inconclusive", 1.1, None, 0.02, "calibrated", 5, 6, "outside the band")
     assert v.line() == ("wall time: INCONCLUSIVE: median ratio 1.100 (p n/a, band +-2.0% calibrated, 5 vs 6 samples)"
                         "; outside the band")
 
@@ -360,14 +360,14 @@ def test_diff_cells_carry_stall_shares_and_the_ratio():
 def test_largest_moves_carry_their_figures_and_leave_wall_time_to_the_verdict():
     a = {"dram_mb": 100.0, "dram_gbps": 1000.0, "instructions": 10.0, "wall_ms": 1.0, "spill_insts": 0.0}
     b = {"dram_mb": 100.0, "dram_gbps": 2000.0, "instructions": 30.0, "wall_ms": 2.0, "spill_insts": 500.0}
-    assert report.largest_deltas(a, b) == [
+    assert facts.largest_deltas(a, b) == [
         {"label": "register-spill instructions", "unit": "inst", "a": 0.0, "b": 500.0, "pct": float("inf"),
          "judgement": "worse", "weight": 10.0},  # from none: no ratio, the capped weight, listed first
         {"label": "warp instructions executed", "unit": "M inst", "a": 10.0, "b": 30.0, "pct": 200.0,
          "judgement": "worse", "weight": 2.0},
         {"label": "DRAM throughput", "unit": "GB/s", "a": 1000.0, "b": 2000.0, "pct": 100.0, "judgement": "better",
          "weight": 1.0}]
-    assert len(report.largest_deltas(a, b, n=2)) == 2
+    assert len(facts.largest_deltas(a, b, n=2)) == 2
 
 
 # --- units ----------------------------------------------------------------------------------------
@@ -548,33 +548,29 @@ def test_diff_of_two_shapes_is_per_element_and_warns():
 # --- noise: spread of calibration runs ------------------------------------------------------------
 
 def test_spread_handles_zero_medians_long_runs_and_lone_values():
-    from kernlog.judge import noise
-
-    s = noise.spread([{"a": 1.0, "z": 0.0, "w": -1.0}, {"z": 0.0, "w": 1.0, "b": 2.0}, {"b": 4.0, "z": 0.0}])
+    s = verdicts.band_of_runs([{"a": 1.0, "z": 0.0, "w": -1.0}, {"z": 0.0, "w": 1.0, "b": 2.0}, {"b": 4.0, "z": 0.0}])
     assert "a" not in s  # one value: no spread, and the keys after it still count
     assert s["b"] == {"median": 3.0, "abs": 2.0, "rel": pytest.approx(2 / 3), "sigma_rel": pytest.approx(2 / 3 / 1.128),
                       "n": 2, "configs": 1}
     assert s["z"]["rel"] == 0.0 and s["z"]["sigma_rel"] == 0.0  # always zero: no noise
     assert s["w"]["rel"] is None and s["w"]["sigma_rel"] is None  # median zero, values not: no relative band
-    long = noise.spread([{"x": v} for v in [1.0] * 10 + [2.0]])
+    long = verdicts.band_of_runs([{"x": v} for v in [1.0] * 10 + [2.0]])
     assert long["x"]["n"] == 11 and long["x"]["sigma_rel"] == pytest.approx(1.0 / 3.078)  # d2 of 10 beyond the table
 
 
 def test_spread_keeps_the_widest_launch_config_and_the_first_of_equals():
-    from kernlog.judge import noise
-
     def runs(block, values):
         return [{"block_size": block, "x": v} for v in values]
 
-    s = noise.spread(runs(128.0, [1.0, 1.1]) + runs(256.0, [2.0, 2.2]))  # the same relative spread
+    s = verdicts.band_of_runs(runs(128.0, [1.0, 1.1]) + runs(256.0, [2.0, 2.2]))  # the same relative spread
     assert s["x"]["median"] == pytest.approx(1.05) and s["x"]["configs"] == 2
-    s = noise.spread(runs(128.0, [1.0, 1.01]) + runs(256.0, [1.0, 1.5]))
+    s = verdicts.band_of_runs(runs(128.0, [1.0, 1.01]) + runs(256.0, [1.0, 1.5]))
     assert s["x"]["abs"] == pytest.approx(0.5)
-    s = noise.spread(runs(128.0, [1.0, 1.5]) + runs(256.0, [1.0, 1.01]))
+    s = verdicts.band_of_runs(runs(128.0, [1.0, 1.5]) + runs(256.0, [1.0, 1.01]))
     assert s["x"]["abs"] == pytest.approx(0.5)
-    s = noise.spread(runs(128.0, [-1.0, 1.0]) + runs(256.0, [1.0, 1.01]))  # a group with no relative band
+    s = verdicts.band_of_runs(runs(128.0, [-1.0, 1.0]) + runs(256.0, [1.0, 1.01]))  # a group with no relative band
     assert s["x"]["abs"] == pytest.approx(0.01)
-    s = noise.spread(runs(256.0, [1.0, 1.01]) + runs(128.0, [-1.0, 1.0]))
+    s = verdicts.band_of_runs(runs(256.0, [1.0, 1.01]) + runs(128.0, [-1.0, 1.0]))
     assert s["x"]["abs"] == pytest.approx(0.01)
 
 

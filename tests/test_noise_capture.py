@@ -6,8 +6,8 @@ import pytest
 
 from kernlog.capture import noise_runs, profiler
 from kernlog.errors import GateFailure
-from kernlog.judge import noise
 from kernlog.run import gate
+from kernlog.store import calibrations
 
 from .helpers import GPU, scratch_repo
 
@@ -53,7 +53,7 @@ def test_runs_interleave_and_later_runs_take_the_first_pick(tmp_path, monkeypatc
     cal = json.loads(paths[0].read_text())
     assert cal["revision"] == "torch" and len(cal["runs"]) == 3 and cal["config"] == {"torch|k": "(128,)"}
     assert cal["spread"]["wall_ms"]["rel"] == pytest.approx(0.002 / 1.002, rel=1e-3)
-    assert [c["revision"] for c in noise.load_calibrations(root, GPU["slug"])] == ["torch", "torch_compile"]
+    assert [c["revision"] for c in calibrations.load_calibrations(root, GPU["slug"])] == ["torch", "torch_compile"]
 
 
 def test_a_revision_failing_the_gate_is_not_calibrated(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from kernlog.registry import load_kernel
-from kernlog.render import report
+from kernlog.render import facts, plots, report, sweeps
 
 from .helpers import SECTIONS_REP, make_record, put, scratch_repo
 
@@ -62,12 +62,12 @@ def test_largest_moves_skip_noise_and_rank_by_size():
          "achieved_occupancy_pct": 50.0, "instructions": 10.0}
     b = {"duration_us": 50.0, "dram_mb": 250.0, "stall_barrier": 0.04, "stall_long_scoreboard": 10.0,
          "achieved_occupancy_pct": 80.0, "instructions": 10.0}
-    moves = report.largest_deltas(a, b)
+    moves = facts.largest_deltas(a, b)
     labels = [m["label"] for m in moves]
     assert "stall: barrier" not in labels  # 0 -> 0.04 cycles/inst is inside the band, however large in %
     assert "achieved occupancy" not in labels  # no direction is good in itself: "changed", not a move
     b["instructions"] = 5.0  # half the instructions: stalls per instruction no longer compare
-    assert "stall: long scoreboard" not in [m["label"] for m in report.largest_deltas(a, b)]
+    assert "stall: long scoreboard" not in [m["label"] for m in facts.largest_deltas(a, b)]
     b["instructions"] = 10.0
     assert labels[0] == "stall: long scoreboard" and all(m["judgement"] == "better" for m in moves)
     assert {"ncu duration", "DRAM bytes read+written"} <= set(labels)
@@ -88,12 +88,12 @@ def test_sweep_table_and_plot_from_bench_csv(tmp_path):
     text = report.render(root, kernels)
     assert "| fp32 | 4096x1024 | – | – | – | – | – | – | – | 1900 | 2000 | – |" not in text  # only swept revisions
     assert "| fp32 | 4096x1024 | 1900 | 2000 |" in text and "| fp32 | 1024x131072 | – | 1500 |" in text
-    (svg,) = report.plot_sweeps(root, report.collect(root, kernels))
+    (svg,) = plots.plot_sweeps(root, report.collect(root, kernels))
     assert svg.name == "softmax_sweep.svg" and svg.stat().st_size > 1000
     assert "softmax fp32 (NVIDIA H100 80GB HBM3)" in svg.read_text()  # no family member: one panel per dtype
     # a family member measured: a panel per family (and the rest), members side by side
     pd.DataFrame(rows + [dict(rows[0], shape="64x50257", value=900.0)]).to_csv(path, index=False)
-    (svg,) = report.plot_sweeps(root, report.collect(root, kernels))
+    (svg,) = plots.plot_sweeps(root, report.collect(root, kernels))
     text = svg.read_text()
     assert "softmax decode fp32" in text and "softmax other bench shapes fp32" in text and "64x50257" in text
     # the plot's digest is that of the data: current now; a value, a shape or a family grouping
@@ -106,7 +106,7 @@ def test_sweep_table_and_plot_from_bench_csv(tmp_path):
         sections = report.collect(root, kernels)
         assert "reports/softmax_sweep.svg was drawn from other data than profiles/ holds" in report.stale_plots(
             root, sections), changed
-    report.plot_sweeps(root, sections)
+    plots.plot_sweeps(root, sections)
     assert [p for p in report.stale_plots(root, sections) if "sweep" in p] == []
 
 
@@ -236,10 +236,10 @@ def test_each_ladder_embeds_its_roofline_chart_written_the_same_each_time(tmp_pa
     name = "reports/softmax_roofline_nvidia-h100-80gb-hbm3_8192x4096_fp32.svg"
     assert f"![roofline of softmax 8192x4096 fp32]({name})" in text
     assert "| % of roofline |" in text
-    paths = report.plot_rooflines(root, sections)
+    paths = plots.plot_rooflines(root, sections)
     assert [str(p.relative_to(root)) for p in paths] == [name]
     first = (root / name).read_bytes()
-    report.plot_rooflines(root, sections)
+    plots.plot_rooflines(root, sections)
     assert (root / name).read_bytes() == first
 
 
@@ -260,7 +260,7 @@ def test_largest_moves_rank_a_stall_by_the_cycles_it_moved_not_its_percent():
          "dram_mb": 500.0}
     b = {"instructions": 100.0, "stall_long_scoreboard": 30.0, "stall_barrier": 3.0, "stall_wait": 2.0,
          "dram_mb": 480.0}
-    moves = report.largest_deltas(a, b)
+    moves = facts.largest_deltas(a, b)
     labels = [m["label"] for m in moves]
     # barrier tripled (+200%) but moved 2 of 43 stalled cycles per instruction; long scoreboard
     # fell 25% and moved 10 of them: it leads
@@ -321,11 +321,11 @@ def test_a_sweep_is_one_table_per_shape_family_and_names_what_is_not_measured():
     rows = [{"shape": s, "dtype": "fp32"} for s in ("4096x32000", "1x50257", "8192x4096")]
     fams = (Family("vocab", "vocabularies", ((4096, 32000), (4096, 50257))),
             Family("decode", "few rows", ((1, 50257),)), Family("long", "long rows", ((4, 1048576),)))
-    groups = report._groups(rows, fams)
+    groups = sweeps._groups(rows, fams)
     assert [(g["name"], [r["shape"] for r in g["rows"]], g["missing"]) for g in groups] == [
         ("vocab", ["4096x32000"], ["4096x50257"]), ("decode", ["1x50257"], []), ("long", [], ["4x1048576"]),
         ("other bench shapes", ["8192x4096"], [])]
-    assert [g["name"] for g in report._groups(rows, ())] == [None]  # no families: one table, no heading
+    assert [g["name"] for g in sweeps._groups(rows, ())] == [None]  # no families: one table, no heading
 
 
 def test_a_prediction_with_no_claim_about_the_shape_says_so_rather_than_an_empty_list():
@@ -337,3 +337,36 @@ def test_a_prediction_with_no_claim_about_the_shape_says_so_rather_than_an_empty
     text = report.render(root, [load_kernel(root, "softmax")])
     assert "on this profile: ." not in text
     assert "on this profile (none of its claims is about 4096x50257 bf16)" in text
+
+
+def test_judge_and_render_modules_stay_small_and_free_of_import_circles():
+    """No module of judge/, render/ or store/calibrations.py over 400 lines, and no circle among
+    kernlog's module-level imports that one of them is part of."""
+    import ast
+
+    from .helpers import ROOT
+
+    mine = sorted((ROOT / "kernlog" / "judge").glob("*.py")) + sorted((ROOT / "kernlog" / "render").glob("*.py")) \
+        + [ROOT / "kernlog" / "store" / "calibrations.py"]
+    assert not [p.name for p in mine if len(p.read_text().splitlines()) > 400]
+
+    def name(path):
+        rel = path.relative_to(ROOT).with_suffix("")
+        return ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+
+    graph = {}
+    for path in (ROOT / "kernlog").rglob("*.py"):
+        deps = set()
+        for node in ast.parse(path.read_text()).body:  # module level only: a function's import is lazy
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kernlog"):
+                deps |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name.startswith("kernlog")}
+        graph[name(path)] = deps
+    graph = {m: {d for d in deps if d in graph and d != m} for m, deps in graph.items()}
+
+    def reaches(start, goal, seen):
+        return any(d == goal or (d not in seen and not seen.add(d) and reaches(d, goal, seen)) for d in graph[start])
+
+    circles = [name(p) for p in mine if reaches(name(p), name(p), set())]
+    assert circles == []

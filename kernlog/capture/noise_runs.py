@@ -22,10 +22,11 @@ from pathlib import Path
 
 from kernlog.capture import profiler, provenance
 from kernlog.errors import GateFailure, KernlogError
-from kernlog.judge import noise
+from kernlog.judge.verdicts import band_of_runs
 from kernlog.registry import load_kernel, split_rev
 from kernlog.run import gate
 from kernlog.spec import format_shape
+from kernlog.store import calibrations
 from kernlog.store import profiles as store
 
 
@@ -103,7 +104,7 @@ def calibrate(root: Path, revs: list[str], shape, dtype, runs: int,
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     written = []
-    common = {"schema": noise.SCHEMA, "gpu": gpu, "versions": provenance.versions(ncu),
+    common = {"schema": calibrations.SCHEMA, "gpu": gpu, "versions": provenance.versions(ncu),
               "git": provenance.git_state(root), "captured_at": provenance.now(), "runs_n": runs,
               "method": f"{runs} A/A runs, interleaved across the revisions, each a fresh timing process and a "
                         "fresh ncu process as `kernlog profile` runs them; spread = (max - min) / |median|"}
@@ -111,9 +112,9 @@ def calibrate(root: Path, revs: list[str], shape, dtype, runs: int,
         rev = load_kernel(root, kname).revision(name)
         sm = [c["sm_mhz"]["median"] for c in clocks[(kname, shp, d, name)] if c and c.get("sm_mhz")]
         data = dict(common, kernel=kname, revision=name, shape=list(shp), dtype=d, source_sha256=rev.sha256(),
-                    runs=runs_m, spread=noise.spread(runs_m), config=configs[(kname, shp, d, name)],
+                    runs=runs_m, spread=band_of_runs(runs_m), config=configs[(kname, shp, d, name)],
                     sm_mhz_medians=sm, sm_mhz=statistics.median(sm) if sm else None)
-        path = noise.noise_dir(root, gpu["slug"], kname) / f"{store.stem(name, shp, d)}.json"
+        path = calibrations.noise_dir(root, gpu["slug"], kname) / f"{store.stem(name, shp, d)}.json"
         store.write_atomic(path, store.dump_json(data))
         written.append(path)
     return written

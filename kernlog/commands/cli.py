@@ -73,8 +73,8 @@ def main(ctx, root):
 def list_cmd(ctx):
     """Kernels, their revisions, and which are profiled (and stale) on which GPU. A profile
     that fails verification is marked, named on stderr with its fix, and the exit is non-zero."""
+    from kernlog.judge.verdicts import stale
     from kernlog.registry import kernel_names, load_kernel
-    from kernlog.render.report import stale
     from kernlog.store.profiles import ProfileError, bench_hashes, iter_profiles, report_hashed
 
     root = _root(ctx)

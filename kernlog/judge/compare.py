@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kernlog.judge.diff import ALPHA, timing_verdict
-from kernlog.judge.noise import bands_for
 from kernlog.judge.plausible import achieved_gbps
+from kernlog.judge.verdicts import ALPHA, regression, timing_verdict
 from kernlog.spec import format_shape
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
+from kernlog.store.calibrations import bands_for
 
 THRESHOLD = 0.03  # and beyond the band: see the README (two H100 leases moved unchanged references by 2.5%)
 
@@ -73,7 +73,7 @@ def compare(root: Path, base: str, head: str | None = None, threshold: float = T
             band = bands_for(root, ra, rb)("wall_ms")
             v = timing_verdict(ra["timing"]["samples_ms"], rb["timing"]["samples_ms"], band)
             row.update(ratio=v.ratio, p_value=v.p_value, band=v.band, judgement=v.verdict,
-                       regression=v.verdict == "slower" and v.ratio - 1 > threshold)
+                       regression=regression(v, threshold))
         rows.append(row)
     return {"base": base, "base_commit": base_commit, "head": head or "work tree", "head_commit": head_commit,
             "threshold": threshold, "alpha": ALPHA, "allow_different_setup": allow_different_setup,

@@ -1,11 +1,8 @@
 """`kernlog diff`: what moved between two stored profiles, and whether it is real.
 
-Every metric is judged against its noise band (kernlog.judge.noise): inside it "same", outside
-it better or worse by the metric's good direction, "changed" where no direction is good in
-itself (occupancy, launch configuration) or where the direction needs an amount that moved
-(a rate with more bytes, a stall per instruction with fewer instructions). Wall time is
-judged from the stored samples: a Mann-Whitney U test and the band, so a move must be both
-significant and larger than run-to-run noise.
+Every metric is judged against its noise band, and wall time by a rank test on the stored
+samples and the band, as kernlog.judge.verdicts judges them: a move must be both significant
+and larger than run-to-run noise.
 """
 from __future__ import annotations
 
@@ -15,98 +12,11 @@ from dataclasses import asdict, dataclass
 
 from kernlog import units
 from kernlog.capture import hotspots
-from kernlog.judge.noise import Band, Bands, default_band
 from kernlog.judge.plausible import impossible
+from kernlog.judge.verdicts import VERDICT_ROW, Band, Bands, Verdict, apart, judge, timing_verdict
 from kernlog.metrics import CATALOG, metric
 from kernlog.spec import format_shape
-
-MIN_SAMPLES = 8  # below this a rank test cannot reach ALPHA; no verdict
-ALPHA = 0.01
-JUDGEMENTS = ("better", "worse", "same", "changed", "not collected")
-VERDICT_ROW = {"faster": "better", "slower": "worse", "same": "same"}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    verdict: str  # faster / slower / same / inconclusive / too few samples
-    ratio: float | None  # median(b) / median(a), per element where the shapes differ
-    p_value: float | None  # two-sided Mann-Whitney U
-    band: float
-    band_source: str
-    n_a: int
-    n_b: int
-    reason: str = ""
-
-    def line(self) -> str:
-        if self.verdict == "too few samples":
-            return f"wall time: too few samples (n={self.n_a} vs {self.n_b}; at least {MIN_SAMPLES} each): no verdict"
-        p = f"p={self.p_value:.2g}" if self.p_value is not None else "p n/a"
-        return (f"wall time: {self.verdict.upper()}: median ratio {self.ratio:.3f} ({p}, band +-{100 * self.band:.1f}%"
-                f" {self.band_source}, {self.n_a} vs {self.n_b} samples){'; ' + self.reason if self.reason else ''}")
-
-
-def mann_whitney_p(x: list[float], y: list[float]) -> float:
-    """Two-sided p-value of the Mann-Whitney U test, normal approximation with tie and
-    continuity corrections (sound from about 8 samples a side)."""
-    import numpy as np
-
-    xa, ya = np.asarray(x, float), np.asarray(y, float)
-    n1, n2 = xa.size, ya.size
-    allv = np.concatenate([xa, ya])
-    order = np.argsort(allv, kind="mergesort")
-    ranks = np.empty(allv.size)
-    sorted_v = allv[order]
-    i = 0
-    ties = 0.0
-    while i < allv.size:
-        j = i
-        while j + 1 < allv.size and sorted_v[j + 1] == sorted_v[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        t = j - i + 1
-        ties += t ** 3 - t
-        i = j + 1
-    u = ranks[:n1].sum() - n1 * (n1 + 1) / 2
-    n = n1 + n2
-    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))))
-    if sigma == 0:
-        return 1.0
-    z = (abs(u - n1 * n2 / 2) - 0.5) / sigma
-    return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
-
-
-def timing_verdict(a: list[float], b: list[float], band: float | Band = 0.035, scale_b: float = 1.0) -> Verdict:
-    """b against a: faster or slower when the rank test says the samples differ (p < ALPHA)
-    and the ratio of medians lies outside the band; same inside the band; inconclusive when
-    outside it but not significant. `scale_b` rescales b's samples (per element across shapes)."""
-    import numpy as np
-
-    b_band = band if isinstance(band, Band) else Band(band, 0.0, "given")
-    xa = [v for v in a if v is not None and math.isfinite(v)]
-    xb = [v * scale_b for v in b if v is not None and math.isfinite(v)]
-    if len(xa) < MIN_SAMPLES or len(xb) < MIN_SAMPLES:
-        return Verdict("too few samples", None, None, b_band.rel, b_band.source, len(xa), len(xb))
-    ratio = float(np.median(xb) / np.median(xa))
-    p = mann_whitney_p(xa, xb)
-    if abs(ratio - 1) <= b_band.rel:
-        verdict, reason = "same", ""
-    elif p < ALPHA:
-        verdict, reason = ("faster" if ratio < 1 else "slower"), ""
-    else:
-        verdict, reason = "inconclusive", f"outside the band but not significant (p >= {ALPHA})"
-    return Verdict(verdict, ratio, p, b_band.rel, b_band.source, len(xa), len(xb), reason)
-
-
-def judge(m, a, b, band: Band | None = None, given_same: bool = True) -> str:
-    """One metric's judgement (see the module docstring)."""
-    if a is None or b is None:
-        return "not collected"
-    band = band or default_band(m.key)
-    if band.holds(a, b):
-        return "same"
-    if m.better is None or not given_same:
-        return "changed"
-    return "better" if (b < a) == (m.better == "lower") else "worse"
+from kernlog.store.calibrations import bands_for
 
 
 @dataclass(frozen=True)
@@ -222,7 +132,7 @@ def differences(sa: dict, sb: dict, clock_band: float) -> tuple[list[str], list[
         warns.append("different GPUs: timings compare the hardware as much as the code; default noise bands apply")
     for key, name in (("sm_mhz", "SM clock"), ("mem_mhz", "memory clock")):
         va, vb = sa[key], sb[key]
-        if va and vb and abs(vb - va) > clock_band * max(va, vb):
+        if va and vb and apart(va, vb, clock_band):
             diffs.append(f"{name} {va:.0f} vs {vb:.0f} MHz")
             warns.append(f"the sides ran at {name}s {va:.0f} and {vb:.0f} MHz, {100 * abs(vb / va - 1):.1f}% apart "
                          f"(band {100 * clock_band:.1f}%): part of any timing change is the clock")
@@ -353,7 +263,6 @@ def render(d: dict, fmt: str = "text", all_rows: bool = False) -> str:
 def run(root, side_a, side_b, retime_rounds: int = 0) -> dict:
     """`kernlog diff`: resolve both sides to stored profiles, take the noise bands for them,
     re-time both interleaved on this GPU if `retime_rounds`, and compare."""
-    from kernlog.judge.noise import bands_for
     from kernlog.store.lookup import resolve_pair
 
     a, b = resolve_pair(root, side_a, side_b)

@@ -15,12 +15,12 @@ from pathlib import Path
 from kernlog import units
 from kernlog.capture.at_commit import FAILED
 from kernlog.errors import KernlogError
-from kernlog.judge.diff import timing_verdict
-from kernlog.judge.noise import bands_for
 from kernlog.judge.plausible import achieved_gbps
+from kernlog.judge.verdicts import timing_verdict
 from kernlog.spec import format_shape
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
+from kernlog.store.calibrations import bands_for
 from kernlog.store.lookup import Side, resolve_one
 
 
@@ -84,7 +84,7 @@ def timeline(root: Path, side: Side) -> dict:
             v = timing_verdict(prev["timing"]["samples_ms"], rec["timing"]["samples_ms"], band)
             source = prev["source_sha256"] != rec["source_sha256"]
             row.update(verdict=v.verdict, ratio=v.ratio, p_value=v.p_value, band=v.band,
-                       step=v.verdict in ("faster", "slower"), source_changed=source,
+                       step=v.step, source_changed=source,
                        driver_changed=prev.get("gpu", {}).get("driver") != rec.get("gpu", {}).get("driver"))
         rows.append(row)
         prev = rec

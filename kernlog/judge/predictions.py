@@ -28,6 +28,7 @@ from pathlib import Path
 import tomllib
 
 from kernlog.errors import KernlogError
+from kernlog.judge.verdicts import at_least, at_most
 from kernlog.metrics import ranked_stalls
 from kernlog.spec import format_shape
 
@@ -101,8 +102,8 @@ def judge(claims: list[dict], row: dict, rows: dict, dtype: str, time_band: floa
             continue
         slack = time_band if c["what"].startswith(SPEED) else 0.0
         ok = (v == c["is"]) if "is" in c else (
-            ("at_least" not in c or v >= c["at_least"] * (1 - slack))
-            and ("at_most" not in c or v <= c["at_most"] * (1 + slack)))
+            ("at_least" not in c or at_least(v, c["at_least"], slack))
+            and ("at_most" not in c or at_most(v, c["at_most"], slack)))
         tie = bool(ok) and slack > 0 and (v < c.get("at_least", v) or v > c.get("at_most", v))
         out.append({"text": _text(c), "value": v, "ok": bool(ok), "tie": tie})
     judged = [c["ok"] for c in out if c["ok"] is not None]

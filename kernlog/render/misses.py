@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kernlog.render import report
+from kernlog.judge.verdicts import COPY_BAR
+from kernlog.render.facts import collect, unreadable
 from kernlog.spec import COPY
 
 GATE_FAILED = "fails the gate"  # a side the sweep records failing kernlog's gate there (‡): never profiled
@@ -50,7 +51,7 @@ def find(root: Path, kernels: list) -> tuple[list[Miss], list]:
     """Every missed bar of `kernels`' sweeps, in the log's order, and the profiles that failed
     verification (store.ProfileError): an unreadable profile is no evidence, and is named."""
     out = []
-    sections = report.collect(root, kernels, histories=False)
+    sections = collect(root, kernels, histories=False)
     for section in sections:
         name = section["kernel"].name
         profiled: dict = {}  # (gpu name, shape, dtype) -> {revision: "current" | "stale"}
@@ -66,13 +67,13 @@ def find(root: Path, kernels: list) -> tuple[list[Miss], list]:
                     if b["ref_met"] is False:
                         short.append((b["best_ref"], b["vs_ref"], b["need"], b["apart_ref"]))
                     if b["copy_met"] is False:
-                        short.append((COPY, b["of_copy"], report.COPY_BAR, b["apart_copy"]))
+                        short.append((COPY, b["of_copy"], COPY_BAR, b["apart_copy"]))
                     for against, value, need, apart in short:
                         sides = [b["name"]] + ([against] if against != COPY else [])
                         state = {r: have.get(r, GATE_FAILED if r in row["fails_gate"] else "none") for r in sides}
                         out.append(Miss(name, sw["gpu"], row["dtype"], row["shape"], b["name"], against, value, need,
                                         apart, state))
-    return out, report.unreadable(sections)
+    return out, unreadable(sections)
 
 
 def text(misses: list[Miss]) -> str:

@@ -23,6 +23,8 @@ import re
 from pathlib import Path
 
 from kernlog.errors import KernlogError
+from kernlog.judge.roofline import place
+from kernlog.judge.verdicts import rate
 
 FIG = re.compile(r"<!--fig (?P<spec>[^>]*?)-->(?P<value>.*?)<!--/fig-->", re.S)
 HISTORY = re.compile(r"<!--history (?P<when>[^>]*?)-->.*?<!--/history-->", re.S)
@@ -34,9 +36,6 @@ MAX_LISTED = 8
 
 
 def quantity(root: Path, rec: dict, what: str, resolve) -> float:
-    from kernlog.judge.roofline import place
-    from kernlog.render.report import rate
-
     m = rec["metrics"]
     ms = m["wall_ms"]
     r = rate(rec)

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from kernlog import units
 from kernlog.capture import hotspots
-from kernlog.judge.noise import bands_for
 from kernlog.judge.plausible import achieved_gbps, impossible
 from kernlog.metrics import metric, ncu_filter, time_shares
 from kernlog.spec import format_shape
+from kernlog.store.calibrations import bands_for
 
 
 def render(root: Path, rec: dict, fmt: str = "text") -> str:

@@ -1,0 +1,231 @@
+"""The facts each section of the log shows, gathered from profiles/ and judged: a ladder per
+(GPU, shape, dtype) of profiles, each step's verdict against noise and its largest moves, the
+ladder's arc, the same revisions across GPUs, histories across commits, and the sweeps
+(kernlog.render.sweeps). Every verdict, band and staleness comes from kernlog.judge.verdicts.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernlog.capture import hotspots
+from kernlog.errors import KernlogError
+from kernlog.judge import predictions, roofline
+from kernlog.judge.diff import metric_rows
+from kernlog.judge.history import timeline
+from kernlog.judge.plausible import impossible
+from kernlog.judge.verdicts import Bands, rate, stale, timing_verdict
+from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
+from kernlog.render.sweeps import sweep
+from kernlog.spec import format_shape
+from kernlog.store import profiles as store
+from kernlog.store.calibrations import bands_of
+from kernlog.store.lookup import Side
+
+TOP_DELTAS = 5
+
+
+def top_stalls(m: dict, n: int = 3) -> list[tuple[str, float]]:
+    return [(name.replace("_", " "), v) for name, v in ranked_stalls(m)[:n]]
+
+
+def largest_deltas(a: dict, b: dict, n: int = TOP_DELTAS, bands=None) -> list[dict]:
+    """The metrics diff judges better or worse (outside their noise band, in a direction that
+    holds), the largest relative moves first; wall time is the verdict's, not listed here."""
+    rows = [r for r in metric_rows(a, b, bands) if r.judgement in ("better", "worse") and r.metric != "wall_ms"]
+    out = [{"label": r.label, "unit": r.unit, "a": r.a, "b": r.b,
+            "pct": 100.0 * (r.ratio - 1) if r.ratio is not None else float("inf"), "judgement": r.judgement,
+            "weight": _weight(r, a, b)} for r in rows]
+    out.sort(key=lambda r: (-r["weight"], r["label"]))
+    return out[:n]
+
+
+def _weight(row, a: dict, b: dict) -> float:
+    """How much a move matters to time. A stall: the warp-cycles it gained or lost (cycles per
+    instruction times instructions) as a share of all the stalled cycles before, so a tiny
+    stall that tripled ranks low. Any other metric: its relative change, capped at 10x."""
+    if row.metric.startswith("stall_") and a.get("instructions") and b.get("instructions"):
+        total = sum(v for _, v in ranked_stalls(a)) * a["instructions"]
+        moved = (b.get(row.metric) or 0) * b["instructions"] - (a.get(row.metric) or 0) * a["instructions"]
+        return abs(moved) / total if total else 0.0
+    return min(abs(row.ratio - 1), 10.0) if row.ratio is not None else 10.0
+
+
+def across_gpus(ladders: list[dict]) -> list[dict]:
+    """For each (shape, dtype) profiled on two or more GPUs: the revisions side by side, each
+    GPU's time and % of its own copy bandwidth, and the speed ratio against the first GPU."""
+    by_point: dict = {}
+    for lad in ladders:
+        by_point.setdefault((lad["shape"], lad["dtype"]), []).append(lad)
+    out = []
+    for (shape, dtype), lads in by_point.items():
+        if len(lads) < 2:
+            continue
+        lads = sorted(lads, key=lambda lad: lad["gpu"]["slug"])
+        revs = [row["rec"]["revision"] for row in lads[0]["rows"]]
+        rows = []
+        for rev in revs:
+            cells = [next((row for row in lad["rows"] if row["rec"]["revision"] == rev), None) for lad in lads]
+            if any(c is None for c in cells):
+                continue
+            base = cells[0]["rec"]["metrics"]["wall_ms"]
+            rows.append({"revision": rev, "cells": [{"us": c["rate"]["us"], "pct_copy": c["rate"]["pct_copy"],
+                                                     "gbps": c["rate"]["gbps"],
+                                                     "speed": base / c["rec"]["metrics"]["wall_ms"]} for c in cells]})
+        out.append({"shape": shape, "dtype": dtype, "gpus": [lad["gpu"] for lad in lads],
+                    "copy_gbps": [lad["ceilings"]["copy_gbps"] for lad in lads], "rows": rows})
+    return out
+
+
+HOT_LINES = 3  # source lines per revision in the log
+
+
+def hot_lines(rec: dict) -> list[dict]:
+    """A profile's most sampled source lines, as the log lists them under the revision."""
+    return hotspots.lines_table(rec["hotspots"], HOT_LINES) if rec.get("hotspots") else []
+
+
+def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None, kernel=None,
+           claims: dict | None = None) -> dict:
+    """One (gpu, shape, dtype) group of profiles as the log shows it; `current` (revision ->
+    source hash) marks the profiles taken on an older source; `bands` (kernlog.judge.verdicts.Bands
+    of the GPU) judge each step against noise."""
+    current = current or {}
+    bands = bands or Bands([], None)
+    rank = {name: i for i, name in enumerate(order)}
+    recs = sorted(records, key=lambda r: rank.get(r["revision"], len(rank)))
+    steps = [r for r in recs if r["role"] == "step"]
+    refs = [r for r in recs if r["role"] == "reference"]
+    ref = refs[0] if refs else None
+    rows, prev = [], None
+    for r in recs:
+        roof = roofline.place(r, kernel)
+        label = roof["label"]
+        only = ncu_filter(r)
+        if only:  # ncu saw some of the launch's kernels: no roofline or bottleneck of the whole from them
+            roof = dict(roof, intensity=None, pct_of_roof=None)
+            label = (f"not judged: ncu profiled {len(r['facts']['kernels'])} of its kernels (names matching "
+                     f"`{only}`); where the time goes is below")
+        row = {"rec": r, "rate": rate(r), "roof": roof, "bottleneck": label, "shares": time_shares(r),
+               "stale": stale(r.get("source_sha256"), current, r["revision"]),
+               "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3],
+               "impossible": impossible(r, bands("dram_gbps").rel), "hot": hot_lines(r)}
+        wall = r["metrics"]["wall_ms"]
+        row["vs_ref"] = 100.0 * ref["metrics"]["wall_ms"] / wall if ref else None
+        row["vs_naive"] = steps[0]["metrics"]["wall_ms"] / wall if steps else None
+        base = prev if r["role"] == "step" else (steps[-1] if steps and r["role"] == "counterpart" else None)
+        if base is not None and base is not r:
+            v = timing_verdict(base["timing"]["samples_ms"], r["timing"]["samples_ms"], bands("wall_ms"))
+            speedup = base["metrics"]["wall_ms"] / wall
+            row.update(base=base["revision"], speedup=speedup, verdict=v.verdict,
+                       deltas=largest_deltas(base["metrics"], r["metrics"], bands=bands))
+        if r["role"] == "step":
+            prev = r
+        rows.append(row)
+    by_rev = {row["rec"]["revision"]: row for row in rows}
+    arc = _arc(rows, by_rev, bands("wall_ms"), steps[0]["revision"] if steps else None)
+    for row in rows:  # each prediction judged against this ladder's measurements
+        entry = (claims or {}).get(row["rec"]["revision"], {})
+        row["judged"] = predictions.judge(entry.get("claims"), row, by_rev, row["rec"]["dtype"], bands("wall_ms").rel)
+        row["unchecked"] = entry.get("unchecked")
+    return {"rows": rows, "ref": ref["revision"] if ref else None, "tuned": steps[-1]["revision"] if steps else None,
+            "arc": arc}
+
+
+def _arc(rows: list[dict], by_rev: dict, band, naive: str | None) -> dict | None:
+    """The ladder's arc for the front page: the first step (`naive`), the fastest revision and
+    every one tied with it (not faster or slower beyond noise), and the speed of the fastest
+    against each reference."""
+    mine = [r for r in rows if r["rec"]["role"] != "reference"]
+    if not mine:
+        return None
+    best = min(mine, key=lambda r: r["rec"]["metrics"]["wall_ms"])
+    ties = [r["rec"]["revision"] for r in mine if r is not best and timing_verdict(
+        best["rec"]["timing"]["samples_ms"], r["rec"]["timing"]["samples_ms"], band).verdict != "slower"]
+    wall = best["rec"]["metrics"]["wall_ms"]
+    refs = {name: by_rev[name]["rec"]["metrics"]["wall_ms"] / wall for name in ("torch", "torch_compile")
+            if name in by_rev}
+    return {"best": best, "ties": ties, "naive": naive, "vs_naive": best["vs_naive"], "refs": refs}
+
+
+def _view(rec: dict) -> dict:
+    """A verified profile as the templates read it: a catalog metric it lacks is "not collected"."""
+    return dict(rec, metrics={**{m.key: None for m in CATALOG}, **rec["metrics"]})
+
+
+def _histories(root: Path, kernel: str, lad: dict) -> dict | None:
+    """The ladder's revisions across the commits that stored or profiled them (kernlog
+    history): revision -> [(when, median ms, a step?)], and the plot's path; None where no
+    revision has two entries."""
+    out = {}
+    for row in lad["rows"]:
+        rec = row["rec"]
+        side = Side(kernel, rec["revision"], tuple(rec["shape"]), rec["dtype"], rec["gpu"]["slug"])
+        try:
+            entries = timeline(root, side)["entries"]
+        except KernlogError:
+            continue
+        points = [(e["when"][:19], e["median_ms"], e["step"]) for e in entries if "error" not in e and e["when"]]
+        if len(points) > 1:
+            out[rec["revision"]] = points
+    if not out:
+        return None
+    return {"revisions": out,
+            "plot": f"reports/{kernel}_history_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"}
+
+
+def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
+    """One section per kernel. A profile that fails verification is left out of its ladder and
+    listed in the section's "unreadable" (store.ProfileError, one line naming the file and
+    the fix), so one bad file hides no other."""
+    sections = []
+    loaded = list(store.iter_profiles(root, bad="yield"))
+    all_recs = [_view(r) for r in loaded if not isinstance(r, store.ProfileError)]
+    bad = [e for e in loaded if isinstance(e, store.ProfileError)]
+    for kernel in kernels:
+        order = [r.name for r in kernel.revisions]
+        current = {r.name: r.sha256() for r in kernel.revisions}
+        recs = [r for r in all_recs if r["kernel"] == kernel.name]
+        groups: dict[tuple, list] = {}
+        for r in recs:
+            groups.setdefault((r["gpu"]["slug"], format_shape(tuple(r["shape"])), r["dtype"]), []).append(r)
+        gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
+                                                   (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
+        roles = {r.name: r.role for r in kernel.revisions}
+        sweeps = [s for s in (sweep(root, g, kernel.name, order, current, kernel.families, roles,
+                                                kernel.speed_bar) for g in gpus) if s]
+        claims = predictions.load(root, kernel.name)
+        ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims),
+                        gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])
+                   for k, v in sorted(groups.items(), key=lambda kv: (
+                       (kv[0][1], kv[0][2]) != (format_shape(kernel.profile_shape), kernel.dtypes[0]), kv[0]))]
+        for i, lad in enumerate(ladders):  # the first: the kernel's profile shape and first dtype, first GPU
+            lad["history"] = _histories(root, kernel.name, lad) if histories and i == 0 else None
+        for lad in ladders:
+            placed = any(row["roof"]["intensity"] is not None for row in lad["rows"])
+            lad["roofline"] = (f"reports/{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
+                               if placed else None)
+        sections.append({"kernel": kernel, "order": order, "ladders": ladders,
+                         "across": across_gpus(ladders),
+                         "sweeps": sweeps,
+                         "revisions": {r.name: r for r in kernel.revisions},
+                         "unreadable": [e for e in bad if Path(e.path).parts[-2] == kernel.name]})
+    return sections
+
+
+def unreadable(sections: list[dict]) -> list[store.ProfileError]:
+    """The profiles the sections leave out because they failed verification."""
+    return [e for s in sections for e in s["unreadable"]]
+
+
+def stale_figures(sections: list[dict]) -> list[str]:
+    """One line per kernel whose log shows a figure measured on an older source of its revision."""
+    lines = []
+    for s in sections:
+        profiles = sorted({f"{row['rec']['revision']} ({lad['shape']} {lad['dtype']} on {lad['gpu']['name']})"
+                           for lad in s["ladders"] for row in lad["rows"] if row["stale"]})
+        swept = sorted({f"{r} (on {sw['gpu']})" for sw in s["sweeps"] for r in sw["stale"]})
+        if profiles or swept:
+            what = ([f"profiles of {', '.join(profiles)}"] if profiles else []) + \
+                ([f"sweep points of {', '.join(swept)}"] if swept else [])
+            lines.append(f"{s['kernel'].name}: {'; '.join(what)} were measured on an older source")
+    return lines

@@ -1,0 +1,237 @@
+"""The log's plots (matplotlib, headless): a sweep per kernel and GPU, a roofline per ladder, a
+history per kernel; each SVG carries the digest of the data it was drawn from, so `report
+--check` tells a stale plot from a current one without drawing."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+
+def _pyplot():
+    """matplotlib's pyplot, headless, its SVG ids salted so a re-render writes the same bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "kernlog"
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+# Each SVG carries a digest of the data it was drawn from (its <dc:description>), so `report
+# --check` can tell a stale plot from a current one without drawing. PLOT_VERSION is part of the
+# digest: bump it when a plot's drawing changes, and every committed plot reads as out of date.
+PLOT_VERSION = 1
+_DIGEST = re.compile(r"kernlog-data ([0-9a-f]{64})")
+
+
+def plot_digest(data) -> str:
+    """sha256 of a plot's data (JSON, keys sorted; anything else by its repr) and PLOT_VERSION."""
+    import hashlib
+    import json
+
+    blob = json.dumps([PLOT_VERSION, data], sort_keys=True, default=repr, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _save(plt, fig, path: Path, digest: str) -> None:
+    path.parent.mkdir(exist_ok=True)
+    fig.tight_layout()
+    # no date: the same data, the same file
+    fig.savefig(path, metadata={"Date": None, "Description": f"kernlog-data {digest}"})
+    plt.close(fig)
+
+
+def _sweep_lines(ax, sw: dict, xs, rows: list[dict]) -> None:
+    """A line per revision of the sweep through (x, its value) of each row it was measured at
+    (colour, marker and line style all vary: no two of 12+ series alike), and the ceiling."""
+    for i, rev in enumerate(sw["revisions"]):
+        pts = sorted((x, r["values"][rev]) for x, r in zip(xs, rows, strict=True) if r["values"][rev] is not None)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)],
+                    linestyle=("-", "--", "-.", ":")[i // 10 % 4], color=f"C{i % 10}", label=rev)
+    ax.axhline(sw["ceiling"], color="grey", linestyle="--", label="ceiling")
+
+
+def _plot_families(plt, s: dict, sw: dict):
+    """A kernel with shape families: a panel per family and dtype, its members side by side (a
+    line through 1x50257, 64x50257 and 4096x50257 at one row length would say nothing)."""
+    dtypes = sorted({r["dtype"] for r in sw["rows"]})
+    groups = [g for g in sw["groups"] if g["rows"]]
+    fig, axes = plt.subplots(len(groups), len(dtypes), figsize=(6 * len(dtypes), 3.8 * len(groups)), squeeze=False)
+    for axrow, g in zip(axes, groups, strict=True):
+        for ax, dtype in zip(axrow, dtypes, strict=True):
+            rows = [r for r in g["rows"] if r["dtype"] == dtype]
+            _sweep_lines(ax, sw, range(len(rows)), rows)
+            ax.set_xticks(range(len(rows)), [r["shape"] for r in rows], rotation=20, fontsize=7)
+            ax.set_ylabel(sw["unit"])
+            ax.set_title(f"{s['kernel'].name} {g['name'] or 'bench shapes'} {dtype} ({sw['gpu']})", fontsize=9)
+    axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def _plot_sizes(plt, s: dict, sw: dict):
+    """A kernel without shape families: a panel per dtype, throughput against size (log 2)."""
+    dtypes = sorted({r["dtype"] for r in sw["rows"]})
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4), squeeze=False)
+    for ax, dtype in zip(axes[0], dtypes, strict=False):
+        rows = [r for r in sw["rows"] if r["dtype"] == dtype]
+        _sweep_lines(ax, sw, [_x(r["shape"], s["kernel"].sweep_axis) for r in rows], rows)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("row length" if s["kernel"].sweep_axis == -1 and "x" in rows[0]["shape"] else "size")
+        ax.set_ylabel(sw["unit"])
+        ax.set_title(f"{s['kernel'].name} {dtype} ({sw['gpu']})")
+        ax.legend(fontsize=7)
+    return fig
+
+
+def _sweep_figures(sections: list[dict]):
+    """(path under the root, the data drawn, draw(plt) -> figure) of each sweep plot: one SVG per
+    kernel and GPU, throughput against size, a line per revision (with shape families: a panel
+    per family)."""
+    for s in sections:
+        for sw in s["sweeps"]:
+            families = any(g["family"] and g["rows"] for g in sw["groups"])
+            data = {"kernel": s["kernel"].name, "axis": s["kernel"].sweep_axis, "gpu": sw["gpu"], "unit": sw["unit"],
+                    "ceiling": sw["ceiling"], "revisions": list(sw["revisions"]),
+                    "rows": [[r["dtype"], r["shape"], r["values"]] for r in sw["rows"]],
+                    "groups": [[g["name"], bool(g["family"]), [[r["dtype"], r["shape"]] for r in g["rows"]]]
+                               for g in sw["groups"]] if families else None}
+            draw = _plot_families if families else _plot_sizes
+            yield f"reports/{s['kernel'].name}_sweep.svg", data, lambda plt, s=s, sw=sw, draw=draw: draw(plt, s, sw)
+
+
+def _draw(root: Path, figures) -> list[Path]:
+    plt = _pyplot()
+    written = []
+    for rel, data, draw in figures:
+        _save(plt, draw(plt), root / rel, plot_digest(data))
+        written.append(root / rel)
+    return written
+
+
+def plot_sweeps(root: Path, sections: list[dict]) -> list[Path]:
+    return _draw(root, _sweep_figures(sections))
+
+
+MARKERS = "osD^vP*Xh<>p"
+
+
+def _roofline(plt, s: dict, lad: dict, rows: list[dict]):
+    """Each revision a point (achieved TFLOP/s at its FLOP per DRAM byte), the ladder's steps
+    joined by arrows in ladder order, references hollow, under the measured bandwidth slope and
+    the compute ceiling."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = [r["roof"]["intensity"] for r in rows]
+    bw, peak = rows[0]["roof"]["bandwidth_gbps"], rows[0]["roof"]["peak_tflops"]
+    lo, hi = min(xs) / 4, max(max(xs) * 4, (peak * 1e3 / bw * 2) if peak else 0)
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    roof = [min(x * bw / 1e3, peak) if peak else x * bw / 1e3 for x in grid]
+    ax.plot(grid, roof, color="black", linewidth=1.5,
+            label=f"roof: copy {bw:.0f} GB/s" + (f", {rows[0]['roof']['peak_name']} {peak:.0f} TFLOP/s"
+                                                 if peak else ""))
+    steps = []
+    for i, r in enumerate(rows):
+        rec, pt = r["rec"], (r["roof"]["intensity"], r["roof"]["achieved"])
+        ref = rec["role"] == "reference"
+        ax.plot(*pt, linestyle="none", marker=MARKERS[i % len(MARKERS)], markersize=8, color=f"C{i % 10}",
+                markerfacecolor="none" if ref else f"C{i % 10}",
+                label=f"{rec['revision']} ({100 * r['roof']['pct_of_roof']:.0f}% of roof)")
+        if rec["role"] == "step":
+            steps.append(pt)
+    for a, b in zip(steps, steps[1:], strict=False):
+        ax.annotate("", xy=b, xytext=a, arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOP per DRAM byte (measured bytes)")
+    ax.set_ylabel("TFLOP/s achieved (wall time)")
+    ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}")
+    ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def _roofline_figures(sections: list[dict]):
+    """One roofline per ladder whose revisions have an intensity (see _roofline)."""
+    for s in sections:
+        for lad in s["ladders"]:
+            if not lad["roofline"]:
+                continue
+            rows = [r for r in lad["rows"] if r["roof"]["intensity"] is not None]
+            data = {"title": [s["kernel"].name, lad["shape"], lad["dtype"], lad["gpu"]["name"]],
+                    "roof": [rows[0]["roof"][k] for k in ("bandwidth_gbps", "peak_tflops", "peak_name")],
+                    "points": [[r["rec"]["revision"], r["rec"]["role"], r["roof"]["intensity"], r["roof"]["achieved"],
+                                r["roof"]["pct_of_roof"]] for r in rows]}
+            yield lad["roofline"], data, lambda plt, s=s, lad=lad, rows=rows: _roofline(plt, s, lad, rows)
+
+
+def plot_rooflines(root: Path, sections: list[dict]) -> list[Path]:
+    return _draw(root, _roofline_figures(sections))
+
+
+def _history(plt, s: dict, lad: dict, hist: dict):
+    """Each revision's median time at the kernel's profile shape across the commits that stored
+    or profiled it (kernlog history), steps circled."""
+    import datetime
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, (rev, points) in enumerate(hist["revisions"].items()):
+        xs = [datetime.datetime.fromisoformat(w) for w, _, _ in points]
+        ys = [ms * 1e3 for _, ms, _ in points]
+        ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=f"C{i % 10}", label=rev, linewidth=1)
+        for x, y, (_, _, step) in zip(xs, ys, points, strict=True):
+            if step:
+                ax.plot(x, y, marker="o", markersize=13, markerfacecolor="none", color="red")
+    ax.set_yscale("log")
+    ax.set_ylabel("median time (us, log)")
+    ax.set_xlabel("date of the commit profiled")
+    ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}: history "
+                 "(red rings: steps beyond noise)")
+    ax.legend(fontsize=7, loc="upper right")
+    fig.autofmt_xdate()
+    return fig
+
+
+def _history_figures(sections: list[dict]):
+    """One history plot per kernel, at its first ladder (see _history)."""
+    for s in sections:
+        hist = s["ladders"][0].get("history") if s["ladders"] else None
+        if not hist:
+            continue
+        lad = s["ladders"][0]
+        data = {"title": [s["kernel"].name, lad["shape"], lad["dtype"], lad["gpu"]["name"]],
+                "revisions": hist["revisions"]}
+        yield hist["plot"], data, lambda plt, s=s, lad=lad, hist=hist: _history(plt, s, lad, hist)
+
+
+def plot_histories(root: Path, sections: list[dict]) -> list[Path]:
+    return _draw(root, _history_figures(sections))
+
+
+def _figures(sections: list[dict]):
+    yield from _sweep_figures(sections)
+    yield from _roofline_figures(sections)
+    yield from _history_figures(sections)
+
+
+def stale_plots(root: Path, sections: list[dict]) -> list[str]:
+    """Each plot the log links that is missing, or whose digest is not that of the data
+    profiles/ and git hold now (drawn from other data, or by an older PLOT_VERSION)."""
+    out = []
+    for rel, data, _ in _figures(sections):
+        path = root / rel
+        if not path.exists():
+            out.append(f"{rel} is missing")
+            continue
+        found = _DIGEST.search(path.read_text(errors="replace"))
+        if found is None or found.group(1) != plot_digest(data):
+            out.append(f"{rel} was drawn from other data than profiles/ holds"
+                       if found else f"{rel} carries no data digest")
+    return out
+
+
+def plot_all(root: Path, sections: list[dict]) -> list[Path]:
+    return _draw(root, _figures(sections))
+
+
+def _x(shape: str, axis: int) -> int:
+    return int(shape.split("x")[axis])

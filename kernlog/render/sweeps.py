@@ -1,0 +1,189 @@
+"""The log's sweep tables: a kernel's bench.csv on one GPU as rows of throughput per shape and
+dtype, grouped by shape family, and each row's bars (the best step and the counterpart against
+the best reference and the copy), judged by kernlog.judge.verdicts."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernlog.judge.verdicts import COPY_BAR, COPY_BAR_BYTES, at_least, stale
+from kernlog.spec import (
+    COPY,
+    DTYPE_BYTES,
+    EVERY_REFERENCE,
+    FAILS_GATE,
+    REFUSED,
+    RUN_SPREAD,
+    SpeedBar,
+    format_shape,
+    parse_shape,
+)
+from kernlog.store import profiles as store
+from kernlog.store.calibrations import bands_of
+
+
+def _groups(rows: list[dict], families) -> list[dict]:
+    """The sweep's rows as one table per shape family (Kernel.families; a family with no member
+    measured yet is named, with no table), the rows of no family last; without families, one
+    table."""
+    out, placed = [], set()
+    for fam in families:
+        members = [format_shape(sh) for sh in fam.shapes]
+        mine = [r for r in rows if r["shape"] in members]
+        out.append({"name": fam.name, "family": True, "why": fam.why, "rows": mine,
+                    "missing": [m for m in members if m not in {r["shape"] for r in mine}]})
+        placed |= {id(r) for r in mine}
+    rest = [r for r in rows if id(r) not in placed]
+    if rest or not out:
+        out.append({"name": "other bench shapes" if out else None, "family": False, "why": "", "rows": rest,
+                    "missing": []})
+    return out
+
+
+# Issue 20's bars, shown beside each sweep row for the ladder's best step and for its
+# counterpart (the Triton softmax) each: the speed against the best reference there (a gap
+# inside the GPU's calibrated wall-time band is a tie), and the share of the same run's copy
+# where the tensor holds COPY_BAR_BYTES or more (at least COPY_BAR of it; kernlog.judge.verdicts).
+
+
+def _bar(row: dict, name: str | None, refs: list, band: float, need: float = 1.0) -> dict:
+    """One bar cell pair; "apart_ref" / "apart_copy": the ratio's two points were timed in
+    different runs (`kernlog bench --rev` merges a run into bench.csv), so it carries the
+    run-to-run drift that a side-by-side run cancels."""
+    vals, spread, runs = row["values"], row.get("spread", {}), row.get("runs", {})
+    v = vals.get(name) if name else None
+    theirs = {r: vals[r] for r in refs if vals.get(r) is not None}
+    best_ref = max(theirs, key=theirs.get) if theirs else None
+    vs_ref = v / theirs[best_ref] if v is not None and theirs else None
+    if theirs:  # wider where `bench --repeat` measured a wider run-to-run spread at this point
+        band = max(band, spread.get(name) or 0.0, spread.get(best_ref) or 0.0)
+    of_copy = v / vals[COPY] if v is not None and vals.get(COPY) else None
+    big = row["elems"] * DTYPE_BYTES.get(row["dtype"], 4) >= COPY_BAR_BYTES
+
+    def apart(other):
+        return other is not None and runs.get(name) is not None and runs.get(other) not in (None, runs[name])
+
+    return {"name": name, "vs_ref": vs_ref, "need": need,
+            "ref_met": None if vs_ref is None else at_least(vs_ref, need, band),
+            "of_copy": of_copy, "copy_met": None if of_copy is None or not big else at_least(of_copy, COPY_BAR),
+            "best_ref": best_ref, "apart_ref": vs_ref is not None and apart(best_ref),
+            "apart_copy": of_copy is not None and apart(COPY)}
+
+
+def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) -> list[dict]:
+    """[best step, counterpart (where the kernel has one)]: each one's speed against the
+    fastest of the bar's references ("ref_met": at least the bar's ratio for the shape, less
+    `band`) and share of the copy column ("copy_met", where that bar applies); None where not
+    measured."""
+    vals = row["values"]
+    refs = [r for r in vals if roles.get(r) == "reference" and (not bar.against or r in bar.against)]
+    need = bar.ratio(parse_shape(row["shape"]))
+    steps = {r: v for r, v in vals.items() if v is not None and roles.get(r) == "step"}
+    out = [_bar(row, max(steps, key=steps.get) if steps else None, refs, band, need)]
+    counterparts = [r for r in vals if roles.get(r) == "counterpart"]
+    if counterparts:
+        out.append(_bar(row, counterparts[0], refs, band, need))
+    return out
+
+
+def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None,
+           families=(), roles: dict | None = None, bar: SpeedBar = EVERY_REFERENCE) -> dict | None:
+    """The bench.csv of `kernel` on `gpu` as a table; a point measured on an older source of its
+    revision than `current` holds is listed in the row's "stale". "runs" lists the runs the
+    points come from (`kernlog bench --rev` merges a run into the file), each with its commit
+    and revisions."""
+    current = current or {}
+    path = store.kernel_dir(root, gpu, kernel) / "bench.csv"
+    if not path.exists():
+        return None
+    import pandas as pd
+
+    df = store.read_bench(root, path)
+    rank = {name: i for i, name in enumerate(order)}
+    rank[COPY] = len(order) + 1  # after every revision, listed (0..) or no longer listed (len(order))
+
+    def by_rank(name):
+        return rank.get(name, len(order))
+
+    revs = sorted(df["revision"].unique(), key=by_rank)
+    metric_name = "tflops" if (df["metric"] == "tflops").any() else "gbps"
+    points = df[df["metric"] == metric_name]
+    wide = points.pivot_table(index=["dtype", "shape"], columns="revision", values="value", aggfunc="first")
+    ceiling = float(df["matmul_tflops" if metric_name == "tflops" else "copy_gbps"].iloc[0])
+    old = {(d, sh, rev) for d, sh, rev, sha in zip(points["dtype"], points["shape"], points["revision"],
+                                                   points["source_sha256"], strict=True)
+           if stale(sha, current, rev)}
+    # A run is bench's run stamp or, for rows without one, their commit (two runs at one commit
+    # then look like one).
+    by_run: dict = {}
+    run_of: dict = {}  # (dtype, shape, revision) -> the run its point comes from
+    for run, commit, rev, d, sh in zip(points["run"], points["commit"], points["revision"], points["dtype"],
+                                       points["shape"], strict=True):
+        by_run.setdefault(run or commit, (commit, set()))[1].add(rev)
+        run_of[(d, sh, rev)] = run or commit
+    runs = sorted(({"commit": (commit or "not recorded")[:10], "revisions": sorted(timed, key=by_rank)}
+                   for commit, timed in by_run.values()), key=lambda r: by_rank(r["revisions"][0]))
+    refused, failing = _noted(df, REFUSED), _noted(df, FAILS_GATE)
+    spreads = df[df["metric"] == RUN_SPREAD]
+    spread = {(d, sh, r): v for d, sh, r, v in zip(spreads["dtype"], spreads["shape"], spreads["revision"],
+                                                  spreads["value"], strict=True)}
+    rows = []
+    for (dtype, shape), vals in wide.iterrows():
+        rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
+                     "values": {r: (None if pd.isna(vals.get(r)) else float(vals.get(r))) for r in revs},
+                     "stale": {r for r in revs if (dtype, shape, r) in old},
+                     "refused": refused.get((dtype, shape), {}), "fails_gate": failing.get((dtype, shape), {}),
+                     "spread": {r: spread[(dtype, shape, r)] for r in revs if (dtype, shape, r) in spread},
+                     "runs": {r: run_of[(dtype, shape, r)] for r in revs if (dtype, shape, r) in run_of}})
+    rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
+    band = bands_of(root, gpu)("wall_ms").rel
+    roles = roles or {}
+    for row in rows:
+        row["bars"] = _bars(row, roles, band, bar)
+    return {"revisions": revs, "rows": rows,
+            "groups": _groups(rows, families), "metric": metric_name, "ceiling": ceiling,
+            "stale": sorted({r for row in rows for r in row["stale"]}, key=by_rank),
+            "has_copy": COPY in revs, "runs": runs,
+            "refusals": sorted({(r, why) for row in rows for r, why in row["refused"].items()},
+                               key=lambda rw: (by_rank(rw[0]), rw[1])),
+            "gate_failures": [(r, row["shape"], row["dtype"], why) for row in rows
+                              for r, why in sorted(row["fails_gate"].items(), key=lambda rw: by_rank(rw[0]))],
+            "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
+            "band": band, "bar_label": bar.label, "has_refs": any(roles.get(r) == "reference" for r in revs),
+            "bar_labels": ["best step", "counterpart"][:max((len(r["bars"]) for r in rows), default=1)],
+            "missed": [r for r in rows if any(b["ref_met"] is False or b["copy_met"] is False for b in r["bars"])],
+            "apart": _apart(rows, by_rank),
+            "gpu": str(df["gpu"].iloc[0])}
+
+
+def _apart(rows: list[dict], by_rank) -> dict | None:
+    """Where a bar's ratio compares figures of different runs: how many points, and the one
+    `kernlog bench` run that times them side by side (every revision timed there, its shapes and
+    dtypes; every run times the copy)."""
+    points = [row for row in rows if any(b["apart_ref"] or b["apart_copy"] for b in row["bars"])]
+    if not points:
+        return None
+    # every revision timed at those points, not only the two of each marked ratio: a run of those
+    # alone would leave the others' ratios there across runs (the best step may change with it)
+    revs = {r for row in points for r, v in row["values"].items() if v is not None and r != COPY}
+    dtypes = sorted({r["dtype"] for r in points})
+    return {"points": len(points), "revisions": sorted(revs, key=by_rank),
+            "shapes": sorted({r["shape"] for r in points}, key=lambda sh: (_numel(sh), sh)),
+            "dtypes": dtypes if len(dtypes) == 1 else []}
+
+
+def _noted(df, metric: str) -> dict:
+    """(dtype, shape) -> {revision: the note} of bench.csv's rows of `metric` (spec.REFUSED,
+    spec.FAILS_GATE)."""
+    rows = df[df["metric"] == metric]
+    notes = rows["note"] if "note" in rows else [""] * len(rows)
+    out: dict = {}
+    for d, sh, rev, note in zip(rows["dtype"], rows["shape"], rows["revision"], notes, strict=True):
+        out.setdefault((d, sh), {})[rev] = note if isinstance(note, str) and note else "not recorded"
+    return out
+
+
+def _numel(shape: str) -> int:
+    n = 1
+    for part in shape.split("x"):
+        n *= int(part)
+    return n
