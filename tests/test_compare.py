@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernlog.commands.cli import main
+from kernlog.judge import compare
 
 from .helpers import git, git_repo, make_record, put
 
@@ -84,3 +85,22 @@ def test_bad_input_is_one_line_and_exit_2(repo, ref, message):
     r = run(repo, ref, "HEAD~1")
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert len(r.stderr.strip().splitlines()) == 1 and message in r.stderr
+
+
+def test_rows_judged_same_are_counted_not_listed_unless_all(repo):
+    head(repo, torch=make_record("torch", median_ms=0.110, seed=3))  # 10% slower: listed
+    r = run(repo, "HEAD~1", "HEAD")
+    listed = [ln for ln in r.stdout.splitlines() if ln.startswith("| nvidia")]
+    assert [ln.split(" | ")[1] for ln in listed] == ["softmax/torch"]
+    c = json.loads(run(repo, "HEAD~1", "HEAD", "--format", "json").stdout)
+    same = sum(row["judgement"] == "same" and not row["source_changed"] for row in c["rows"])
+    assert same >= 1 and f"{same} of {len(c['rows'])} pairs judged same, source unchanged" in r.stdout
+    everything = compare.render(c, "md", all_rows=True)
+    assert sum(ln.startswith("| nvidia") for ln in everything.splitlines()) == len(c["rows"])
+
+
+def test_nothing_moved_is_one_line_not_a_table(repo):
+    c = json.loads(run(repo, "HEAD", "HEAD", "--format", "json").stdout)
+    text = compare.render(c, "md")
+    assert "| gpu |" not in text and f"{len(c['rows'])} of {len(c['rows'])} pairs judged same" in text
+    assert "(all of them)" in text

@@ -182,3 +182,20 @@ def test_an_entry_that_recorded_head_keeps_its_date_when_head_moves(repo):
     git(repo, "add", "README")
     git(repo, "commit", "-qm", "later")
     assert [e["when"] for e in timeline(repo, side)["entries"]] == before
+
+
+def test_the_header_counts_entries_in_words_and_a_judged_history_states_its_step_rule():
+    from kernlog.judge import history
+
+    row = {"stored_in": "b" * 40, "captured_at": "2026-11-25T07:00:00", "profiled_at": "b" * 40, "dirty": False,
+           "source_sha256": "0123456789abcdef", "median_ms": 0.1, "gbps": 1000.0, "verdict": None, "step": False}
+    t = {"kernel": "softmax", "revision": "torch", "shape": [4, 64], "dtype": "fp32", "gpu": "H100",
+         "path": "p.json", "entries": [row]}
+    text = history.render(t)
+    assert "(1 entry of p.json)" in text and "STEP is" not in text  # nothing judged: no rule to explain
+    judged = dict(row, stored_in="c" * 40, verdict="same", ratio=1.019, p_value=1e-56, band=0.02,
+                  source_changed=False, driver_changed=False)
+    text = history.render(dict(t, entries=[row, judged]))
+    assert "(2 entries of p.json)" in text
+    rule = text.splitlines()[-1]
+    assert "beyond the noise band" in rule and "p < 0.01" in rule and "inside the band is 'same'" in rule

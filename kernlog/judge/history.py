@@ -16,7 +16,7 @@ from kernlog import units
 from kernlog.capture.at_commit import FAILED
 from kernlog.errors import KernlogError
 from kernlog.judge.plausible import achieved_gbps
-from kernlog.judge.verdicts import timing_verdict
+from kernlog.judge.verdicts import ALPHA, timing_verdict
 from kernlog.spec import format_shape
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
@@ -107,6 +107,14 @@ def timelines(root: Path, side: Side) -> list[dict]:
     return [timeline(root, side)]
 
 
+STEP_RULE = (f"(a STEP is a move beyond the noise band that the rank test also calls significant, p < {ALPHA}; "
+             "a ratio inside the band is 'same' however small its p)")
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _short(commit: str | None) -> str:
     return commit[:8] if commit else "worktree"
 
@@ -119,7 +127,7 @@ def render(t: dict, fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps(t, indent=1, sort_keys=True)
     out = [f"{t['kernel']}/{t['revision']}  {format_shape(tuple(t['shape']))} {t['dtype']}  on {t['gpu']}  "
-           f"({len(t['entries'])} entries of {t['path']})",
+           f"({_count(len(t['entries']), 'entry', 'entries')} of {t['path']})",
            f"{'stored in':<9} {'captured':<16} {'profiled at':<11} {'source':<10} {'median':>10} {'GB/s':>7}  "
            "vs previous"]
     steps = []
@@ -142,5 +150,7 @@ def render(t: dict, fmt: str = "text") -> str:
             steps.append(f"step: {r['verdict']} by {abs(1 - r['ratio']):.1%} in {_stored(r)} "
                          f"(profiled at {_short(r['profiled_at'])}; {cause})")
     out += steps or ["no step: every entry within the noise of the one before"]
+    if any(r.get("verdict") for r in t["entries"]):
+        out.append(STEP_RULE)
     out.append("(* profiled from a dirty tree)" if any(r.get("dirty") is True for r in t["entries"]) else "")
     return "\n".join(line for line in out if line)
