@@ -321,12 +321,11 @@ def test_the_whole_sweep_on_the_cpu_marks_refusals_wrong_references_and_left_out
     run is skipped with one line; each point's rows carry the run's stamp."""
     import re
 
-    from .test_profiler import FakeTimer, _toy_repo
-
     from kernlog.errors import GateFailure, Unsupported
     from kernlog.registry import load_kernel
 
     from .helpers import CEILINGS
+    from .test_profiler import FakeTimer, _toy_repo
 
     root = _toy_repo(tmp_path)
     monkeypatch.setattr(bench, "DEVICE", "cpu")

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernlog.capture import importer
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 from kernlog.store import profiles as store
 
 from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo

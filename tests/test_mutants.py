@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from kernlog import metrics, timing, units
 from kernlog.capture import bench
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 from kernlog.judge import diff
 from kernlog.metrics import metric
 from kernlog.registry import load_kernel

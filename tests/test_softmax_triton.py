@@ -4,10 +4,11 @@ another, all but a row's last chunk take the fallback), and the online two-pass 
 past SPLIT_CAP chunks. Each passes the gate
 where it is taken; a path that is refused would fail it."""
 import pytest
-from .test_triton_compiles import _compile_all
 
 from kernlog.registry import find_root, load_kernel
 from kernlog.run import gate
+
+from .test_triton_compiles import _compile_all
 
 KERNEL = load_kernel(find_root(), "softmax")
 
