@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kernlog import metrics, timing
 from kernlog.capture import hotspots, provenance
+from kernlog.capture import ncu as ncurep
 from kernlog.errors import GateFailure, KernlogError, NoGpu, Unsupported
 from kernlog.run import gate, picker
 from kernlog.run.clocks import Clocks
@@ -185,9 +186,9 @@ def build_record(report: Path | list, rev: Revision, samples: list[float], range
     kernels its ncu report (a path, or the report's actions) holds inside the NVTX range
     `range_name` (default: the one kernlog.run.target opens for it), and the timing pass's samples."""
     range_name = range_name or RANGE_PREFIX + rev.name
-    actions = metrics.read_report(report) if isinstance(report, Path) else report
-    actions = metrics.group_by_range(actions, range_name).get(range_name, [])
-    values, facts = metrics.summarize(actions)
+    actions = ncurep.read_report(report) if isinstance(report, Path) else report
+    actions = ncurep.group_by_range(actions, range_name).get(range_name, [])
+    values, facts = ncurep.summarize(actions)
     if not samples or not all(map(math.isfinite, samples)):
         raise KernlogError(f"{rev.name}: the timing pass gave no usable samples ({len(samples)}, non-finite "
                            "ones included); nothing was stored")
@@ -195,11 +196,11 @@ def build_record(report: Path | list, rev: Revision, samples: list[float], range
     values["wall_ms"] = summary["median_ms"]
     return {"revision": rev.name, "kind": rev.kind, "role": rev.role, "change": rev.change,
             "predicts": rev.predicts, "source_sha256": rev.sha256(), "metrics": values, "facts": facts,
-            "findings": metrics.findings(actions),
+            "findings": ncurep.findings(actions),
             "hotspots": hotspots.of_revision(actions, root or Path.cwd(), rev.sources),
             "timing": dict(summary, samples_ms=[round(x, 5) for x in samples],
                            l2_flush_bytes=timing.FLUSH_BYTES, warmup=3, clocks=clocks),
-            "ncu": {"replay_passes": metrics.replay_passes(actions), "nvtx_range": range_name}}
+            "ncu": {"replay_passes": ncurep.replay_passes(actions), "nvtx_range": range_name}}
 
 
 @dataclass
@@ -571,7 +572,7 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
             report, cmd = run.report, run.cmd
             run.tell(names, config)
             ncu_s = run.finish(opts.ncu_timeout_s)
-        actions = metrics.read_report(report)
+        actions = ncurep.read_report(report)
         records = []
         for t in batch:
             record = dict(common, **build_record(actions, t.rev, t.samples, clocks=t.clocks, root=root),
