@@ -1,3 +1,3 @@
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 
 main(prog_name="kernlog")

@@ -38,6 +38,24 @@ def load_kernel(root: Path, name: str) -> Kernel:
     return kernel
 
 
+# The project's config picker, where it has one (kernels/common/tuning.py: launchers ask it for a
+# config per shape and it times the candidates); kernlog.run.picker records, pins and, in gates,
+# untimes its picks. Named here, beside kernels/<op>/, as this is the module that knows the
+# project's layout: kernlog's stages below never name a module of the project.
+PICKER = "kernels.common.tuning"
+
+
+def picker(load: bool = False):
+    """The project's picker module (PICKER): the one a revision imported, None before that; with
+    `load`, imported now where no revision has yet, None where the project has none."""
+    if not load:
+        return sys.modules.get(PICKER)
+    try:
+        return importlib.import_module(PICKER)
+    except ImportError:
+        return None
+
+
 def split_rev(text: str) -> tuple[str, str]:
     """'softmax/v0_naive' -> ('softmax', 'v0_naive'); both parts must be plain names, so a
     revision can never name a path outside profiles/."""

@@ -78,7 +78,7 @@ def test_commits_of_a_range_oldest_first_and_one_ref(repo):
     with pytest.raises(KernlogError, match="holds no commit that changes marker.txt"):
         at_commit.commits(repo, "HEAD~1..HEAD")
     with pytest.raises(KernlogError, match="give --at REF or --range A..B, not both"):
-        at_commit.profile_commits(repo, "softmax", "HEAD", "a..b", {}, gpu=GPU["slug"])
+        at_commit.profile_commits(repo, "softmax", "HEAD", "a..b", gpu=GPU["slug"])
 
 
 def test_a_commit_is_profiled_from_its_own_tree_into_at(repo):
@@ -93,7 +93,7 @@ def test_a_commit_is_profiled_from_its_own_tree_into_at(repo):
     # At the old commit torch had today's hash (profiled already), torch_compile another one;
     # v5_tuned is not asked for.
     hashes = hashes_by_marker({"old tree": {"torch": "n" * 64, "torch_compile": "o" * 64, "v5_tuned": "v" * 64}})
-    written = at_commit.profile_commits(repo, "softmax", old[:7], None, {"revs": ["torch", "torch_compile"]},
+    written = at_commit.profile_commits(repo, "softmax", old[:7], None, revs=["torch", "torch_compile"],
                                     progress=lambda s: None, run=fake_process(seen), gpu=GPU["slug"], gpus=["0"],
                                     hashes=hashes)
     assert [s["marker"] for s in seen] == ["old tree"] and seen[0]["commit"] == old
@@ -115,12 +115,12 @@ def test_a_hash_is_profiled_once_at_its_first_commit(repo):
     seen, said = [], []
     table = {"2": {"torch": "a" * 64, "torch_compile": "a" * 64}, "3": {"torch": "a" * 64, "torch_compile": "b" * 64}}
     hashes, stored = hashes_by_marker(table), (lambda marker, rev: table[marker][rev])
-    at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {}, progress=said.append,
+    at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", progress=said.append,
                           run=fake_process(seen, source=stored), gpu=GPU["slug"], gpus=["0"], hashes=hashes)
     # torch and torch_compile share a hash at c2 and are both new there; at c3 only torch_compile changed.
     assert [(s["marker"], s["revs"]) for s in seen] == [("2", ["torch", "torch_compile"]), ("3", ["torch_compile"])]
     seen.clear()
-    at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {}, progress=said.append, run=fake_process(seen),
+    at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", progress=said.append, run=fake_process(seen),
                           gpu=GPU["slug"], gpus=["0"], hashes=hashes)
     assert seen == [] and any("already profiled" in s for s in said)  # the at/ entries are known now
 
@@ -131,7 +131,7 @@ def test_commits_run_side_by_side_one_per_gpu(repo):
     c3 = commit(repo, "c3", "3")
     seen = []
     hashes = hashes_by_marker({"2": {"torch": "a" * 64}, "3": {"torch": "b" * 64}})
-    written = at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {}, progress=lambda s: None,
+    written = at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", progress=lambda s: None,
                                     run=fake_process(seen, barrier=threading.Barrier(2, timeout=30)),
                                     gpu=GPU["slug"], gpus=["0", "1"], hashes=hashes)
     assert sorted(s["gpu"] for s in seen) == ["0", "1"] and len(written) == 2
@@ -151,7 +151,7 @@ def test_a_failing_commit_is_recorded_and_the_range_goes_on(repo):
         return (bad if env["KERNLOG_COMMIT"] == c2 else ok)(cmd, env, timeout)
 
     unreadable = lambda tree, kernel: None  # noqa: E731 -- an old tree today's tool cannot load
-    written = at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", {"revs": ["torch"]},
+    written = at_commit.profile_commits(repo, "softmax", None, f"{c1}..{c3}", revs=["torch"],
                                     progress=lambda s: None, run=run, gpu=GPU["slug"], gpus=["0"], hashes=unreadable)
     assert [s["commit"] for s in seen] == [c2, c3] and len(written) == 1
     failed = repo / "profiles" / GPU["slug"] / "softmax" / "at" / c2[:12] / at_commit.FAILED

@@ -4,7 +4,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 
 from .helpers import SECTIONS_REP, make_record, put, scratch_repo
 
@@ -205,3 +205,22 @@ def test_a_bench_file_missing_columns_names_them(repo):
     for command in ("list", "report"):  # each reads it its own way (csv, pandas)
         r = run(repo, command)
         assert r.exit_code == 2 and "(missing revision, shape, dtype, metric, value, gpu" in r.output, command
+
+
+@pytest.mark.parametrize("command", ["misses", "prune"])
+def test_an_optional_kernel_shows_as_optional_in_help(command):
+    """misses and prune run over every kernel without one: their usage line says so."""
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0
+    assert f"Usage: main {command} [OPTIONS] [KERNEL]\n" in result.output
+
+
+def test_every_command_is_registered_once_with_its_name():
+    assert sorted(main.commands) == ["bench", "check", "compare", "diff", "history", "import", "list", "misses",
+                                     "noise", "profile", "prune", "report", "show"]
+
+
+def test_check_on_the_cpu_skips_cuda_revisions_and_says_so(repo):
+    result = run(repo, "check", "softmax", "--rev", "v0_naive", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert result.output == "v0_naive: skipped on the CPU\n"

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 
 from .helpers import git, git_repo, make_record, put
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from kernlog import metrics
 from kernlog.capture import hotspots
+from kernlog.capture import ncu as ncurep
 from kernlog.render import show
 
 from .helpers import FIXTURES, FULL_REP, ROOT, make_record
@@ -15,7 +15,7 @@ CUDA_V0 = FIXTURES / "cuda_softmax_v0_naive_8192x4096_fp32.ncu-rep"  # kernlog p
 
 
 def _hot(report, source=None):
-    return hotspots.of_revision(metrics.read_report(report), ROOT, [source] if source else [])
+    return hotspots.of_revision(ncurep.read_report(report), ROOT, [source] if source else [])
 
 
 def test_cuda_c_lines_are_named_in_the_repository_with_their_text_and_stall():
@@ -47,10 +47,10 @@ def test_triton_lines_name_the_python_file_and_library_lines_their_package_path(
 
 
 def test_a_kernel_without_line_info_is_split_per_instruction(monkeypatch):
-    real = type(metrics.read_report(FULL_REP)[0]).source_info
-    monkeypatch.setattr(type(metrics.read_report(FULL_REP)[0]), "source_info", lambda self, pc: None)
+    real = type(ncurep.read_report(FULL_REP)[0]).source_info
+    monkeypatch.setattr(type(ncurep.read_report(FULL_REP)[0]), "source_info", lambda self, pc: None)
     hot = _hot(FULL_REP)
-    monkeypatch.setattr(type(metrics.read_report(FULL_REP)[0]), "source_info", real)
+    monkeypatch.setattr(type(ncurep.read_report(FULL_REP)[0]), "source_info", real)
     assert len(hot["lines"]) == hotspots.KEEP and all(ln["file"] is None for ln in hot["lines"])
     assert all(hotspots.where(ln).startswith("SASS +0x") and ln["sass"] for ln in hot["lines"])
     assert len({ln["line"] for ln in hot["lines"]}) == hotspots.KEEP

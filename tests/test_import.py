@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernlog.capture import importer
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 from kernlog.store import profiles as store
 
 from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
@@ -129,8 +129,8 @@ def test_an_existing_profile_is_kept_without_force(repo):
 
 
 def test_several_launches_without_a_range_are_all_the_revisions_kernels(repo, monkeypatch):
-    real = importer.metrics.read_report
-    monkeypatch.setattr(importer.metrics, "read_report", lambda p: real(p) * 2)
+    real = importer.ncurep.read_report
+    monkeypatch.setattr(importer.ncurep, "read_report", lambda p: real(p) * 2)
     r = imp(repo)
     assert r.exit_code == 0, r.output
     assert "the report holds 2 kernel launches and no --range was given" in r.output
@@ -174,8 +174,8 @@ def test_bad_input_is_one_line_and_writes_nothing(repo, tmp_path_factory, case):
 def test_an_imported_report_reads_the_gpu_s_capabilities_from_its_device_attributes():
     """What `kernlog profile` reads from the GPU (kernlog.cuda.device_caps), an import reads
     from the report: an H100's 132 SMs, compute capability 9.0, 227 KiB per block, clusters."""
-    from kernlog import metrics
+    from kernlog.capture import ncu as ncurep
 
-    gpu = importer._gpu(metrics.read_report(FULL_REP)[0], "13.0")
+    gpu = importer._gpu(ncurep.read_report(FULL_REP)[0], "13.0")
     assert gpu["name"] == "NVIDIA H100 80GB HBM3" and gpu["capability"] == "9.0" and gpu["sm_count"] == 132
     assert gpu["smem_per_block_optin"] == 227 * 1024 and gpu["cluster_launch"] is True and gpu["cuda"] == "13.0"

@@ -15,7 +15,7 @@ HEAVY = ("torch", "triton", "cupy")
 # bypasses the import statement's timing log.
 RUN = """
 import json, sys
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 try:
     main(sys.argv[2:], prog_name="kernlog")
 except SystemExit as e:

@@ -9,7 +9,7 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 from kernlog.store import profiles as store
 
 from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo

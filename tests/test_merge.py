@@ -7,7 +7,7 @@ import subprocess
 
 from click.testing import CliRunner
 
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 
 from .helpers import GPU, make_record, put, scratch_repo
 

@@ -1,14 +1,14 @@
 """Extraction from real .ncu-rep files captured on the H100."""
 import pytest
 
-from kernlog import metrics
+from kernlog.capture import ncu as ncurep
 from kernlog.errors import KernlogError
 
 from .helpers import FULL_REP, SECTIONS_REP
 
 
 def test_extracts_core_metrics_from_full_report():
-    values, facts = metrics.summarize(metrics.read_report(FULL_REP))
+    values, facts = ncurep.summarize(ncurep.read_report(FULL_REP))
     assert values["duration_us"] == pytest.approx(85.12, rel=1e-3)
     # 8192 x 4096 fp32 read once and written once is 268 MB; the kernel moved about that
     assert 200 < values["dram_mb"] < 300
@@ -21,20 +21,20 @@ def test_extracts_core_metrics_from_full_report():
 
 
 def test_stall_reasons_are_cycles_per_instruction_without_selected():
-    values, _ = metrics.summarize(metrics.read_report(SECTIONS_REP))
+    values, _ = ncurep.summarize(ncurep.read_report(SECTIONS_REP))
     assert values["stall_long_scoreboard"] == pytest.approx(22.51, rel=1e-3)
     assert "stall_selected" not in values and "stall_not_selected" not in values
 
 
 def test_metric_absent_from_report_is_not_collected_not_zero():
-    values, _ = metrics.summarize(metrics.read_report(SECTIONS_REP))
+    values, _ = ncurep.summarize(ncurep.read_report(SECTIONS_REP))
     # the five-section capture has no dram__bytes_read/write nor instruction counts
     assert values["dram_mb"] is None
     assert values["instructions"] is None
 
 
 def test_findings_carry_title_message_and_speedup_without_markup():
-    found = metrics.findings(metrics.read_report(SECTIONS_REP))
+    found = ncurep.findings(ncurep.read_report(SECTIONS_REP))
     stall = [f for f in found if f["title"] == "Long Scoreboard Stalls"]
     assert stall and stall[0]["speedup_pct"] == pytest.approx(45.3, abs=0.1)
     assert all("@section:" not in f["message"] for f in found)
@@ -42,17 +42,31 @@ def test_findings_carry_title_message_and_speedup_without_markup():
 
 
 def test_actions_grouped_by_nvtx_range():
-    groups = metrics.group_by_range(metrics.read_report(SECTIONS_REP), "k")
+    groups = ncurep.group_by_range(ncurep.read_report(SECTIONS_REP), "k")
     assert list(groups) == ["kl"] and len(groups["kl"]) == 1
-    assert metrics.group_by_range(metrics.read_report(SECTIONS_REP), "kl.") == {}
+    assert ncurep.group_by_range(ncurep.read_report(SECTIONS_REP), "kl.") == {}
 
 
 def test_missing_and_corrupt_reports_raise_clear_errors(tmp_path):
     with pytest.raises(KernlogError, match="missing"):
-        metrics.read_report(tmp_path / "nope.ncu-rep")
+        ncurep.read_report(tmp_path / "nope.ncu-rep")
     bad = tmp_path / "bad.ncu-rep"
     bad.write_bytes(b"not a report")
     with pytest.raises(KernlogError, match="empty or corrupt"):
-        metrics.read_report(bad)
+        ncurep.read_report(bad)
     with pytest.raises(KernlogError, match="no profiled kernel"):
-        metrics.summarize([])
+        ncurep.summarize([])
+
+
+def test_the_catalogue_imports_no_report_reader_and_no_other_stage():
+    """kernels/ import the catalogue (core); reading reports is capture.ncu's."""
+    import subprocess
+    import sys
+
+    code = ("import sys, kernlog.metrics; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith(('kernlog', 'ncu')))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert set(out) <= {"kernlog", "kernlog.metrics", "kernlog.errors"}, out
+    from kernlog import metrics
+
+    assert not any(hasattr(metrics, n) for n in ("read_report", "summarize", "findings", "group_by_range"))

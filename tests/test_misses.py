@@ -5,7 +5,7 @@ import json
 from click.testing import CliRunner
 
 from kernlog.capture import bench
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 from kernlog.registry import load_kernel
 from kernlog.render import misses
 

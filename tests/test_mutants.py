@@ -9,7 +9,8 @@ from click.testing import CliRunner
 
 from kernlog import metrics, timing, units
 from kernlog.capture import bench
-from kernlog.commands.cli import main
+from kernlog.capture import ncu as ncurep
+from kernlog.commands.main import main
 from kernlog.judge import diff, verdicts
 from kernlog.metrics import metric
 from kernlog.registry import load_kernel
@@ -66,7 +67,7 @@ class _Value:
 
 
 class _Action:
-    """Enough of an ncu_report action for metrics.summarize."""
+    """Enough of an ncu_report action for ncurep.summarize."""
 
     def __init__(self, name, values):
         self._name, self.values = name, values
@@ -90,13 +91,13 @@ def test_each_stall_keeps_its_own_name():
                            _stall("selected"): 4.0, _stall("not_selected"): 5.0,
                            metrics.STALL_PREFIX + "barrier_per_warp_active.pct": 99.0,
                            "gpu__time_duration.sum": 1000.0})
-    values, _ = metrics.summarize([action])
+    values, _ = ncurep.summarize([action])
     assert {k: v for k, v in values.items() if k.startswith("stall_")} == {
         "stall_barrier": 1.0, "stall_long_scoreboard": 2.0, "stall_wait": 3.0}
 
 
 def test_stalls_of_a_real_report_under_their_names():
-    values, _ = metrics.summarize(metrics.read_report(SECTIONS_REP))
+    values, _ = ncurep.summarize(ncurep.read_report(SECTIONS_REP))
     got = {k: round(values[k], 3) for k in ("stall_long_scoreboard", "stall_short_scoreboard", "stall_barrier",
                                            "stall_drain", "stall_wait", "stall_mio_throttle")}
     assert got == {"stall_long_scoreboard": 22.507, "stall_short_scoreboard": 11.663, "stall_barrier": 5.269,
@@ -113,7 +114,7 @@ def test_the_main_kernel_of_several_is_the_longest_and_sums_cover_all():
                             "dram__bytes_read.sum": 3e6, _stall("barrier"): 1.0,
                             "launch__occupancy_limit_registers": 8.0, "launch__occupancy_limit_warps": 2.0})
     for actions in ([short, long], [long, short]):
-        values, facts = metrics.summarize(actions)
+        values, facts = ncurep.summarize(actions)
         assert facts["main_kernel"] == "main" and facts["occupancy_limiter"] == "warps"
         assert values["block_size"] == 256.0 and values["stall_barrier"] == 1.0
         assert values["duration_us"] == pytest.approx(100.0) and values["dram_mb"] == pytest.approx(4.0)

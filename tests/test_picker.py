@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from kernels.common import tuning
+from kernlog import registry
 from kernlog.registry import load_kernel
 from kernlog.run import gate, picker
 
@@ -39,12 +40,12 @@ def test_untimed_puts_the_timed_picker_back_when_the_gate_raises(monkeypatch):
 
 
 def test_untimed_without_a_picker_only_runs_the_body(monkeypatch):
-    monkeypatch.setitem(sys.modules, picker.MODULE, None)  # import fails: the project has no picker
+    monkeypatch.setitem(sys.modules, registry.PICKER, None)  # import fails: the project has no picker
     with picker.untimed():
         ran = True
     assert ran
-    bare = types.ModuleType(picker.MODULE)  # one without fastest/PICKED (an older commit's)
-    monkeypatch.setitem(sys.modules, picker.MODULE, bare)
+    bare = types.ModuleType(registry.PICKER)  # one without fastest/PICKED (an older commit's)
+    monkeypatch.setitem(sys.modules, registry.PICKER, bare)
     with picker.untimed():
         pass
     assert not hasattr(bare, "fastest")
@@ -75,3 +76,34 @@ def test_the_gate_runs_a_wrong_candidate_the_timing_would_never_pick(monkeypatch
     out = torch.empty(3, 8)
     launch((torch.randn(3, 8),), out)
     assert torch.allclose(out.sum(-1), torch.ones(3))
+
+
+def test_the_picker_is_the_module_the_registry_names_found_where_a_revision_imported_it(monkeypatch):
+    """picker names no module of the project: it asks the registry, which knows the layout."""
+    assert not hasattr(picker, "MODULE") and not hasattr(picker, "importlib")
+    assert registry.PICKER == tuning.__name__
+    other = types.ModuleType("elsewhere.picks")
+    other.USED = {"k": None}
+    other.used_config = lambda: {"k": "'other'"}
+    monkeypatch.setattr(registry, "PICKER", other.__name__)
+    assert picker.module() is None and picker.used_config() == {}  # not imported by any revision yet
+    monkeypatch.setitem(sys.modules, other.__name__, other)
+    assert picker.module() is other and picker.used_config() == {"k": "'other'"}
+    picker.forget_used()
+    assert other.USED == {}
+
+
+def test_untimed_imports_the_registrys_picker_before_a_revision_does(tmp_path, monkeypatch):
+    """A target process enters untimed before loading the revisions it warms up: the picker
+    they import inside is already untimed."""
+    (tmp_path / "late_picks.py").write_text("PICKED = {}\ndef fastest(run, candidates, device):\n"
+                                            "    raise AssertionError('timed')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "PICKER", "late_picks")
+    monkeypatch.delitem(sys.modules, "late_picks", raising=False)
+    with picker.untimed():
+        import late_picks
+
+        assert late_picks.fastest(None, ["a", "b"], "cpu") == "a"
+    assert late_picks.PICKED == {}
+    monkeypatch.delitem(sys.modules, "late_picks")

@@ -1,4 +1,5 @@
 """Profiling safety: ncu's command line, its failures, atomic writes, no partial profiles."""
+import dataclasses
 import json
 import os
 import re
@@ -910,3 +911,46 @@ def test_the_target_stops_before_profiling_a_config_its_timing_pass_did_not_pin(
     monkeypatch.setattr(tuning, "_PINS", [])
     (tmp_path / "pins.json").write_text(json.dumps({tuning.key_text(key): "'only'"}))
     target.profile_revisions(str(tmp_path), "k", "8", "fp32", ["v3"])
+
+
+def _parsed(argv):
+    """`kernlog profile softmax ARGV` as the CLI parses it: the Options its values make."""
+    from kernlog.commands.profile import profile as command
+
+    ctx = command.make_context("profile", ["softmax", *argv])
+    return profiler.Options.from_cli(**{f.field: ctx.params[f.field] for f in profiler.FLAGS})
+
+
+@pytest.mark.parametrize("opts", [
+    profiler.Options(),
+    profiler.Options(shape=(4, 64), dtype="bf16", force=True, clock_control="base", cache_control="none",
+                     sections=("SpeedOfLight", "LaunchStats"), gate_workers=3),
+    profiler.Options(shape=(2, 3, 5), gate_workers=1),
+])
+def test_options_go_to_argv_and_back_through_the_cli_unchanged(opts):
+    assert _parsed(opts.to_argv()) == opts
+
+
+def test_to_argv_writes_the_flags_in_profiles_words_and_order():
+    opts = profiler.Options(shape=(4, 64), dtype="fp32", force=True, sections=("A", "B"), gate_workers=2,
+                            timing_budget_s=9.0, kernel_filter="x")  # no flag sets the last two
+    assert opts.to_argv() == ["--shape", "4x64", "--dtype", "fp32", "--force", "--clock-control", "none",
+                              "--cache-control", "all", "--section", "A", "--section", "B", "--gate-workers", "2"]
+    assert profiler.Options().to_argv() == ["--clock-control", "none", "--cache-control", "all"]
+
+
+def test_from_cli_takes_the_kernels_sections_only_without_a_section_flag():
+    assert profiler.Options.from_cli(("K1",), sections=()).sections == ("K1",)
+    assert profiler.Options.from_cli(("K1",), sections=("S",)).sections == ("S",)
+    assert profiler.Options.from_cli(sections=()).sections == profiler.metrics.SECTIONS
+    with pytest.raises(TypeError, match="not a profile option: revs"):
+        profiler.Options.from_cli(revs=("torch",))
+
+
+def test_every_flag_is_an_option_of_the_profile_command_and_a_field_of_options():
+    from kernlog.commands.profile import profile as command
+
+    fields = {f.name for f in dataclasses.fields(profiler.Options)}
+    names = {p.name: p.opts for p in command.params}
+    for flag in profiler.FLAGS:
+        assert flag.field in fields and names[flag.field] == [flag.name]

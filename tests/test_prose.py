@@ -4,7 +4,7 @@ fails the check; a dated history region is exempt."""
 import pytest
 from click.testing import CliRunner
 
-from kernlog.commands.cli import main
+from kernlog.commands.main import main
 from kernlog.errors import KernlogError
 from kernlog.render import prose
 

@@ -23,9 +23,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kernlog.capture import provenance
+from kernlog.capture.profiler import Options, require_gpu
 from kernlog.errors import KernlogError
 from kernlog.run import fanout
 from kernlog.store import gitrefs
@@ -190,32 +192,29 @@ def plan(root: Path, kernel: str, commits_: list[str], gpu: str, revs=(), hashes
     return out
 
 
-def profile_commits(root: Path, kernel: str, at: str | None, range_: str | None, opts: dict,
-                    progress: Callable[[str], None] = print, run=_run, gpu: str | None = None,
-                    gpus: list[str] | None = None, hashes=tree_hashes) -> list[Path]:
+def profile_commits(root: Path, kernel: str, at: str | None, range_: str | None, opts: Options | None = None,
+                    revs: Sequence[str] = (), progress: Callable[[str], None] = print, run=_run,
+                    gpu: str | None = None, gpus: list[str] | None = None, hashes=tree_hashes) -> list[Path]:
     """profile_at for the commit --at names or each commit of --range with a revision to
     profile (plan), oldest first, side by side on `gpus` (default: one, the first visible);
-    `opts` are fanout.profile_args' keywords."""
-    from kernlog.capture import provenance
-
+    `opts` the profile options each commit's process is given (Options.to_argv), `revs` the
+    revisions asked for (default: every one)."""
+    opts = opts or Options()
     spec = require_one(at, range_)
     if gpu is None:
-        from kernlog.capture.profiler import require_gpu
-
         require_gpu()
         gpu = provenance.gpu_info()["slug"]
     gpus = gpus if gpus is not None else (fanout.visible_gpus() or ["0"])[:1]
-    jobs = plan(root, kernel, commits(root, spec), gpu, opts.get("revs", ()), hashes, progress,
-                opts.get("force", False))
+    jobs = plan(root, kernel, commits(root, spec), gpu, revs, hashes, progress, opts.force)
     if not jobs:
         return []
     progress(f"{len(jobs)} commit(s) to profile on {len(gpus)} GPU(s)")
-    rest = {k: v for k, v in opts.items() if k != "revs"}
+    argv = opts.to_argv()
 
     def work(job, device):
         commit, revs = job
         progress(f"commit {commit[:12]}: {', '.join(revs) if revs else 'every revision'} (GPU {device})")
-        args = fanout.profile_args(revs=revs or (), **rest)
+        args = [a for r in revs or () for a in ("--rev", r)] + argv
         return profile_at(root, kernel, commit, gpu, args, progress, run, env=fanout.child_env(device, len(gpus)))
 
     return [p for written in fanout.on_gpus(jobs, gpus, work) for p in written]

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernlog.metrics import NOT_STALLS, main_action
+from kernlog.capture.ncu import main_action
+from kernlog.metrics import NOT_STALLS
 
 SAMPLES = "smsp__pcsamp_sample_count"
 STALL_PREFIX = "smsp__pcsamp_warps_issue_stalled_"

@@ -18,8 +18,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from kernlog import metrics
 from kernlog.capture import hotspots, provenance
+from kernlog.capture import ncu as ncurep
 from kernlog.errors import KernlogError
 from kernlog.identity import gpu_slug
 from kernlog.registry import kernel_names, load_kernel
@@ -138,9 +138,9 @@ def _gpu(action, cuda: str | None) -> dict:
 
 def _select(actions: list, range_name: str | None, progress) -> list:
     if range_name is not None:
-        picked = metrics.group_by_range(actions, range_name).get(range_name, [])
+        picked = ncurep.group_by_range(actions, range_name).get(range_name, [])
         if not picked:
-            found = sorted({r for a in actions for r in metrics.nvtx_ranges(a)})
+            found = sorted({r for a in actions for r in ncurep.nvtx_ranges(a)})
             raise KernlogError(f"no kernel of the report ran inside an NVTX range {range_name!r}; its ranges: "
                                + (", ".join(found) if found else "none (captured without --nvtx)"))
         return picked
@@ -179,7 +179,7 @@ def _kernel_shape_dtype(root: Path, kernel_name: str, rev_name: str, shape: str 
 
 def build_record(root: Path, report: Path, kernel, rev_name: str, shape, dtype: str, actions: list) -> dict:
     """The profile of `actions` (kernels of `report`) as kernel/rev_name at shape and dtype."""
-    values, facts = metrics.summarize(actions)
+    values, facts = ncurep.summarize(actions)
     if not values.get("duration_us"):
         raise KernlogError(f"{report} lacks gpu__time_duration.sum (ncu's SpeedOfLight section): "
                            "an imported profile is timed by it")
@@ -204,11 +204,11 @@ def build_record(root: Path, report: Path, kernel, rev_name: str, shape, dtype: 
                         if started else provenance.UNKNOWN),
         "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape), "ceiling": kernel.ceiling,
         "ceilings": ceilings if ceilings.get("copy_gbps") else NOT_MEASURED,
-        "metrics": values, "facts": facts, "findings": metrics.findings(actions),
+        "metrics": values, "facts": facts, "findings": ncurep.findings(actions),
         "hotspots": hotspots.of_revision(actions, root),
         "timing": {"samples_ms": [ms], "median_ms": ms, "p05_ms": ms, "p95_ms": ms, "n": 1,
                    "source": TIMING_SOURCE, "clocks": None},
-        "ncu": dict(_ncu_settings(sess.get("command")), replay_passes=metrics.replay_passes(actions)),
+        "ncu": dict(_ncu_settings(sess.get("command")), replay_passes=ncurep.replay_passes(actions)),
         "imported": {"file": report.name, "bytes": size, "sha256": sha, "imported_at": provenance.now(),
                      "kernels": len(actions)},
     }
@@ -229,7 +229,7 @@ def import_report(root: Path, report: Path, kernel_name: str, rev_name: str, sha
     with open(report, "rb") as f:
         if f.read(4) != MAGIC:
             raise KernlogError(f"{report} is not an ncu report (an .ncu-rep file begins with 'NVR')")
-    actions = _select(metrics.read_report(report), range_name, progress)
+    actions = _select(ncurep.read_report(report), range_name, progress)
     record = build_record(root, report, kernel, rev_name, shp, dtype, actions)
     record["imported"]["range"] = range_name
     json_path, _ = store.profile_paths(root, record["gpu"]["slug"], kernel.name, rev_name, shp, dtype)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kernlog import metrics, timing
 from kernlog.capture import hotspots, provenance
+from kernlog.capture import ncu as ncurep
 from kernlog.errors import GateFailure, KernlogError, NoGpu, Unsupported
 from kernlog.run import gate, picker
 from kernlog.run.clocks import Clocks
@@ -26,6 +27,35 @@ from kernlog.spec import Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 
 DEVICE = "cuda"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One of `kernlog profile`'s options that sets an Options field: the CLI makes its click
+    option from this (kernlog.commands.profile) and Options.to_argv writes it back, so a process
+    of its own (run.fanout, capture.at_commit) is told what this one was."""
+    field: str
+    name: str  # --name on the command line
+    help: str
+    kind: str = "text"  # text | shape | dtype | choice | flag | many (repeatable) | count (an int >= 1)
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+
+
+DTYPES = ("fp32", "bf16", "fp16")
+FLAGS = (
+    Flag("shape", "--shape", "Shape, e.g. 8192x4096.", "shape", metavar="ROWSxCOLS"),
+    Flag("dtype", "--dtype", "Default: the kernel's first dtype.", "dtype", DTYPES),
+    Flag("force", "--force", "Re-profile and replace existing profiles.", "flag"),
+    Flag("clock_control", "--clock-control",
+         "As ncu's --clock-control; 'none' leaves clocks as the timing pass sees them.", "choice",
+         ("base", "none", "reset")),
+    Flag("cache_control", "--cache-control", "As ncu's --cache-control.", "choice", ("all", "none")),
+    Flag("sections", "--section", "ncu section (repeatable; default: kernlog's list).", "many"),
+    Flag("gate_workers", "--gate-workers",
+         "Gate N revisions at once, a process each (default: half the cores, at most 8; 1: one by one).", "count",
+         metavar="N"),
+)
 
 
 @dataclass
@@ -40,6 +70,35 @@ class Options:
     kernel_filter: str = ""  # a regex: ncu profiles only the kernels whose names match (Kernel.ncu_kernels)
     ncu_timeout_s: float = 900.0
     gate_workers: int | None = None  # gate processes at once (parallel_gates); None: gate_workers(); 1: in this process
+
+    @classmethod
+    def from_cli(cls, kernel_sections: tuple[str, ...] = (), **values) -> Options:
+        """The Options the command line's FLAGS give (click's values by field name; the shape
+        parsed). No --section: `kernel_sections` (Kernel.sections) where the kernel names
+        some, else kernlog's SECTIONS."""
+        unknown = set(values) - {f.field for f in FLAGS}
+        if unknown:
+            raise TypeError(f"not a profile option: {', '.join(sorted(unknown))}")
+        sections = tuple(values.pop("sections", ()) or kernel_sections or ())
+        opts = cls(**values)
+        if sections:
+            opts.sections = sections
+        return opts
+
+    def to_argv(self) -> list[str]:
+        """These options as `kernlog profile` takes them (FLAGS, in their order): what
+        from_cli makes back into these. Left out: what is at its default and says nothing
+        (no shape or dtype, --force off, SECTIONS) and the fields no flag sets."""
+        argv: list[str] = []
+        for f in FLAGS:
+            value = getattr(self, f.field)
+            if f.kind == "flag":
+                argv += [f.name] if value else []
+            elif f.kind == "many":
+                argv += [] if tuple(value) == metrics.SECTIONS else [a for v in value for a in (f.name, v)]
+            elif value is not None:
+                argv += [f.name, format_shape(value) if f.kind == "shape" else str(value)]
+        return argv
 
 
 def require_gpu() -> str:
@@ -127,9 +186,9 @@ def build_record(report: Path | list, rev: Revision, samples: list[float], range
     kernels its ncu report (a path, or the report's actions) holds inside the NVTX range
     `range_name` (default: the one kernlog.run.target opens for it), and the timing pass's samples."""
     range_name = range_name or RANGE_PREFIX + rev.name
-    actions = metrics.read_report(report) if isinstance(report, Path) else report
-    actions = metrics.group_by_range(actions, range_name).get(range_name, [])
-    values, facts = metrics.summarize(actions)
+    actions = ncurep.read_report(report) if isinstance(report, Path) else report
+    actions = ncurep.group_by_range(actions, range_name).get(range_name, [])
+    values, facts = ncurep.summarize(actions)
     if not samples or not all(map(math.isfinite, samples)):
         raise KernlogError(f"{rev.name}: the timing pass gave no usable samples ({len(samples)}, non-finite "
                            "ones included); nothing was stored")
@@ -137,11 +196,11 @@ def build_record(report: Path | list, rev: Revision, samples: list[float], range
     values["wall_ms"] = summary["median_ms"]
     return {"revision": rev.name, "kind": rev.kind, "role": rev.role, "change": rev.change,
             "predicts": rev.predicts, "source_sha256": rev.sha256(), "metrics": values, "facts": facts,
-            "findings": metrics.findings(actions),
+            "findings": ncurep.findings(actions),
             "hotspots": hotspots.of_revision(actions, root or Path.cwd(), rev.sources),
             "timing": dict(summary, samples_ms=[round(x, 5) for x in samples],
                            l2_flush_bytes=timing.FLUSH_BYTES, warmup=3, clocks=clocks),
-            "ncu": {"replay_passes": metrics.replay_passes(actions), "nvtx_range": range_name}}
+            "ncu": {"replay_passes": ncurep.replay_passes(actions), "nvtx_range": range_name}}
 
 
 @dataclass
@@ -513,7 +572,7 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
             report, cmd = run.report, run.cmd
             run.tell(names, config)
             ncu_s = run.finish(opts.ncu_timeout_s)
-        actions = metrics.read_report(report)
+        actions = ncurep.read_report(report)
         records = []
         for t in batch:
             record = dict(common, **build_record(actions, t.rev, t.samples, clocks=t.clocks, root=root),
@@ -592,10 +651,7 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
     todo = _todo(root, kernel, revs, shape, dtype, opts, provenance.gpu_info()["slug"], progress)
     if len(todo) < 2:
         return profile(root, kernel, todo, opts, progress) if todo else []
-    args = fanout.profile_args(shape=shape, dtype=dtype, force=opts.force, clock_control=opts.clock_control,
-                               cache_control=opts.cache_control,
-                               sections=opts.sections if opts.sections != metrics.SECTIONS else (),
-                               gate_workers=opts.gate_workers)
+    args = dataclasses.replace(opts, shape=shape, dtype=dtype).to_argv()
     return fanout.profile_on_gpus(root, kernel.name, todo, args, devices, progress)
 
 

@@ -98,16 +98,6 @@ def child_env(gpu: str, n_processes: int) -> dict:
     return dict(os.environ, **{GPUS_ENV: gpu, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads})
 
 
-def profile_args(revs=(), shape=None, dtype=None, force=False, clock_control="none", cache_control="all",
-                 sections=(), gate_workers=None) -> list[str]:
-    """`kernlog profile`'s options, as a process of its own takes them."""
-    return ([a for r in revs for a in ("--rev", r)] + (["--shape", "x".join(map(str, shape))] if shape else [])
-            + (["--dtype", dtype] if dtype else []) + (["--force"] if force else [])
-            + ["--clock-control", clock_control, "--cache-control", cache_control]
-            + [a for sec in sections for a in ("--section", sec)]
-            + (["--gate-workers", str(gate_workers)] if gate_workers else []))
-
-
 def run(cmd: list[str], env: dict, timeout: float, progress: Callable[[str], None] | None = None,
         prefix: str = "", cwd: Path | None = None) -> tuple[int, str]:
     """`cmd`'s exit status and its output (stdout and stderr); stderr's lines also go to
@@ -148,9 +138,10 @@ def run(cmd: list[str], env: dict, timeout: float, progress: Callable[[str], Non
 def profile_on_gpus(root: Path, kernel: str, revs: Sequence, args: list[str], gpus: Sequence[str],
                     progress: Callable[[str], None], runner=run, timeout: float = 3600.0) -> list[Path]:
     """`kernlog profile` of `revs` (Revision objects) dealt out to `gpus`, a process each,
-    into `root`'s profiles/; the profiles written. Compile-heavy kinds (Triton, torch) weigh
-    twice a CUDA C revision in the deal. Raises naming each GPU whose process failed, after
-    every process has ended (what the others wrote stays)."""
+    into `root`'s profiles/, each given `args` (capture.profiler.Options.to_argv); the profiles
+    written. Compile-heavy kinds (Triton, torch) weigh twice a CUDA C revision in the deal.
+    Raises naming each GPU whose process failed, after every process has ended (what the
+    others wrote stays)."""
     groups = deal(list(revs), len(gpus), weight=lambda r: 1 if r.kind == "cuda" else 2)
     progress(f"{len(revs)} revisions over {len(groups)} GPUs ({', '.join(gpus[:len(groups)])}): "
              + "; ".join(", ".join(r.name for r in g) for g in groups))

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from kernlog.errors import Unsupported
+from kernlog.errors import GateFailure, Unsupported
 from kernlog.run import picker
 from kernlog.spec import Kernel, Revision, Shape, format_shape, torch_dtype
 
@@ -299,3 +300,33 @@ def verdict(kernel: Kernel, rev: Revision, device: str, dtype: str) -> tuple:
         return ("failed", bad.line())
     return ("ok", {"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
 
+
+
+def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
+              dtypes: list[str] | None = None) -> Iterator[str]:
+    """`kernlog check`: the gate of each revision, a line each as it ends (ok or FAIL, its
+    cases and worst error, the first failure); raises GateFailure naming the revisions that
+    failed after the last. `device` None: cuda where a GPU is visible, else cpu, where CUDA C
+    and torch.compile revisions are skipped."""
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    failed = []
+    for rev in revs:
+        if device == "cpu" and (rev.kind == "cuda" or "compile" in rev.name):
+            yield f"{rev.name}: skipped on the CPU"
+            continue
+        try:
+            results = check_revision(kernel, rev, device, dtypes=dtypes or None)
+        except Unsupported as exc:
+            yield f"{rev.name}: skipped: {exc}"
+            continue
+        bad = first_failure(results)
+        worst = max(r.rel_error for r in results)
+        yield (f"{rev.name}: {'ok' if bad is None else 'FAIL'} ({len(results)} cases, worst rel err {worst:.1e})"
+               + ("" if bad is None else f"\n  {bad.line()}"))
+        if bad is not None:
+            failed.append(rev.name)
+    if failed:
+        raise GateFailure(f"failed the correctness gate: {', '.join(failed)}")

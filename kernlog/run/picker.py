@@ -1,25 +1,31 @@
 """kernlog's side of the launchers' picker, where the project has one (kernels/common/tuning.py:
 a launcher asks it for a config per shape and it times the candidates): which picks a timing
-pass made, to record them and pin the ncu pass to them; and gates whose picks are not timed."""
+pass made, to record them and pin the ncu pass to them; and gates whose picks are not timed.
+
+The module is the one kernlog.registry names (registry.PICKER, registry.picker): the registry
+knows the project's layout, as it finds kernels/<op>/, so this stage never imports a module of
+the project by name. It is found as before: in sys.modules, where a revision imported it (a
+revision that picks imports it when it loads); only `untimed` has it imported first, as a
+target process enters it before loading the revisions it warms up, and a picker imported
+inside would time their picks and keep them (registry.picker(load=True))."""
 from __future__ import annotations
 
 import contextlib
-import importlib
 import itertools
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
-MODULE = "kernels.common.tuning"
+from kernlog import registry
+
 PIN_ENV = "KERNLOG_PINNED"  # the picker takes the picks named in this JSON file instead of measuring
 
 
 def module():
     """The picker, where a revision imported one that records its picks (an older commit's,
     profiled with --at, may not: None then)."""
-    mod = sys.modules.get(MODULE)
+    mod = registry.picker()
     return mod if hasattr(mod, "USED") and hasattr(mod, "used_config") else None
 
 
@@ -63,7 +69,7 @@ def pin(picks: dict, path: Path) -> None:
     the ncu pass runs the configs its timing pass picked."""
     path.write_text(json.dumps(picks))
     os.environ[PIN_ENV] = str(path)
-    mod = sys.modules.get(MODULE)
+    mod = registry.picker()
     if isinstance(getattr(mod, "_PINS", None), list):
         mod._PINS.clear()  # read again on the next pick
 
@@ -77,10 +83,7 @@ def untimed():
     Timing them was most of a gate's GPU time: on the H100, 5.5 s of v9_peeled's 7.6 s (warm
     caches), and 161 Triton compiles of the softmax counterpart's 23 picks; with the ladder's
     gates side by side, that timing slowed every other gate."""
-    try:
-        mod = importlib.import_module(MODULE)
-    except ImportError:  # a project without the picker
-        mod = None
+    mod = registry.picker(load=True)  # None: a project without the picker
     if mod is None or not callable(getattr(mod, "fastest", None)) or not isinstance(getattr(mod, "PICKED", None), dict):
         yield
         return

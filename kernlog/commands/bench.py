@@ -1,0 +1,38 @@
+"""kernlog bench"""
+from __future__ import annotations
+
+import click
+
+from kernlog.commands.common import DTYPE, REVS, handled, revisions, root_of, shape_arg
+from kernlog.errors import KernlogError
+
+
+@click.command()
+@click.argument("kernel_name", metavar="KERNEL")
+@REVS
+@click.option("--shape", "shapes", callback=lambda c, p, v: [shape_arg(c, p, s) for s in v], multiple=True,
+              metavar="ROWSxCOLS", help="Only this shape (repeatable; default: the kernel's bench shapes).")
+@click.option("--family", "families", multiple=True, metavar="NAME",
+              help="The members of this shape family (repeatable; 'all': every family the kernel declares).")
+@click.option("--dtype", type=DTYPE, multiple=True)
+@click.option("--budget", type=float, default=0.5, show_default=True, help="Seconds of timing per point.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Interleaved runs per point (3+: the log judges a gap inside their spread a tie).")
+@click.pass_context
+@handled
+def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat):
+    """Time every revision side by side over the kernel's bench shapes (needs a GPU)."""
+    from kernlog.capture.bench import bench as run
+    from kernlog.registry import load_kernel
+
+    root = root_of(ctx)
+    kernel = load_kernel(root, kernel_name)
+    if families:
+        try:
+            shapes = [*shapes, *(s for s in kernel.family_shapes(families) if s not in shapes)]
+        except KeyError as exc:
+            raise KernlogError(exc.args[0]) from None
+    shapes = list(shapes) or list(kernel.bench_shapes)
+    path = run(root, kernel, revisions(kernel, revs), shapes, list(dtype) or list(kernel.dtypes), budget,
+               progress=click.echo, repeat=repeat)
+    click.echo(str(path.relative_to(root)))

@@ -1,0 +1,27 @@
+"""kernlog compare"""
+from __future__ import annotations
+
+import click
+
+from kernlog.commands.common import handled, root_of
+
+
+@click.command()
+@click.argument("base", metavar="BASE")
+@click.argument("head", metavar="[HEAD]", required=False)
+@click.option("--threshold", type=float, default=0.03, show_default=True, metavar="FRACTION",
+              help="A slower pair regresses only beyond the noise band and by more than this (0.05: 5%).")
+@click.option("--allow-different-setup", is_flag=True,
+              help="Judge pairs whose GPU, driver or ncu differ (refused by default); the header says so.")
+@click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md")
+@click.pass_context
+@handled
+def compare(ctx, base, head, threshold, allow_different_setup, fmt):
+    """Every profile stored at git ref BASE against HEAD (a ref, or the work tree's profiles/),
+    judged as diff judges: the CI gate. Exit 0: no regression; 1: a revision is slower beyond
+    the noise band (and --threshold); 2: bad input (unknown ref, a profile failing verification)."""
+    from kernlog.judge.compare import run
+
+    text, status = run(root_of(ctx), base, head, threshold, allow_different_setup, fmt)
+    click.echo(text)
+    ctx.exit(status)

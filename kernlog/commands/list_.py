@@ -1,0 +1,22 @@
+"""kernlog list"""
+from __future__ import annotations
+
+import click
+
+from kernlog.commands.common import handled, root_of
+
+
+@click.command("list")
+@click.pass_context
+@handled
+def list_cmd(ctx):
+    """Kernels, their revisions, and which are profiled (and stale) on which GPU. A profile
+    that fails verification is marked, named on stderr with its fix, and the exit is non-zero."""
+    from kernlog.render.listing import listing
+
+    text, bad = listing(root_of(ctx))
+    click.echo(text)
+    for err in bad:
+        click.echo(f"kernlog: {err}", err=True)
+    if bad:
+        ctx.exit(bad[0].exit_code)

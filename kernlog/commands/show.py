@@ -1,0 +1,16 @@
+"""kernlog show"""
+from __future__ import annotations
+
+import click
+
+from kernlog.commands.common import one_profile_command, root_of
+
+
+@one_profile_command
+def show(ctx, rev, shape, dtype, gpu, fmt):
+    """One stored revision's metrics and ncu findings."""
+    from kernlog.render.show import render
+    from kernlog.store.lookup import parse_side, resolve_one
+
+    root = root_of(ctx)
+    click.echo(render(root, resolve_one(root, parse_side(rev, shape, dtype, gpu)), fmt))

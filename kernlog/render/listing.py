@@ -1,0 +1,49 @@
+"""`kernlog list`: kernels, their revisions, and which are profiled (and stale) on which GPU."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernlog.judge.verdicts import stale
+from kernlog.registry import kernel_names, load_kernel
+from kernlog.spec import format_shape
+from kernlog.store.profiles import ProfileError, bench_hashes, iter_profiles, report_hashed
+
+
+def listing(root: Path) -> tuple[str, list[ProfileError]]:
+    """(the listing, the profiles that fail verification). A bad file is marked UNREADABLE
+    where its name says which revision it is of; the caller names each with its fix."""
+    stored, lines, bad, unhashed = {}, [], [], 0
+    for rec in iter_profiles(root, bad="yield"):
+        if isinstance(rec, ProfileError):
+            bad.append(rec)
+            if rec.ident:
+                gpu, kernel_name, rev_name, shape, dtype = rec.ident
+                stored.setdefault((kernel_name, rev_name), []).append(
+                    f"{gpu} {format_shape(shape)} {dtype} UNREADABLE ({rec.short})")
+            continue
+        unhashed += not report_hashed(rec)
+        stored.setdefault((rec["kernel"], rec["revision"]), []).append(rec)
+    for name in kernel_names(root):
+        kernel = load_kernel(root, name)
+        lines.append(f"{name}  (profile shape {format_shape(kernel.profile_shape)}, dtypes {', '.join(kernel.dtypes)})")
+        swept = bench_hashes(root, name)
+        current = {rev.name: rev.sha256() for rev in kernel.revisions}
+        for rev in kernel.revisions:
+            recs = stored.get((name, rev.name), [])
+            where = ", ".join(sorted(r if isinstance(r, str) else  # str: a bad file, marked above
+                                     f"{r['gpu']['slug']} {format_shape(tuple(r['shape']))} {r['dtype']}"
+                                     + (" STALE" if stale(r["source_sha256"], current, rev.name) else "")
+                                     + (" (report under its staged name: a save was interrupted)"
+                                        if r["ncu"]["report"].startswith(".") else "")
+                                     for r in recs))
+            points = []
+            for gpu, hashes in sorted((g, h) for (g, r), h in swept.items() if r == rev.name):
+                old = sum(stale(h, current, rev.name) for h in hashes)
+                points.append(f"{gpu} {len(hashes)} point{'s' * (len(hashes) != 1)}"
+                              + (f" ({old} STALE)" if old else ""))
+            lines.append(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where or 'not profiled'}"
+                         + (f"; swept: {', '.join(points)}" if points else ""))
+    if unhashed:
+        lines.append(f"note: {unhashed} profile(s) predate report hashes: their .ncu-rep is checked by size only "
+                     "until re-profiled")
+    return "\n".join(lines), bad

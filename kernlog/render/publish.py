@@ -1,0 +1,49 @@
+"""`kernlog report`: write KERNEL_LOG.md and its plots from profiles/, or check that they are
+up to date (the CI's question), with render.report's pieces and render.prose's checks."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from kernlog.errors import KernlogError
+from kernlog.registry import kernel_names, load_kernel
+from kernlog.render import prose
+from kernlog.render import report as rpt
+from kernlog.store.profiles import write_atomic
+
+
+def publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
+    """Render the log; with `check_only`, raise KernlogError where the committed log or a plot
+    it links differs from that (plots by the digest of their data: nothing is drawn), else
+    write both. What it says goes to echo(line) (stdout) and echo(line, err=True) (stderr);
+    the exit status: 0, or the first unreadable profile's exit code (the log names each where
+    its figures would be)."""
+    kernels = [load_kernel(root, n) for n in kernel_names(root)]
+    sections = rpt.collect(root, kernels)
+    bad = rpt.unreadable(sections)
+    text = rpt.render(root, kernels, sections)
+    path = root / rpt.LOG
+    if check_only:
+        if not bad and (not path.exists() or path.read_text() != text):
+            raise KernlogError(f"{rpt.LOG} is out of date: run `kernlog report` and commit the result")
+        prose.check(text)
+        stale_plots = [] if bad else rpt.stale_plots(root, sections)
+        if stale_plots:
+            raise KernlogError(f"{len(stale_plots)} plot(s) out of date ({'; '.join(stale_plots)}): "
+                               "run `kernlog report` and commit the result")
+        if not bad:
+            echo(f"{rpt.LOG} and its plots are up to date")
+    else:
+        # Written even with bad files: the log names each where its figures would be, and the
+        # exit is non-zero, so the gap is never silent.
+        write_atomic(path, text.encode())
+        plots = rpt.plot_all(root, sections)
+        for n, fig in prose.unsourced(text):
+            echo(f"warning: {rpt.LOG} line {n}: the figure {fig!r} comes from no profile "
+                 "(`report --check` fails on it)", err=True)
+        echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))
+    for line in rpt.stale_figures(sections):
+        echo(f"warning: {line} (marked stale in the log)", err=True)
+    for err in bad:
+        echo(f"kernlog: {'' if check_only else f'left out of {rpt.LOG}: '}{err}", err=True)
+    return bad[0].exit_code if bad else 0
