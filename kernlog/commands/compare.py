@@ -14,14 +14,15 @@ from kernlog.commands.common import handled, root_of
 @click.option("--allow-different-setup", is_flag=True,
               help="Judge pairs whose GPU, driver or ncu differ (refused by default); the header says so.")
 @click.option("--format", "fmt", type=click.Choice(["md", "json"]), default="md")
+@click.option("--all", "all_rows", is_flag=True, help="List every pair, also those judged same (default: counted).")
 @click.pass_context
 @handled
-def compare(ctx, base, head, threshold, allow_different_setup, fmt):
+def compare(ctx, base, head, threshold, allow_different_setup, fmt, all_rows):
     """Every profile stored at git ref BASE against HEAD (a ref, or the work tree's profiles/),
     judged as diff judges: the CI gate. Exit 0: no regression; 1: a revision is slower beyond
     the noise band (and --threshold); 2: bad input (unknown ref, a profile failing verification)."""
     from kernlog.judge.compare import run
 
-    text, status = run(root_of(ctx), base, head, threshold, allow_different_setup, fmt)
+    text, status = run(root_of(ctx), base, head, threshold, allow_different_setup, fmt, all_rows)
     click.echo(text)
     ctx.exit(status)
