@@ -31,8 +31,19 @@ def one_line_error(result, code, fragment):
 def test_list_shows_profiled_and_unprofiled(repo):
     r = run(repo, "list")
     assert r.exit_code == 0
-    assert "torch" in r.output and "nvidia-h100-80gb-hbm3 8192x4096 fp32" in r.output
+    assert "torch" in r.output and "nvidia-h100-80gb-hbm3: 8192x4096 fp32" in r.output
     assert "not profiled" in r.output
+
+
+def test_list_names_each_gpu_once_per_revision(repo):
+    put(repo, make_record("torch", shape=(4, 64), median_ms=0.01))
+    h200 = make_record("torch", median_ms=0.1)
+    h200["gpu"] = dict(h200["gpu"], name="NVIDIA H200", slug="nvidia-h200")
+    put(repo, h200)
+    softmax = run(repo, "list").output.split("\nsoftmax ")[1]
+    line = next(ln for ln in softmax.splitlines() if ln.split()[:1] == ["torch"])
+    assert line.count("nvidia-h100-80gb-hbm3") == 1 and line.count("nvidia-h200") == 1
+    assert "nvidia-h100-80gb-hbm3: 4x64 fp32, 8192x4096 fp32; nvidia-h200: 8192x4096 fp32" in line
 
 
 def test_list_marks_stale_profiles(repo):
@@ -41,6 +52,20 @@ def test_list_marks_stale_profiles(repo):
     rec["source_sha256"] = "0" * 64
     path.write_text(json.dumps(rec))
     assert "STALE" in run(repo, "list").output
+
+
+def test_show_marks_stale_as_list_does(repo):
+    assert "STALE" not in run(repo, "show", "softmax/torch").output.splitlines()[0]
+    path = next((repo / "profiles").rglob("torch.8192x4096.fp32.json"))
+    rec = json.loads(path.read_text())
+    rec["source_sha256"] = "0" * 64
+    path.write_text(json.dumps(rec))
+    softmax = run(repo, "list").output.split("\nsoftmax ")[1]
+    listed = next(ln for ln in softmax.splitlines() if ln.split()[:1] == ["torch"])
+    first = run(repo, "show", "softmax/torch").output.splitlines()[0]
+    assert "8192x4096 fp32 STALE" in listed and "8192x4096 fp32 STALE" in first
+    assert "`kernlog profile softmax --rev torch --shape 8192x4096 --dtype fp32 --force`" in run(
+        repo, "show", "softmax/torch").output
 
 
 def test_list_counts_stale_sweep_points_and_report_warns(repo):

@@ -9,6 +9,23 @@ from kernlog.spec import format_shape
 from kernlog.store.profiles import ProfileError, bench_hashes, iter_profiles, report_hashed
 
 
+def _point(rec: dict, current: dict, revision: str) -> str:
+    return (f"{format_shape(tuple(rec['shape']))} {rec['dtype']}"
+            + (" STALE" if stale(rec["source_sha256"], current, revision) else "")
+            + (" (report under its staged name: a save was interrupted)" if rec["ncu"]["report"].startswith(".")
+               else ""))
+
+
+def _by_gpu(recs: list, current: dict, revision: str) -> list[str]:
+    """One entry per GPU: its slug once, then the revision's profiles there (a bad file's
+    entry, a str, already names its GPU)."""
+    groups: dict[str, list[str]] = {}
+    for r in recs:
+        gpu, text = r.split(" ", 1) if isinstance(r, str) else (r["gpu"]["slug"], _point(r, current, revision))
+        groups.setdefault(gpu, []).append(text)
+    return [f"{gpu}: {', '.join(sorted(points))}" for gpu, points in sorted(groups.items())]
+
+
 def listing(root: Path) -> tuple[str, list[ProfileError]]:
     """(the listing, the profiles that fail verification). A bad file is marked UNREADABLE
     where its name says which revision it is of; the caller names each with its fix."""
@@ -30,12 +47,7 @@ def listing(root: Path) -> tuple[str, list[ProfileError]]:
         current = {rev.name: rev.sha256() for rev in kernel.revisions}
         for rev in kernel.revisions:
             recs = stored.get((name, rev.name), [])
-            where = ", ".join(sorted(r if isinstance(r, str) else  # str: a bad file, marked above
-                                     f"{r['gpu']['slug']} {format_shape(tuple(r['shape']))} {r['dtype']}"
-                                     + (" STALE" if stale(r["source_sha256"], current, rev.name) else "")
-                                     + (" (report under its staged name: a save was interrupted)"
-                                        if r["ncu"]["report"].startswith(".") else "")
-                                     for r in recs))
+            where = "; ".join(_by_gpu(recs, current, rev.name))
             points = []
             for gpu, hashes in sorted((g, h) for (g, r), h in swept.items() if r == rev.name):
                 old = sum(stale(h, current, rev.name) for h in hashes)

@@ -7,10 +7,23 @@ from pathlib import Path
 
 from kernlog import units
 from kernlog.capture import hotspots
+from kernlog.errors import KernlogError
 from kernlog.judge.plausible import achieved_gbps, impossible
+from kernlog.judge.verdicts import stale
 from kernlog.metrics import metric, ncu_filter, time_shares
+from kernlog.registry import load_kernel
 from kernlog.spec import format_shape
 from kernlog.store.calibrations import bands_for
+
+
+def is_stale(root: Path, rec: dict) -> bool:
+    """As `kernlog list` marks it: the revision's source today hashes otherwise than the profile's
+    (a kernel or revision no longer declared, or an imported report, is never stale)."""
+    try:
+        rev = load_kernel(root, rec["kernel"]).revision(rec["revision"])
+    except (KernlogError, KeyError):
+        return False
+    return stale(rec["source_sha256"], {rev.name: rev.sha256()}, rev.name)
 
 
 def render(root: Path, rec: dict, fmt: str = "text") -> str:
@@ -20,11 +33,16 @@ def render(root: Path, rec: dict, fmt: str = "text") -> str:
                           sort_keys=True)
     t = rec["timing"]
     git = rec.get("git") or {}
-    lines = [f"{rec['kernel']}/{rec['revision']}  {format_shape(tuple(rec['shape']))} {rec['dtype']}  "
-             f"on {rec['gpu']['name']}  ({rec.get('_path', '?')})",
+    old = is_stale(root, rec)
+    lines = [f"{rec['kernel']}/{rec['revision']}  {format_shape(tuple(rec['shape']))} {rec['dtype']}"
+             + (" STALE" if old else "") + f"  on {rec['gpu']['name']}  ({rec.get('_path', '?')})",
              f"captured {rec.get('captured_at', 'unknown')} at commit {git.get('commit') or 'unknown'}"
              + {True: " (dirty)", "unknown": " (whether the tree was dirty: unknown)"}.get(git.get("dirty"), ""),
              f"change: {rec.get('change', '')}"]
+    if old:
+        lines.insert(1, f"STALE: measured on an older source of {rec['revision']}; re-take it with `kernlog profile "
+                        f"{rec['kernel']} --rev {rec['revision']} --shape {format_shape(tuple(rec['shape']))} "
+                        f"--dtype {rec['dtype']} --force` on a GPU")
     imp = rec.get("imported")
     if imp:
         lines.insert(2, f"imported from {imp.get('file')} (sha256 {str(imp.get('sha256'))[:16]}...), not captured "
