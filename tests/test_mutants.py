@@ -636,3 +636,31 @@ def test_a_field_of_the_wrong_type_is_named_with_what_it_holds():
     rec = make_record("torch")
     assert next(store._problems(dict(rec, dtype=None))) == ("field of wrong type", "has dtype null, expected str")
     assert next(store._problems(dict(rec, dtype=3))) == ("field of wrong type", "has dtype a int, expected str")
+
+
+# --- a metric row takes the GPU's calibrated band, not the default -------------------------------
+
+def test_a_metric_row_is_judged_in_the_calibrated_band_not_the_default():
+    """A 5% DRAM-throughput move (the bytes unchanged) inside a 9.4% calibrated band is "same";
+    judged in the default 3.5% band it would read "better"."""
+    sigma = 0.094 / (verdicts.Z99 * 2 ** 0.5)
+    cal = {"kernel": "softmax", "revision": "torch", "spread": {"dram_gbps": {"sigma_rel": sigma, "median": 2000.0}}}
+    bands = verdicts.Bands([cal], GPU["slug"])
+    a, b = make_record("torch"), make_record("torch")
+    for rec, gbps in ((a, 2000.0), (b, 2100.0)):
+        rec["metrics"].update(dram_gbps=gbps, dram_mb=256.0)
+    row = next(r for r in diff.diff(a, b, bands)["rows"] if r["metric"] == "dram_gbps")
+    assert abs(row["band"]["rel"] - 0.094) < 1e-6 and row["judgement"] == "same"
+    row = next(r for r in diff.diff(a, b)["rows"] if r["metric"] == "dram_gbps")  # defaults: judged
+    assert row["judgement"] == "better"
+
+
+# --- one unsourced figure is enough to fail the prose check ----------------------------------------
+
+def test_one_unsourced_figure_fails_the_prose_check():
+    from kernlog.errors import KernlogError
+    from kernlog.render import prose
+
+    prose.check("# KERNEL_LOG\n\nNo figure here but a shape, 8192x4096.\n")
+    with pytest.raises(KernlogError, match=r"1 figure\(s\) in the log's prose come from no profile: line 3: '2.5 TB/s'"):
+        prose.check("# KERNEL_LOG\n\nIt once ran at 2.5 TB/s.\n")
