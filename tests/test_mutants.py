@@ -662,5 +662,6 @@ def test_one_unsourced_figure_fails_the_prose_check():
     from kernlog.render import prose
 
     prose.check("# KERNEL_LOG\n\nNo figure here but a shape, 8192x4096.\n")
-    with pytest.raises(KernlogError, match=r"1 figure\(s\) in the log's prose come from no profile: line 3: '2.5 TB/s'"):
+    one = r"1 figure\(s\) in the log's prose come from no profile: line 3: '2.5 TB/s'"
+    with pytest.raises(KernlogError, match=one):
         prose.check("# KERNEL_LOG\n\nIt once ran at 2.5 TB/s.\n")
