@@ -368,3 +368,29 @@ def test_the_whole_sweep_on_the_cpu_marks_refusals_wrong_references_and_left_out
     assert "unsupported: skipped: needs a GPU feature this one lacks" in said
     assert any(s.startswith("ref_off 9x33 fp32: fails the gate at full size (a reference") for s in said), said
     assert any("declines" in s and "refused: too big" in s for s in said), said
+
+
+def test_bench_refuses_a_revision_wrong_in_a_dtype_it_does_not_sweep(tmp_path, monkeypatch, own_kernels_package):
+    """bench of fp32 gates every declared dtype first: a revision wrong in bf16 alone is left out
+    of the sweep with its failing case named, and no row of it is stored."""
+    from kernlog.errors import GateFailure
+    from kernlog.registry import load_kernel
+
+    from .helpers import CEILINGS
+    from .test_profiler import FakeTimer, _toy_repo
+
+    root = _toy_repo(tmp_path)
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    monkeypatch.setattr(bench, "require_gpu", lambda: "ncu")
+    monkeypatch.setattr(bench.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(bench.provenance, "versions", lambda *a: {"torch": "2.11", "triton": "3.6"})
+    monkeypatch.setattr(bench.timing, "Timer", FakeTimer)
+    monkeypatch.setattr(bench, "ceilings", lambda *a, **k: dict(CEILINGS))
+    kernel = load_kernel(root, "toy")
+    said = []
+    with pytest.raises(GateFailure, match="bf16_wrong"):
+        bench.bench(root, kernel, [kernel.revision("right"), kernel.revision("bf16_wrong")], [(7, 33)], ["fp32"],
+                    budget_s=0.01, progress=said.append)
+    df = pd.read_csv(root / "profiles" / GPU["slug"] / "toy" / "bench.csv", dtype={"shape": str})
+    assert "bf16_wrong" not in set(df["revision"]) and "right" in set(df["revision"])
+    assert any(s.startswith("bf16_wrong: FAILED the gate") and " bf16 " in s for s in said), said

@@ -106,7 +106,9 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             launchers[rev.name] = rev.load()
             # torch.compile: the gate's shapes through its shape-generic graph, not a graph each
             gate_launch = rev.load_for_gate() if rev.load_for_gate else launchers[rev.name]
-            bad = gate.first_failure(gate.check_revision(kernel, rev, DEVICE, dtypes=dtypes, launch=gate_launch))
+            # every declared dtype and case, whichever the sweep times: a revision wrong in one is refused whole
+            bad = gate.first_failure(gate.check_revision(kernel, rev, DEVICE, dtypes=list(kernel.dtypes),
+                                                         launch=gate_launch))
         except Unsupported as exc:  # not installed, or the GPU lacks a feature: left out, not failed
             progress(f"{rev.name}: skipped: {exc}")
             launchers.pop(rev.name, None)

@@ -216,8 +216,8 @@ class Timed:
     kernel_times: dict | None = None
 
 
-def _check(kernel: Kernel, rev: Revision, dtype: str) -> tuple:
-    return gate.verdict(kernel, rev, DEVICE, dtype)
+def _check(kernel: Kernel, rev: Revision) -> tuple:
+    return gate.verdict(kernel, rev, DEVICE)
 
 
 GATE_WORKERS_MAX = 8
@@ -243,12 +243,11 @@ def exclusive_compute_mode() -> str:
     return next((m for m in modes if m in ("Exclusive_Process", "Prohibited")), "")
 
 
-def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, dtype: str, workdir: Path) -> tuple:
+def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, workdir: Path) -> tuple:
     """One revision's gate in a process of its own (kernlog.run.target --gate): (outcome, detail,
     seconds). A process that dies or hangs fails the gate, with its last line."""
     out = workdir / f"{rev.name}.json"
-    cmd = [sys.executable, "-m", "kernlog.run.target", "--gate", str(out), str(root), kernel.name, dtype, DEVICE,
-           rev.name]
+    cmd = [sys.executable, "-m", "kernlog.run.target", "--gate", str(out), str(root), kernel.name, DEVICE, rev.name]
     t0 = time.perf_counter()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=GATE_TIMEOUT_S)
@@ -261,7 +260,7 @@ def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, dtype: str, work
     return (got["outcome"], got["detail"], got["seconds"])
 
 
-def parallel_gates(root: Path, kernel: Kernel, revs: list[Revision], dtype: str, workers: int,
+def parallel_gates(root: Path, kernel: Kernel, revs: list[Revision], workers: int,
                    progress, meanwhile: Callable[[], None] | None = None) -> dict[str, tuple]:
     """The correctness gates of `revs`, each in a process of its own, `workers` at a time:
     {name: (outcome, detail, seconds)}. Triton revisions start first (each gate shape compiles
@@ -275,7 +274,7 @@ def parallel_gates(root: Path, kernel: Kernel, revs: list[Revision], dtype: str,
     t0 = time.perf_counter()
     order = [r for r in reversed(revs) if r.kind == "triton"] + [r for r in reversed(revs) if r.kind != "triton"]
     with tempfile.TemporaryDirectory(prefix="kernlog-gates-") as tmp, ThreadPoolExecutor(workers) as pool:
-        futures = {r.name: pool.submit(_gate_in_process, root, kernel, r, dtype, Path(tmp)) for r in order}
+        futures = {r.name: pool.submit(_gate_in_process, root, kernel, r, Path(tmp)) for r in order}
         if meanwhile is not None:
             meanwhile()
         verdicts = {name: f.result() for name, f in futures.items()}
@@ -391,7 +390,7 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
     if verdict is None:
         progress(f"{tag}: correctness gate")
         g0 = time.perf_counter()
-        outcome = _check(kernel, rev, dtype)
+        outcome = _check(kernel, rev)
         seconds, where = time.perf_counter() - g0, ""
     else:
         outcome, seconds, where = verdict[:2], verdict[2], " (its own process)"
@@ -682,7 +681,7 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     try:
         if workers > 1 and len(apart) > 1:
             early = start_ncu(root, kernel, [r.name for r in apart], shape, dtype, opts, ncu)
-            verdicts = parallel_gates(root, kernel, apart, dtype, workers, progress,
+            verdicts = parallel_gates(root, kernel, apart, workers, progress,
                                       meanwhile=lambda: warm_references(kernel, todo, shape, dtype))
             t0 = time.perf_counter()
             if not early.ready(READY_WAIT_S):  # still warming up: it would share the GPU with the timing passes

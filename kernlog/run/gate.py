@@ -291,10 +291,13 @@ def first_failure(results: list[CheckResult]) -> CheckResult | None:
     return next((r for r in results if not r.ok), None)
 
 
-def verdict(kernel: Kernel, rev: Revision, device: str, dtype: str) -> tuple:
-    """The gate of one revision for `kernel profile`: ("ok", {"cases", "worst_rel_error"}) or
-    ("failed", the first failure's line); raises Unsupported where the GPU lacks what it needs."""
-    results = check_revision(kernel, rev, device, dtypes=[dtype])
+def verdict(kernel: Kernel, rev: Revision, device: str) -> tuple:
+    """The whole gate of one revision for `kernlog profile`, before any of it is timed: every
+    dtype the kernel declares and every case, whichever dtype is profiled (a kernel wrong in
+    bf16 alone must not be profiled, and ranked, in fp32). ("ok", {"cases", "worst_rel_error"})
+    or ("failed", the first failure's line, which names its shape, dtype and case); raises
+    Unsupported where the GPU lacks what it needs."""
+    results = check_revision(kernel, rev, device, dtypes=list(kernel.dtypes))
     bad = first_failure(results)
     if bad is not None:
         return ("failed", bad.line())

@@ -10,8 +10,8 @@ profile` does, clocks read while it runs) and writes {rev: {"samples_ms", "clock
 OUT.json, with the config each picked: `kernlog noise` times each run in a fresh process, as a
 re-profile would (KERNLOG_PINNED, if set, names the picks to take).
 
-With `--gate OUT.json ROOT KERNEL DTYPE DEVICE REV` it runs one revision's correctness gate
-(gate.verdict) and writes {"outcome", "detail", "seconds"} to OUT.json: `kernlog profile` gates
+With `--gate OUT.json ROOT KERNEL DEVICE REV` it runs one revision's whole correctness gate,
+every declared dtype (gate.verdict), and writes {"outcome", "detail", "seconds"} to OUT.json: `kernlog profile` gates
 the revisions of a ladder in processes like this one, several at once (profiler.parallel_gates).
 """
 from __future__ import annotations
@@ -56,7 +56,7 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
     write_atomic(Path(out_path), dump_json(json.loads(json.dumps(results))))
 
 
-def gate_revision(out_path: str, root: str, kernel_name: str, dtype: str, device: str, name: str) -> None:
+def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name: str) -> None:
     import time
 
     from kernlog.errors import Unsupported
@@ -67,7 +67,7 @@ def gate_revision(out_path: str, root: str, kernel_name: str, dtype: str, device
     kernel = load_kernel(Path(root), kernel_name)
     t0 = time.perf_counter()
     try:
-        outcome, detail = verdict(kernel, kernel.revision(name), device, dtype)
+        outcome, detail = verdict(kernel, kernel.revision(name), device)
     except Unsupported as exc:
         outcome, detail = "unsupported", str(exc)
     write_atomic(Path(out_path), dump_json({"outcome": outcome, "detail": detail,
@@ -76,7 +76,7 @@ def gate_revision(out_path: str, root: str, kernel_name: str, dtype: str, device
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--gate":
-        gate_revision(*argv[1:7])
+        gate_revision(*argv[1:6])
         return 0
     if argv and argv[0] == "--time":
         time_revisions(*argv[1:6], argv[6:])
