@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from kernlog.errors import KernlogError
+from kernlog.store import files
 from kernlog.store import profiles as store
 
 from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
@@ -307,8 +308,8 @@ def test_a_report_shared_by_many_profiles_is_hashed_once_unless_it_just_changed(
     shutil.copy(FULL_REP, rep)
     paths = store.save_profiles(root, _records("torch", "torch_compile", "triton"), rep, force=False)
     reads = []
-    real = store._digest
-    monkeypatch.setattr(store, "_digest", lambda p: reads.append(p) or real(p))
+    real = files._digest
+    monkeypatch.setattr(files, "_digest", lambda p: reads.append(p) or real(p))
     for p in paths:
         store.load_profile(root, p)
     assert len(reads) == 3  # written just now: read each time
