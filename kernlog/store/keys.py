@@ -185,6 +185,21 @@ def staging_dir(root: Path, name: str = "") -> Path:
     return profiles_dir(root) / name if name else profiles_dir(root)
 
 
+XZ = ".xz"  # a report stored compressed: <report>.ncu-rep.xz (kernlog.store.reports)
+
+
+def compressed(report: Path) -> Path:
+    """The compressed file of a stored report path (the JSON names the report without .xz)."""
+    return report.with_name(report.name + XZ)
+
+
+def report_cache(root: Path, sha256: str) -> Path:
+    """Where a compressed report is decompressed for reading: <root>/.cache/reports/<sha256>.ncu-rep (git-ignored)."""
+    if not re.fullmatch(r"[0-9a-f]{16,64}", sha256):
+        raise KernlogError(f"refusing cache name {sha256!r}: expected a hex digest")
+    return Path(root) / ".cache" / "reports" / f"{sha256}.ncu-rep"
+
+
 def glob_profiles(root: Path, gpu: str = "*", kernel: str = "*", revision: str | None = None,
                   at: bool = False) -> Iterator[Path]:
     """The JSON files that may be profiles, in path order: profiles/<gpu>/<kernel>/<revision>.*.json

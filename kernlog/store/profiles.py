@@ -36,8 +36,10 @@ from kernlog.store.files import (  # noqa: F401 (re-exported: the store's one AP
     write_atomic,
 )
 from kernlog.store.keys import (  # noqa: F401 (re-exported)
+    XZ,
     ProfileKey,
     ceilings_json,
+    compressed,
     glob_kernel_files,
     glob_profiles,
     kernel_dir,
@@ -89,12 +91,13 @@ def _tidy(folder: Path, stems: list[str]) -> None:
     name any of them."""
     named, unread = _named_reports(folder)
     for p in folder.iterdir():
-        if not p.is_file() or p.name in named:
+        name = p.name[:-len(XZ)] if p.name.endswith(f".ncu-rep{XZ}") else p.name
+        if not p.is_file() or name in named:
             continue
         if p.name.startswith(".") and p.name.endswith(".tmp"):
             p.unlink(missing_ok=True)
-        elif not unread and (_REPORT_RE.fullmatch(p.name) or any(
-                p.name == f"{s}.ncu-rep" or (p.name.startswith(f".{s}.") and p.name.endswith(".ncu-rep"))
+        elif not unread and (_REPORT_RE.fullmatch(name) or any(
+                name == f"{s}.ncu-rep" or (name.startswith(f".{s}.") and name.endswith(".ncu-rep"))
                 for s in stems)):
             p.unlink(missing_ok=True)
 
@@ -182,7 +185,9 @@ def load_profile(root: Path, json_path: Path) -> dict:
     positive finite timing samples and finite metrics, that it sits at the path its kernel,
     revision, shape, dtype and GPU spell, and that the report it names sits beside it (under
     the usual name, or the staged name of its hash) with the recorded size and, where one is
-    recorded, sha256. Raises ProfileError, one line naming the file and the fix."""
+    recorded, sha256. A report stored compressed (<report>.xz, kernlog.store.reports) is
+    checked by its presence alone, cheaply: reports.verify_report decompresses and checks it
+    in full. Raises ProfileError, one line naming the file and the fix."""
     json_path = Path(json_path)
     rel = Path(os.path.relpath(json_path, root))
     inside = not rel.parts or rel.parts[0] != ".."
@@ -217,6 +222,9 @@ def load_profile(root: Path, json_path: Path) -> dict:
         raise fail("report misnamed", f"{rel} names its report {ncu['report']!r}, expected {expected}")
     rep = json_path.parent / ncu["report"]
     rep_rel = rel.with_name(ncu["report"])
+    if not rep.is_file() and compressed(rep).is_file():  # compressed (kernlog.store.reports): checked by its presence
+        rec["_path"] = str(rel)
+        return rec
     if not rep.is_file() and isinstance(ncu.get("pruned"), dict):  # removed by `kernlog prune`, on purpose
         rec["_path"] = str(rel)
         return rec
@@ -228,12 +236,22 @@ def load_profile(root: Path, json_path: Path) -> dict:
                    f"{rep_rel}, the ncu report {rel} names, is {size} bytes, the profile recorded "
                    f"{ncu['report_bytes']}: the report is truncated or replaced")
     if sha and file_digest(rep)[1] != sha:
-        raise fail("ncu report replaced",
-                   f"{rep_rel}, the ncu report {rel} names, does not have the sha256 {rel.name} "
-                   "recorded: the report was replaced "
-                   "(not the one this profile was extracted from)")
+        raise fail("ncu report replaced", replaced_message(rep_rel, rel))
     rec["_path"] = str(rel)
     return rec
+
+
+def replaced_message(rep_rel, rel) -> str:
+    return (f"{rep_rel}, the ncu report {rel} names, does not have the sha256 {Path(rel).name} recorded: "
+            "the report was replaced (not the one this profile was extracted from)")
+
+
+def profile_error(root: Path, json_path: Path, short: str, message: str) -> ProfileError:
+    """A ProfileError about the profile at `json_path`, its fix added as load_profile adds it."""
+    rel = Path(os.path.relpath(json_path, root))
+    inside = not rel.parts or rel.parts[0] != ".."
+    ident = path_ident(Path(os.path.abspath(json_path)))
+    return ProfileError(f"{message}; {_fix(ident, inside)}", str(rel if inside else json_path), short, ident)
 
 
 def report_hashed(rec: dict) -> bool:
@@ -276,12 +294,12 @@ def prune_reports(root: Path, kernel: str | None = None, dry_run: bool = False) 
     removed, freed = [], 0
     for folder in (p for p in glob_kernel_files(root, "at/*", kernel=kernel or "*") if p.is_dir()):
         with folder_lock(folder):
-            for rep in sorted(folder.glob("*.ncu-rep")):
+            for rep in sorted([*folder.glob("*.ncu-rep"), *folder.glob(f"*.ncu-rep{XZ}")]):
                 size = rep.stat().st_size
                 if not dry_run:
                     for j in sorted(folder.glob("*.json")):
                         rec = json.loads(j.read_text())
-                        if rec.get("ncu", {}).get("report") != rep.name:
+                        if rec.get("ncu", {}).get("report") != rep.name.removesuffix(XZ):
                             continue
                         commit = (rec.get("git") or {}).get("commit") or folder.name
                         rec["ncu"]["pruned"] = {
