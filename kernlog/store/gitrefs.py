@@ -20,15 +20,35 @@ from kernlog.store import profiles as store
 from kernlog.store.keys import XZ
 
 
-def git(root: Path, *args: str, binary: bool = False):
+def _run(root: Path, args: tuple, binary: bool, env: dict | None, data, timeout: float):
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=not binary, timeout=timeout, env=env,
+                          input=data)
+
+
+def git(root: Path, *args: str, binary: bool = False, env: dict | None = None, data=None, timeout: float = 60,
+        what: str | None = None):
+    """git's stdout in `root` (bytes where `binary`; `data` its stdin). The one place kernlog runs
+    git. Raises KernlogError where git is missing or fails: "git WHAT failed: <git's last line>"
+    (WHAT: the first two arguments unless given)."""
     try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=not binary, timeout=60)
+        done = _run(root, args, binary, env, data, timeout)
     except FileNotFoundError:
         raise KernlogError("git is not installed: naming a commit needs git") from None
     if done.returncode != 0:
         err = done.stderr if not binary else done.stderr.decode(errors="replace")
-        raise KernlogError(f"git {' '.join(args[:2])} failed: {(err.strip().splitlines() or ['no output'])[-1]}")
+        what = what or " ".join(args[:2])
+        raise KernlogError(f"git {what} failed: {(err.strip().splitlines() or ['no output'])[-1]}")
     return done.stdout
+
+
+def git_or_none(root: Path, *args: str, timeout: float = 30) -> str | None:
+    """git's stdout in `root`, stripped; None where git is missing, times out or fails (no
+    repository there): for what is best effort (provenance), never an error."""
+    try:
+        done = _run(root, args, False, None, None, timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def resolve(root: Path, ref: str) -> str:
