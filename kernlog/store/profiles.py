@@ -47,7 +47,7 @@ from kernlog.store.keys import (  # noqa: F401 (re-exported)
     stem,
 )
 from kernlog.store.keys import safe as _safe
-from kernlog.store.record import FIELDS, SCHEMA, _problems, record_problem  # noqa: F401 (re-exported)
+from kernlog.store.record import FIELDS, SCHEMA, Profile, _problems, record_problem  # noqa: F401 (re-exported)
 
 
 def profile_paths(root: Path, gpu: str, kernel: str, revision: str, shape: Shape, dtype: str):
@@ -252,6 +252,13 @@ def profile_error(root: Path, json_path: Path, short: str, message: str) -> Prof
     inside = not rel.parts or rel.parts[0] != ".."
     ident = path_ident(Path(os.path.abspath(json_path)))
     return ProfileError(f"{message}; {_fix(ident, inside)}", str(rel if inside else json_path), short, ident)
+
+
+def load(root: Path, path_or_key: Path | str | ProfileKey) -> Profile:
+    """A stored profile, verified as load_profile verifies it, typed (its "_path" in `extra`).
+    A key names the profile under profiles/ (it needs its shape, dtype and GPU)."""
+    path = profile_json(root, path_or_key) if isinstance(path_or_key, ProfileKey) else Path(path_or_key)
+    return Profile.from_dict(load_profile(root, path))
 
 
 def report_hashed(rec: dict) -> bool:
