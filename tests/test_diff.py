@@ -453,8 +453,8 @@ def test_a_broken_profile_of_another_shape_does_not_block(tmp_path):
     assert lookup.resolve_one(root, lookup.parse_side("softmax/torch@8192x4096"))["dtype"] == "fp32"
     with pytest.raises(KernlogError, match="torch.4096x1024.fp32.json"):
         lookup.resolve_one(root, lookup.parse_side("softmax/torch@4096x1024"))
-    with pytest.raises(KernlogError, match="torch.4096x1024.fp32.json"):  # might have meant it: never skipped
-        lookup.resolve_one(root, lookup.parse_side("softmax/torch@fp32"))
+    rec = lookup.resolve_one(root, lookup.parse_side("softmax/torch@fp32"))  # the declared shape: the bad one named
+    assert tuple(rec["shape"]) == (8192, 4096) and "torch.4096x1024.fp32.json" in rec["_skipped"][0]
 
 
 def test_another_tuned_config_is_named_in_the_header():
@@ -515,7 +515,9 @@ def test_a_settled_side_is_followed_on_dtype_and_gpu_when_the_shape_differs(tmp_
     assert b["dtype"] == "fp32" and tuple(a["shape"]) == (4096, 1024)
 
 
-def test_a_revision_profiled_on_two_gpus_asks_which():
+def test_a_revision_profiled_on_two_gpus_asks_which_where_no_default_gpu_has_it(monkeypatch):
+    monkeypatch.setattr(lookup, "this_gpu", lambda: None)
+    monkeypatch.setattr(lookup, "primary_gpu", lambda root: "nvidia-b200")
     with pytest.raises(KernlogError, match=r"has 2 profiles; name one: .*nvidia-h100-80gb-hbm3.*nvidia-h200"):
         lookup.resolve_pair(ROOT, lookup.parse_side("softmax/v0_naive"), lookup.parse_side("softmax/v1_block_smem"))
 

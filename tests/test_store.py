@@ -7,9 +7,12 @@ import shutil
 import pytest
 
 from kernlog.errors import KernlogError
+from kernlog.store import files
 from kernlog.store import profiles as store
+from kernlog.store.keys import ProfileKey
+from kernlog.store.record import Profile
 
-from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
+from .helpers import FULL_REP, ROOT, SECTIONS_REP, make_record, put, scratch_repo
 
 
 def fresh(path):
@@ -307,8 +310,8 @@ def test_a_report_shared_by_many_profiles_is_hashed_once_unless_it_just_changed(
     shutil.copy(FULL_REP, rep)
     paths = store.save_profiles(root, _records("torch", "torch_compile", "triton"), rep, force=False)
     reads = []
-    real = store._digest
-    monkeypatch.setattr(store, "_digest", lambda p: reads.append(p) or real(p))
+    real = files._digest
+    monkeypatch.setattr(files, "_digest", lambda p: reads.append(p) or real(p))
     for p in paths:
         store.load_profile(root, p)
     assert len(reads) == 3  # written just now: read each time
@@ -324,3 +327,47 @@ def test_a_report_shared_by_many_profiles_is_hashed_once_unless_it_just_changed(
     os.utime(shared, (1e9 + 1, 1e9 + 1))  # another mtime: the cached digest no longer applies
     with pytest.raises(store.ProfileError, match="does not have the sha256"):
         store.load_profile(root, paths[0])
+
+
+# --- the typed record -------------------------------------------------------------------------------
+
+def _committed_profiles():
+    base = ROOT / "profiles"
+    return sorted([*base.glob("*/*/*.json"), *base.glob("*/*/at/*/*.json")])
+
+
+def test_every_committed_profile_round_trips_through_the_typed_record_byte_for_byte():
+    paths = [p for p in _committed_profiles() if p.name != "failed.json"]
+    assert len(paths) > 100
+    for path in paths:
+        data = path.read_bytes()
+        prof = Profile.from_dict(json.loads(data))
+        assert store.dump_json(prof.to_dict()) == data, path
+        assert isinstance(prof.shape, tuple) and prof.gpu.slug == path.parts[-3 if "/at/" not in str(path) else -5]
+
+
+def test_the_typed_record_types_what_readers_rely_on_and_keeps_the_rest(root):
+    path = put(root, make_record("torch"), report=FULL_REP)
+    prof = store.load(root, path)
+    assert prof.key == ProfileKey("softmax", "torch", (8192, 4096), "fp32", "nvidia-h100-80gb-hbm3")
+    assert store.load(root, prof.key).to_dict() == prof.to_dict()
+    assert prof.ncu.report_sha256 and prof.timing.n == 60 and prof.gpu.rest["driver"] == "580.159.04"
+    assert prof.extra["_path"] == str(path.relative_to(root)) and "captured_at" in prof.extra
+    rec = json.loads(path.read_text())
+    del rec["ncu"]["report_sha256"]  # an old profile: the field stays absent, not null
+    assert "report_sha256" not in Profile.from_dict(rec).to_dict()["ncu"]
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda r: r.update(schema=2), r"schema 2.*reads only schema 1"),
+    (lambda r: r.pop("kernel"), "lacks the field kernel"),
+    (lambda r: r["timing"].update(samples_ms=[]), "no timing samples"),
+])
+def test_the_typed_record_refuses_what_load_profile_refuses(change, message):
+    rec = make_record("torch")
+    rec["schema"] = store.SCHEMA
+    rec["ncu"].update(report_bytes=1)
+    assert Profile.from_dict(rec).to_dict() == rec
+    change(rec)
+    with pytest.raises(KernlogError, match=message):
+        Profile.from_dict(rec)

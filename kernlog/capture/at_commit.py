@@ -30,10 +30,10 @@ from kernlog.capture import provenance
 from kernlog.capture.profiler import Options, require_gpu
 from kernlog.errors import KernlogError
 from kernlog.run import fanout
-from kernlog.store import gitrefs
+from kernlog.store import gitrefs, keys
 from kernlog.store import profiles as store
 
-FAILED = "failed.json"
+FAILED = keys.FAILED
 # What of a commit's tree a revision's hash can cover: the operator folders and the picker and
 # shared code beside them. The tool's own files in a hash (identity.KIND_FILES, kl_cuda.cuh)
 # are today's tool's: the commit's copies never run.
@@ -65,8 +65,7 @@ def require_one(at: str | None, range_: str | None) -> str:
     return at or range_
 
 
-def at_dir(root: Path, gpu: str, kernel: str, commit: str) -> Path:
-    return store.kernel_dir(root, gpu, kernel) / "at" / commit[:12]
+at_dir = keys.at_dir
 
 
 def known(root: Path, gpu: str, kernel: str) -> set[tuple[str, str]]:
@@ -110,17 +109,14 @@ def export(root: Path, commit: str, dest: Path) -> None:
         inside = gitrefs.git(root, "rev-parse", "--show-prefix").strip()  # root's folder in the repository
 
         def git(*args, data=None):
-            done = subprocess.run(["git", *args], cwd=top, env=env, input=data, capture_output=True)
-            if done.returncode != 0:
-                raise KernlogError(f"git {args[0]} {commit[:12]} failed: "
-                                   f"{done.stderr.decode(errors='replace').strip()}")
-            return done.stdout
+            return gitrefs.git(top, *args, binary=True, env=env, data=data, timeout=None,
+                               what=f"{args[0]} {commit[:12]}")
 
         git("read-tree", f"{commit}:{inside}" if inside else commit)
         files = [f for f in git("ls-files", "-z").split(b"\0")
                  if f and not f.startswith(b"profiles/") and not f.endswith(b".ncu-rep")]
         git("checkout-index", "-z", "--stdin", f"--prefix={dest}/", data=b"\0".join(files))
-    (dest / "profiles").mkdir(exist_ok=True)
+    keys.profiles_dir(dest).mkdir(exist_ok=True)
 
 
 def _run(cmd: list[str], env: dict, timeout: float) -> tuple[int, str]:
@@ -136,19 +132,20 @@ def profile_at(root: Path, kernel: str, commit: str, gpu: str, args: list[str], 
     with tempfile.TemporaryDirectory(prefix="kernlog-at-") as tmp:
         tree = Path(tmp)
         export(root, commit, tree)
-        ceilings = root / "profiles" / gpu / "ceilings.json"
+        ceilings = keys.ceilings_json(root, gpu)
         if ceilings.exists():
-            (tree / "profiles" / gpu).mkdir(parents=True)
-            shutil.copy(ceilings, tree / "profiles" / gpu / "ceilings.json")
+            keys.gpu_dir(tree, gpu).mkdir(parents=True)
+            shutil.copy(ceilings, keys.ceilings_json(tree, gpu))
         cmd = [sys.executable, "-m", "kernlog", "--root", str(tree), "profile", kernel, *args, "--gpus", "1"]
         code, out = run(cmd, dict(os.environ, KERNLOG_COMMIT=commit, **(env or {})), timeout)
-        made = tree / "profiles" / gpu / kernel
+        made = keys.kernel_dir(tree, gpu, kernel)
         files = sorted(p for p in made.iterdir() if p.is_file()) if made.is_dir() else []
         if code != 0:
             lines = [ln for ln in out.splitlines() if ln.strip()]
             progress(f"{commit[:12]}: not profiled ({lines[-1] if lines else f'exit {code}'}); recorded and skipped")
             dest.mkdir(parents=True, exist_ok=True)
-            store.write_atomic(dest / FAILED, store.dump_json({"commit": commit, "exit": code, "output": lines[-20:]}))
+            store.write_atomic(keys.at_failed(root, gpu, kernel, commit),
+                               store.dump_json({"commit": commit, "exit": code, "output": lines[-20:]}))
             return []
         if not files:
             progress(f"{commit[:12]}: every revision already profiled at its source hash")
@@ -162,7 +159,7 @@ def profile_at(root: Path, kernel: str, commit: str, gpu: str, args: list[str], 
             if p.name.endswith(".json"):
                 store.write_atomic(dest / p.name, p.read_bytes())
                 written.append(dest / p.name)
-        (dest / FAILED).unlink(missing_ok=True)
+        keys.at_failed(root, gpu, kernel, commit).unlink(missing_ok=True)
     progress(f"{commit[:12]}: {len(written)} profile(s) in {dest.relative_to(root)}")
     return written
 

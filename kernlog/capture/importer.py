@@ -25,6 +25,7 @@ from kernlog.identity import gpu_slug
 from kernlog.registry import kernel_names, load_kernel
 from kernlog.spec import NAME_RE, format_shape, parse_shape
 from kernlog.store import profiles as store
+from kernlog.store.keys import staging_dir
 
 MAGIC = b"NVR\0"
 TIMING_SOURCE = "ncu duration"
@@ -235,8 +236,8 @@ def import_report(root: Path, report: Path, kernel_name: str, rev_name: str, sha
     json_path, _ = store.profile_paths(root, record["gpu"]["slug"], kernel.name, rev_name, shp, dtype)
     if json_path.exists() and not force:
         raise KernlogError(f"{json_path.relative_to(root)} exists; pass --force to replace it")
-    (root / "profiles").mkdir(exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(prefix=".kernlog-import-", dir=root / "profiles"))
+    staging_dir(root).mkdir(exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=".kernlog-import-", dir=staging_dir(root)))
     try:
         tmp = tmpdir / "report.ncu-rep"
         shutil.copyfile(report, tmp)  # save_profile moves its report in; the user's file stays

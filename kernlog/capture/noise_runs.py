@@ -28,6 +28,7 @@ from kernlog.run import gate
 from kernlog.spec import format_shape
 from kernlog.store import calibrations
 from kernlog.store import profiles as store
+from kernlog.store.keys import noise_dir, staging_dir
 
 
 def _groups(root: Path, revs: list[str], shape, dtype) -> dict:
@@ -88,7 +89,7 @@ def calibrate(root: Path, revs: list[str], shape, dtype, runs: int,
         for key, names in groups.items():
             kernel = load_kernel(root, key[0])
             progress(f"run {i + 1}/{runs}: {key[0]} {', '.join(names)} {format_shape(key[1])} {key[2]}")
-            tmp = Path(tempfile.mkdtemp(prefix=".kernlog-noise-", dir=root / "profiles"))
+            tmp = Path(tempfile.mkdtemp(prefix=".kernlog-noise-", dir=staging_dir(root)))
             try:
                 timed = _timing_run(root, key, names, tmp, _pin_env(tmp, pins.get(key)))
                 pins.setdefault(key, {k: v for n in names for k, v in timed[n].get("config", {}).items()})
@@ -114,7 +115,7 @@ def calibrate(root: Path, revs: list[str], shape, dtype, runs: int,
         data = dict(common, kernel=kname, revision=name, shape=list(shp), dtype=d, source_sha256=rev.sha256(),
                     runs=runs_m, spread=band_of_runs(runs_m), config=configs[(kname, shp, d, name)],
                     sm_mhz_medians=sm, sm_mhz=statistics.median(sm) if sm else None)
-        path = calibrations.noise_dir(root, gpu["slug"], kname) / f"{store.stem(name, shp, d)}.json"
+        path = noise_dir(root, gpu["slug"], kname) / f"{store.stem(name, shp, d)}.json"
         store.write_atomic(path, store.dump_json(data))
         written.append(path)
     return written

@@ -25,6 +25,7 @@ from kernlog.run.clocks import Clocks
 from kernlog.run.target import RANGE_PREFIX, TARGET_SAYS
 from kernlog.spec import Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
+from kernlog.store.keys import ceilings_json, staging_dir
 
 DEVICE = "cuda"
 
@@ -426,7 +427,7 @@ def clear_abandoned_staging(root: Path) -> list[Path]:
     `profile` killed mid-pass cannot remove its own); a live process's folder stays. The
     folders removed."""
     gone = []
-    for folder in sorted((root / "profiles").glob(f"{STAGING}*")):
+    for folder in sorted(staging_dir(root).glob(f"{STAGING}*")):
         pid = folder.name[len(STAGING):].split("-")[0]
         if not folder.is_dir() or not pid.isdigit():
             continue
@@ -526,7 +527,7 @@ def _staging(root: Path) -> Path:
     """A new scratch folder for an ncu pass, profiles/.kernlog-<pid>-*, after removing those of
     processes that are gone."""
     clear_abandoned_staging(root)
-    return Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=root / "profiles"))
+    return Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=staging_dir(root)))
 
 
 def start_ncu(root: Path, kernel: Kernel, names: list[str], shape: Shape, dtype: str, opts: Options,
@@ -600,7 +601,7 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
 def ceilings(root: Path, gpu: str, timer, force: bool, progress: Callable[[str], None] = lambda s: None) -> dict:
     """The GPU's copy bandwidth and matmul rate (profiles/<gpu>/ceilings.json), measured where
     there are none yet or with --force."""
-    path = root / "profiles" / gpu / "ceilings.json"
+    path = ceilings_json(root, gpu)
     if path.exists() and not force:
         return store.load_ceilings(root, gpu)
     t0 = time.perf_counter()

@@ -13,6 +13,7 @@ from pathlib import Path
 from kernlog import __version__
 from kernlog.errors import KernlogError
 from kernlog.identity import gpu_slug
+from kernlog.store import gitrefs
 
 UNKNOWN = "unknown"
 COMMIT_RE = re.compile(r"[0-9a-f]{40}")
@@ -27,11 +28,7 @@ def _run(cmd, cwd=None) -> str:
 
 def _git(args: list[str], root: Path) -> str | None:
     """git's output in `root`; None where git is missing or fails (no repository there)."""
-    try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    return gitrefs.git_or_none(root, *args)
 
 
 def git_state(root: Path) -> dict:

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 
 from kernlog import units
-from kernlog.capture.at_commit import FAILED
 from kernlog.errors import KernlogError
 from kernlog.judge.plausible import achieved_gbps
 from kernlog.judge.verdicts import ALPHA, timing_verdict
@@ -21,6 +20,7 @@ from kernlog.spec import format_shape
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
 from kernlog.store.calibrations import bands_for
+from kernlog.store.keys import FAILED
 from kernlog.store.lookup import Side, resolve_one
 
 

@@ -7,19 +7,16 @@ import json
 from pathlib import Path
 
 from kernlog.judge.verdicts import Bands, band_of_runs
-from kernlog.store.profiles import kernel_dir
+from kernlog.store.keys import glob_kernel_files, noise_dir
 
 SCHEMA = 1
-
-
-def noise_dir(root: Path, gpu: str, kernel: str) -> Path:
-    return kernel_dir(root, gpu, kernel) / "noise"
+__all__ = ["SCHEMA", "noise_dir", "load_calibrations", "bands_of", "bands_for"]
 
 
 def load_calibrations(root: Path, gpu: str) -> list[dict]:
     """Every calibration stored for a GPU; an unreadable one is skipped."""
     out = []
-    for path in sorted((root / "profiles").glob(f"{gpu}/*/noise/*.json")):
+    for path in glob_kernel_files(root, "noise/*.json", gpu=gpu):
         try:
             data = json.loads(path.read_text())
             if data.get("schema") != SCHEMA or not isinstance(data.get("runs"), list):

@@ -4,8 +4,8 @@ Every committed version of a profile is an entry of its revision's history (`ker
 history`), and a side of a diff may name one: `REF:KERNEL/REV[@SELECTOR]`. Read-only: git
 objects are read with `git show`, the work tree is never touched. A profile read from a
 commit is checked as `store.load_profile` checks one (fields, types, finite samples) and its
-report by the size git records for it; its sha256 is not recomputed (that would read every
-report blob of the history).
+report by the size git records for it (a compressed report, <report>.xz, by its presence); its
+sha256 is not recomputed (that would read every report blob of the history).
 """
 from __future__ import annotations
 
@@ -17,17 +17,38 @@ from pathlib import Path
 
 from kernlog.errors import KernlogError
 from kernlog.store import profiles as store
+from kernlog.store.keys import XZ
 
 
-def git(root: Path, *args: str, binary: bool = False):
+def _run(root: Path, args: tuple, binary: bool, env: dict | None, data, timeout: float):
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=not binary, timeout=timeout, env=env,
+                          input=data)
+
+
+def git(root: Path, *args: str, binary: bool = False, env: dict | None = None, data=None, timeout: float = 60,
+        what: str | None = None):
+    """git's stdout in `root` (bytes where `binary`; `data` its stdin). The one place kernlog runs
+    git. Raises KernlogError where git is missing or fails: "git WHAT failed: <git's last line>"
+    (WHAT: the first two arguments unless given)."""
     try:
-        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=not binary, timeout=60)
+        done = _run(root, args, binary, env, data, timeout)
     except FileNotFoundError:
         raise KernlogError("git is not installed: naming a commit needs git") from None
     if done.returncode != 0:
         err = done.stderr if not binary else done.stderr.decode(errors="replace")
-        raise KernlogError(f"git {' '.join(args[:2])} failed: {(err.strip().splitlines() or ['no output'])[-1]}")
+        what = what or " ".join(args[:2])
+        raise KernlogError(f"git {what} failed: {(err.strip().splitlines() or ['no output'])[-1]}")
     return done.stdout
+
+
+def git_or_none(root: Path, *args: str, timeout: float = 30) -> str | None:
+    """git's stdout in `root`, stripped; None where git is missing, times out or fails (no
+    repository there): for what is best effort (provenance), never an error."""
+    try:
+        done = _run(root, args, False, None, None, timeout)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
 
 
 def resolve(root: Path, ref: str) -> str:
@@ -118,7 +139,9 @@ def load_at(root: Path, commit: str, path: str, sizes: dict[str, int] | None = N
     report = str(Path(path).parent / rec["ncu"]["report"])
     if sizes is None:
         sizes = paths(root, commit)
-    if sizes.get(report) != rec["ncu"]["report_bytes"]:
+    if report not in sizes and f"{report}{XZ}" in sizes:  # stored compressed: its presence is the check
+        pass
+    elif sizes.get(report) != rec["ncu"]["report_bytes"]:
         recorded = rec["ncu"]["report_bytes"]
         what = "missing" if report not in sizes else f"{sizes[report]} bytes, the profile recorded {recorded}"
         raise KernlogError(f"{commit[:10]}:{report}, the ncu report {where} names, is {what}")

@@ -2,7 +2,8 @@
 
 A side is `KERNEL/REVISION[@SELECTOR]`, the selector being dot-joined parts as in the
 profile file names: a shape (8192x4096), a dtype (fp32, bf16, fp16) and a GPU slug
-(nvidia-h100-80gb-hbm3), in any order, each optional:
+(nvidia-h100-80gb-hbm3, or a part of one that names a single stored GPU: h100, h200),
+in any order, each optional (keys.ProfileKey.parse reads it):
 
     softmax/v7_bf16_packed@8192x4096.bf16
     softmax/v5_tuned@nvidia-h200
@@ -14,22 +15,39 @@ commit stored it (kernlog.store.gitrefs).
 
 A path to a profile's .json file is a side too (a profile from another checkout). Where
 a side still has several profiles, the kernel's declared profile shape and first dtype
-win, then the one shape, dtype and GPU both sides share; what remains ambiguous is an
-error listing the choices in this syntax.
+win, then the one shape, dtype and GPU both sides share (or that a settled side has);
+then, where a side names no GPU and its profiles are on several, this machine's GPU
+(nvidia-smi) if it has one of them, else the repository's primary GPU
+(`[tool.kernlog] primary_gpu` in pyproject.toml; without it, the GPU with the most
+profiles). The record resolved then says so in "_gpu_choice". What remains ambiguous is
+an error listing the choices in this syntax.
+
+A file of the revision that does not load (a stray or empty JSON) is never chosen in
+silence: where the rules would pick it, its error is raised; where they pick a good
+profile, it is named in the record's "_skipped" (one line each).
 """
 from __future__ import annotations
 
-import re
+import functools
+import shutil
+import subprocess
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from kernlog.errors import KernlogError
-from kernlog.registry import kernel_names, load_kernel, split_rev
-from kernlog.spec import format_shape, parse_shape
+from kernlog.identity import gpu_slug
+from kernlog.registry import kernel_names, load_kernel
+from kernlog.store import gitrefs
 from kernlog.store import profiles as store
+from kernlog.store.keys import DTYPES, GPU_RE, ProfileKey, glob_profiles, profiles_dir  # noqa: F401
 
-DTYPES = ("fp32", "bf16", "fp16")
-GPU_RE = re.compile(r"[a-z][a-z0-9-]*")
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: no primary_gpu setting, the most-profiled GPU is primary
+    tomllib = None
+
+MACHINE, PRIMARY = "this machine's GPU", "primary GPU"
 
 
 @dataclass(frozen=True)
@@ -42,36 +60,58 @@ class Side:
     path: Path | None = None
     ref: str | None = None  # a git ref: the profile as that commit stored it
 
+    @property
+    def key(self) -> ProfileKey:
+        return ProfileKey(self.kernel, self.revision, self.shape, self.dtype, self.gpu, self.ref)
+
     def wants(self, rec: dict) -> bool:
         return ((self.shape is None or tuple(rec["shape"]) == self.shape)
                 and (self.dtype is None or rec["dtype"] == self.dtype)
                 and (self.gpu is None or rec["gpu"]["slug"] == self.gpu))
 
     def text(self) -> str:
-        parts = [format_shape(self.shape) if self.shape else None, self.dtype, self.gpu]
-        sel = ".".join(p for p in parts if p)
-        return (f"{self.ref}:" if self.ref else "") + f"{self.kernel}/{self.revision}" + (f"@{sel}" if sel else "")
+        return self.key.text()
+
+    def name(self, rec: dict) -> str:
+        """A profile of this side, spelled to be pasted back: with the side's ref as typed."""
+        return ProfileKey.of(rec).with_(ref=self.ref).text()
 
 
 def parse_side(text: str, shape=None, dtype=None, gpu=None) -> Side:
     """`text` as a Side; the selector's parts override the command's --shape/--dtype/--gpu."""
     if text.endswith(".json") and Path(text).is_file():
         return Side("", "", path=Path(text))
-    ref, colon, rest = text.partition(":")
-    ref, text = (ref, rest) if colon else (None, text)
-    name, _, sel = text.partition("@")
-    kernel, rev = split_rev(name)
-    for part in filter(None, sel.split(".")) if sel else ():
-        if part in DTYPES:
-            dtype = part
-        elif re.fullmatch(r"\d+(x\d+)*", part):
-            shape = parse_shape(part)
-        elif GPU_RE.fullmatch(part):
-            gpu = part
-        else:
-            raise KernlogError(f"bad selector part {part!r} in {text!r}: expected a shape (8192x4096), "
-                               f"a dtype ({', '.join(DTYPES)}) or a GPU slug (nvidia-h100-80gb-hbm3)")
-    return Side(kernel, rev, tuple(shape) if shape else None, dtype, gpu, ref=ref)
+    k = ProfileKey.parse(text, shape, dtype, gpu)
+    return Side(k.kernel, k.revision, k.shape, k.dtype, k.gpu, ref=k.ref)
+
+
+@functools.lru_cache(maxsize=1)
+def this_gpu() -> str | None:
+    """This machine's GPU slug, by nvidia-smi where it is on PATH (torch is not imported), else None."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                              timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()] if done.returncode == 0 else []
+    return gpu_slug(names[0]) if names else None
+
+
+def primary_gpu(root: Path) -> str | None:
+    """`[tool.kernlog] primary_gpu` of the repository's pyproject.toml, else the GPU with the most profiles."""
+    if tomllib is not None:
+        try:
+            setting = tomllib.loads((Path(root) / "pyproject.toml").read_text()).get("tool", {}).get(
+                "kernlog", {}).get("primary_gpu")
+        except (OSError, ValueError, AttributeError):
+            setting = None
+        if isinstance(setting, str) and setting:
+            return setting
+    counts = Counter(p.parent.parent.name for p in glob_profiles(root))
+    return min(counts, key=lambda g: (-counts[g], g)) if counts else None
 
 
 def _load(root: Path, path: Path) -> dict:
@@ -85,8 +125,6 @@ def _load(root: Path, path: Path) -> dict:
 
 def stored_at(root: Path, ref: str, kernel: str, revision: str) -> list[dict]:
     """Every profile of one revision as the commit `ref` stored it (a bad one is an error)."""
-    from kernlog.store import gitrefs
-
     recs = gitrefs.profiles_at(root, gitrefs.resolve(root, ref), kernel, revision)
     return [r for r in recs if r["revision"] == revision and r["kernel"] == kernel]
 
@@ -95,7 +133,7 @@ def stored(root: Path, kernel: str, revision: str) -> tuple[list[dict], list[sto
     """Every stored profile of one revision, on any GPU, shape and dtype, and the files of it
     that fail verification."""
     recs, bad = [], []
-    for path in sorted((root / "profiles").glob(f"*/{kernel}/{revision}.*.json")):
+    for path in glob_profiles(root, kernel=kernel, revision=revision):
         try:
             rec = _load(root, path)
         except store.ProfileError as e:
@@ -106,19 +144,45 @@ def stored(root: Path, kernel: str, revision: str) -> tuple[list[dict], list[sto
     return recs, bad
 
 
-def candidates(root: Path, side: Side) -> list[dict]:
-    """The profiles `side` may mean, after its own selector; errors name the fix."""
+def _phantom(err: store.ProfileError) -> dict:
+    """A file that failed to load, as a candidate of the key its path spells: chosen, it raises."""
+    gpu, kernel, revision, shape, dtype = err.ident
+    return {"kernel": kernel, "revision": revision, "shape": list(shape), "dtype": dtype, "gpu": {"slug": gpu},
+            "_error": err}
+
+
+def _gpu_part(root: Path, side: Side, recs: list[dict]) -> Side:
+    """`side` with its GPU part as the stored slug it names: itself, or the one slug it is part of."""
+    if side.gpu is None:
+        return side
+    base = profiles_dir(root)
+    known = {r["gpu"]["slug"] for r in recs} | ({p.name for p in base.iterdir() if p.is_dir()
+                                                 and not p.name.startswith(".")} if base.is_dir() else set())
+    if side.gpu in known:
+        return side
+    hits = sorted(s for s in known if side.gpu in s)
+    if len(hits) > 1:
+        raise KernlogError(f"GPU {side.gpu!r} in {side.text()} matches several stored GPUs: {', '.join(hits)}; "
+                           "name one")
+    return Side(side.kernel, side.revision, side.shape, side.dtype, hits[0], side.path, side.ref) if hits else side
+
+
+def _gather(root: Path, side: Side) -> tuple[Side, list[dict], list[store.ProfileError]]:
+    """(the side, its GPU part read; the profiles it may mean, a file that does not load as a
+    candidate of its path's key ("_error"); the files of the revision that no key names)."""
     if side.path is not None:
-        return [_load(root, side.path)]
+        return side, [_load(root, side.path)], []
     known = kernel_names(root)
     if side.kernel not in known:
         raise KernlogError(f"no kernel {side.kernel!r}; kernels: {', '.join(known)}")
     kernel = load_kernel(root, side.kernel)
     recs, bad = (stored_at(root, side.ref, side.kernel, side.revision), []) if side.ref else stored(
         root, side.kernel, side.revision)
-    for e in bad:  # a broken file this side may mean is never passed over for another
-        if e.ident is None or side.wants({"shape": e.ident[3], "dtype": e.ident[4], "gpu": {"slug": e.ident[0]}}):
-            raise e
+    side = _gpu_part(root, side, recs)
+    phantoms = [_phantom(e) for e in bad if e.ident is not None and side.wants(_phantom(e))]
+    strays = [e for e in bad if e.ident is None]
+    if not recs and (phantoms or strays):  # nothing loads: the file this side means is the error
+        raise phantoms[0]["_error"] if phantoms else strays[0]
     names = [r.name for r in kernel.revisions]
     if side.revision not in names and not recs:
         raise KernlogError(f"no revision {side.revision!r} in {side.kernel}; revisions: {', '.join(names)}")
@@ -129,15 +193,23 @@ def candidates(root: Path, side: Side) -> list[dict]:
         raise KernlogError(f"{side.kernel}/{side.revision} has no stored profile: run "
                            f"`kernlog profile {side.kernel} --rev {side.revision}` on a GPU machine")
     chosen = [r for r in recs if side.wants(r)]
+    if not chosen and phantoms:
+        raise phantoms[0]["_error"]
     if not chosen:
-        from kernlog.judge.diff import selector
+        raise KernlogError(f"no profile of {side.text()}; stored: {', '.join(side.name(r) for r in recs)}")
+    chosen += phantoms
+    return side, chosen, strays
 
-        raise KernlogError(f"no profile of {side.text()}; stored: {', '.join(selector(r) for r in recs)}")
-    return chosen
+
+def candidates(root: Path, side: Side) -> list[dict]:
+    """The loadable profiles `side` may mean, after its own selector; errors name the fix (a
+    file that does not load is raised where no loadable one is left)."""
+    return [r for r in _gather(root, side)[1] if "_error" not in r]  # _gather raises where none loads
 
 
 def _key(rec: dict) -> tuple:
-    return tuple(rec["shape"]), rec["dtype"], rec["gpu"]["slug"]
+    k = ProfileKey.of(rec)
+    return k.shape, k.dtype, k.gpu
 
 
 def _prefer_declared(root: Path, recs: list[dict]) -> list[dict]:
@@ -148,30 +220,53 @@ def _prefer_declared(root: Path, recs: list[dict]) -> list[dict]:
     return mine or recs
 
 
-def _ambiguous(side: Side, recs: list[dict]) -> KernlogError:
-    from kernlog.judge.diff import selector
+def _default_gpu(root: Path, side: Side, recs: list[dict]) -> tuple[list[dict], dict | None]:
+    """`recs` on one GPU where `side` names none and they are on several: this machine's if
+    it is one of them, else the primary GPU if it is (and the choice made); else unchanged."""
+    gpus = sorted({r["gpu"]["slug"] for r in recs})
+    if side.gpu is not None or side.path is not None or len(gpus) < 2:
+        return recs, None
+    for slug, why in ((this_gpu(), MACHINE), (primary_gpu(root), PRIMARY)):
+        if slug in gpus:
+            return ([r for r in recs if r["gpu"]["slug"] == slug],
+                    {"chosen": slug, "why": why, "others": [g for g in gpus if g != slug]})
+    return recs, None
 
+
+def _ambiguous(side: Side, recs: list[dict]) -> KernlogError:
     return KernlogError(f"{side.text()} has {len(recs)} profiles; name one: "
-                        + "  ".join(sorted(selector(r) for r in recs)))
+                        + "  ".join(sorted(side.name(r) for r in recs)))
+
+
+def _finish(recs: list[dict], side: Side, candidates_: list[dict], strays: list, choice: dict | None) -> dict:
+    if len(recs) > 1:
+        raise _ambiguous(side, recs)
+    rec = recs[0]
+    if "_error" in rec:
+        raise rec["_error"]
+    skipped = [str(r["_error"]) for r in candidates_ if "_error" in r] + [str(e) for e in strays]
+    if skipped:
+        rec["_skipped"] = skipped
+    if choice:
+        rec["_gpu_choice"] = choice
+    return rec
 
 
 def resolve_one(root: Path, side: Side) -> dict:
-    recs = _prefer_declared(root, candidates(root, side))
-    if len(recs) > 1:
-        raise _ambiguous(side, recs)
-    return recs[0]
+    side, found, strays = _gather(root, side)
+    recs, choice = _default_gpu(root, side, _prefer_declared(root, found))
+    return _finish(recs, side, found, strays, choice)
 
 
-def resolve_pair(root: Path, a: Side, b: Side) -> tuple[dict, dict]:
-    """The two profiles a diff compares (see the module docstring for the rules)."""
-    ra, rb = (_prefer_declared(root, candidates(root, s)) for s in (a, b))
+def _settle(ra: list[dict], rb: list[dict]) -> None:
+    """Narrow two ambiguous sides, in place: to the one key both share, then one settled side
+    followed by the other on its shape, dtype and GPU as far as it has them."""
     if len(ra) > 1 or len(rb) > 1:
         shared = {_key(r) for r in ra} & {_key(r) for r in rb}
         if len(shared) == 1:
             key = shared.pop()
-            ra = [r for r in ra if _key(r) == key] if len(ra) > 1 else ra
-            rb = [r for r in rb if _key(r) == key] if len(rb) > 1 else rb
-    # One side settled: the other follows its shape, dtype and GPU as far as it has them.
+            ra[:] = [r for r in ra if _key(r) == key] if len(ra) > 1 else ra
+            rb[:] = [r for r in rb if _key(r) == key] if len(rb) > 1 else rb
     for mine, other in ((ra, rb), (rb, ra)):
         if len(mine) > 1 and len(other) == 1:
             for i in range(3, 0, -1):
@@ -179,8 +274,18 @@ def resolve_pair(root: Path, a: Side, b: Side) -> tuple[dict, dict]:
                 if len(same) == 1:
                     mine[:] = same
                     break
-    if len(ra) > 1:
-        raise _ambiguous(a, ra)
-    if len(rb) > 1:
-        raise _ambiguous(b, rb)
-    return ra[0], rb[0]
+
+
+def resolve_pair(root: Path, a: Side, b: Side) -> tuple[dict, dict]:
+    """The two profiles a diff compares (see the module docstring for the rules)."""
+    (a, fa, sa), (b, fb, sb) = _gather(root, a), _gather(root, b)
+    ra, rb = _prefer_declared(root, list(fa)), _prefer_declared(root, list(fb))
+    _settle(ra, rb)
+    ca = cb = None
+    if len(ra) > 1 or len(rb) > 1:  # still open: the default GPU, then the rules above once more
+        if len(ra) > 1:
+            ra, ca = _default_gpu(root, a, ra)
+        if len(rb) > 1:
+            rb, cb = _default_gpu(root, b, rb)
+        _settle(ra, rb)
+    return _finish(ra, a, fa, sa, ca), _finish(rb, b, fb, sb, cb)

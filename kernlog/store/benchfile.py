@@ -1,0 +1,58 @@
+"""bench.csv: the timing sweep of a kernel on a GPU, long format (kernlog.capture.bench writes it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernlog.errors import KernlogError
+from kernlog.spec import parse_shape
+from kernlog.store.keys import glob_kernel_files
+
+BENCH_COLUMNS = ("revision", "shape", "dtype", "metric", "value", "gpu", "copy_gbps", "matmul_tflops")
+
+
+def read_bench(root: Path, path: Path):
+    """A bench.csv as a DataFrame, its columns and shapes checked. source_sha256, commit and
+    run are None where a row has none (files from before they were recorded; a row without a
+    hash is not judged stale)."""
+    import pandas as pd
+
+    try:
+        df = pd.read_csv(path, dtype={"shape": str, "source_sha256": str})
+        missing = [c for c in BENCH_COLUMNS if c not in df]
+        if missing or df.empty:
+            raise ValueError(f"missing {', '.join(missing)}" if missing else "no rows")
+        for shape in df["shape"].unique():
+            parse_shape(shape)
+        df["value"] = pd.to_numeric(df["value"])
+    except (ValueError, TypeError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
+    for col in ("source_sha256", "commit", "run"):  # None where a row lacks one (older files)
+        vals = df[col] if col in df else pd.Series([None] * len(df), index=df.index)
+        df[col] = [v if isinstance(v, str) and v else None for v in vals]
+    return df
+
+
+def bench_hashes(root: Path, kernel: str) -> dict:
+    """(gpu slug, revision) -> the source hash (None if not recorded) of each point of the
+    kernel's bench.csv files."""
+    import csv
+
+    out: dict = {}
+    for path in glob_kernel_files(root, "bench.csv", kernel=kernel):
+        try:  # the csv module, not read_bench's pandas: `kernlog list` stays under a second
+            with open(path, newline="") as f:
+                rows = list(csv.DictReader(f))
+            missing = [c for c in BENCH_COLUMNS if not rows or c not in rows[0]]
+            if missing:
+                raise ValueError(f"missing {', '.join(missing)}" if rows else "no rows")
+            for row in rows:
+                parse_shape(row["shape"])
+        except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
+            raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
+        first = rows[0]["metric"]
+        for row in rows:
+            if row["metric"] == first:
+                out.setdefault((path.parent.parent.name, row["revision"]), []).append(row.get("source_sha256") or None)
+    return out
+
+

@@ -1,0 +1,250 @@
+"""A profile's record: what readers rely on (FIELDS, checked by record_problem) and the typed
+Profile every schema version is read into.
+
+Schema 1 is today's files. Profile.from_dict reads one (validated as load_profile validates
+it) and Profile.to_dict gives back the same dict, so dump_json(p.to_dict()) is the file's
+bytes: fields the dataclass does not type are kept in `extra` (and a typed part's in its own
+`rest`), never dropped.
+"""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from kernlog.errors import KernlogError
+from kernlog.spec import ROLES
+
+SCHEMA = 1
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+_TYPES = {"str": str, "int": int, "list": list, "dict": dict, "null": type(None)}  # and "num": int or float
+
+# What readers of a profile (show, diff, list, the log) rely on: dotted field -> accepted
+# types. Other fields are provenance for people and may come and go. A null source hash and
+# ceilings: an imported report (kernlog.capture.importer) ran no source kernlog knows, measured no ceiling.
+FIELDS = {
+    "kernel": "str", "revision": "str", "kind": "str", "role": "str", "change": "str", "predicts": "str|null",
+    "shape": "list", "dtype": "str", "source_sha256": "str|null", "bytes_moved": "int", "flops": "num|null",
+    "gpu": "dict", "gpu.slug": "str", "gpu.name": "str",
+    "metrics": "dict", "metrics.wall_ms": "num",
+    "facts": "dict", "facts.kernels": "list", "facts.main_kernel": "str|null", "facts.occupancy_limiter": "str|null",
+    "findings": "list",
+    "timing": "dict", "timing.samples_ms": "list", "timing.median_ms": "num", "timing.p05_ms": "num",
+    "timing.p95_ms": "num", "timing.n": "int",
+    "ncu": "dict", "ncu.report": "str", "ncu.report_bytes": "int", "ncu.clock_control": "str",
+    "ceilings": "dict", "ceilings.copy_gbps": "num|null", "ceilings.matmul_bf16_tflops": "num|null",
+    "versions": "dict", "versions.ncu": "str", "versions.torch": "str", "versions.triton": "str|null",
+    "git": "dict", "git.commit": "str|null",
+}
+
+
+def _type_ok(value, kinds: str) -> bool:
+    return any(_is_num(value) if kind == "num" else type(value) is _TYPES[kind] for kind in kinds.split("|"))
+
+
+def _what(value) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _problems(rec: dict) -> Iterator[tuple[str, str]]:
+    """(short, problem) for each way `rec` breaks what readers rely on; the first is reported."""
+    for name, kinds in FIELDS.items():
+        head, _, leaf = name.rpartition(".")
+        parent = rec[head] if head else rec  # parents come first in FIELDS, already checked
+        if leaf not in parent:
+            yield "field missing", f"lacks the field {name}"
+            return
+        if not _type_ok(parent[leaf], kinds):
+            yield "field of wrong type", f"has {name} {_what(parent[leaf])}, expected {kinds.replace('|', ' or ')}"
+            return
+    if rec["role"] not in ROLES:
+        yield "field of wrong value", f"has role {rec['role']!r}, expected one of {', '.join(ROLES)}"
+    shape = rec["shape"]
+    if not shape or not all(type(n) is int and n > 0 for n in shape):
+        yield "bad shape", f"has shape {shape!r}, expected a list of positive integers"
+    samples = rec["timing"]["samples_ms"]
+    if not samples:
+        yield "no timing samples", "has no timing samples (timing.samples_ms is empty)"
+    bad = next((v for v in samples if not (_is_num(v) and math.isfinite(v) and v > 0)), None) if samples else None
+    if bad is not None:
+        yield "bad timing sample", f"has a timing sample of {bad!r} ms, expected positive finite numbers"
+    for key, v in rec["metrics"].items():
+        if v is not None and not (_is_num(v) and math.isfinite(v)):
+            yield "bad metric", f"has metrics.{key} = {v!r}, expected a finite number or null"
+    for name in ("metrics.wall_ms", "timing.median_ms", "timing.p05_ms", "timing.p95_ms", "ceilings.copy_gbps",
+                 "ceilings.matmul_bf16_tflops"):
+        head, leaf = name.split(".")
+        v = rec[head][leaf]
+        if not (v is None and head == "ceilings") and not (math.isfinite(v) and v > 0):
+            yield "bad number", f"has {name} = {v!r}, expected a positive finite number"
+    for i, f in enumerate(rec["findings"]):
+        if not (isinstance(f, dict) and all(isinstance(f.get(k), str) for k in ("rule", "title", "message"))
+                and (f.get("speedup_pct") is None or _is_num(f["speedup_pct"]))):
+            yield "bad finding", f"has findings[{i}] without rule, title and message strings"
+    for i, k in enumerate(rec["facts"]["kernels"]):
+        if not (isinstance(k, dict) and isinstance(k.get("name"), str)):
+            yield "bad kernel fact", f"has facts.kernels[{i}] without a name"
+    sha = rec["ncu"].get("report_sha256")
+    if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
+        yield "field of wrong type", f"has ncu.report_sha256 {sha!r}, expected 64 hex digits"
+
+
+def record_problem(rec: dict) -> str | None:
+    """The first way a profile record breaks what readers rely on (FIELDS, samples, metrics),
+    as words after the file's name, or None."""
+    return next((problem for _, problem in _problems(rec)), None)
+
+
+
+
+_ABSENT = object()
+
+
+def _split(d: dict, names: tuple[str, ...]) -> tuple[list, dict]:
+    return [d.get(n, _ABSENT) for n in names], {k: v for k, v in d.items() if k not in names}
+
+
+def _join(names: tuple[str, ...], values: tuple, rest: dict) -> dict:
+    out = {n: v for n, v in zip(names, values, strict=True) if v is not _ABSENT}
+    out.update(rest)
+    return out
+
+
+@dataclass
+class Gpu:
+    slug: str
+    name: str
+    rest: dict = field(default_factory=dict)  # driver, cuda, capability, sm_count, ... as recorded
+
+    NAMES = ("slug", "name")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Gpu:
+        (slug, name), rest = _split(d, cls.NAMES)
+        return cls(slug, name, rest)
+
+    def to_dict(self) -> dict:
+        return _join(self.NAMES, (self.slug, self.name), self.rest)
+
+
+@dataclass
+class Timing:
+    samples_ms: list
+    median_ms: float
+    p05_ms: float
+    p95_ms: float
+    n: int
+    rest: dict = field(default_factory=dict)  # source, clocks, ...
+
+    NAMES = ("samples_ms", "median_ms", "p05_ms", "p95_ms", "n")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Timing:
+        values, rest = _split(d, cls.NAMES)
+        return cls(*values, rest=rest)
+
+    def to_dict(self) -> dict:
+        return _join(self.NAMES, (self.samples_ms, self.median_ms, self.p05_ms, self.p95_ms, self.n), self.rest)
+
+
+@dataclass
+class Ncu:
+    report: str
+    report_bytes: int
+    clock_control: str
+    report_sha256: str | None = None  # None: a profile saved before the hash was recorded
+    pruned: dict | None = None  # set by `kernlog prune`: the report was removed on purpose
+    rest: dict = field(default_factory=dict)  # command, sections, nvtx_range, ...
+    _has: tuple = ()  # which optional keys the file has (a null one is kept as null)
+
+    NAMES = ("report", "report_bytes", "clock_control", "report_sha256", "pruned")
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Ncu:
+        values, rest = _split(d, cls.NAMES)
+        has = tuple(n for n, v in zip(cls.NAMES[3:], values[3:], strict=True) if v is not _ABSENT)
+        return cls(*values[:3], *(None if v is _ABSENT else v for v in values[3:]), rest=rest, _has=has)
+
+    def to_dict(self) -> dict:
+        opt = tuple(v if (v is not None or n in self._has) else _ABSENT
+                    for n, v in zip(self.NAMES[3:], (self.report_sha256, self.pruned), strict=True))
+        return _join(self.NAMES, (self.report, self.report_bytes, self.clock_control, *opt), self.rest)
+
+
+_TOP = ("schema", "kernel", "revision", "kind", "role", "change", "predicts", "shape", "dtype", "source_sha256",
+        "bytes_moved", "flops", "gpu", "metrics", "facts", "findings", "timing", "ncu", "ceilings", "versions", "git")
+
+
+@dataclass
+class Profile:
+    """A stored profile, typed (schema 1). Fields outside FIELDS are in `extra`, as recorded."""
+    kernel: str
+    revision: str
+    kind: str
+    role: str
+    change: str
+    predicts: str | None
+    shape: tuple[int, ...]
+    dtype: str
+    source_sha256: str | None
+    bytes_moved: int
+    flops: float | None
+    gpu: Gpu
+    metrics: dict
+    facts: dict
+    findings: list
+    timing: Timing
+    ncu: Ncu
+    ceilings: dict
+    versions: dict
+    git: dict
+    extra: dict = field(default_factory=dict)
+    schema: int = SCHEMA
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Profile:
+        """A profile of a record as stored (keys starting with "_", added by the loaders, go to
+        `extra` too). Raises KernlogError for another schema version or a record that breaks
+        what readers rely on (record_problem's words)."""
+        if not isinstance(d, dict):
+            raise KernlogError(f"not a kernlog profile: a JSON {type(d).__name__}, not an object")
+        version = d.get("schema")
+        if version != SCHEMA:
+            raise KernlogError(f"not a kernlog profile of schema {SCHEMA} (schema {version!r}): "
+                               "this kernlog reads only schema 1")
+        problem = record_problem(d)
+        if problem:
+            raise KernlogError(f"profile {problem}")
+        return _read_v1(cls, d)
+
+    def to_dict(self) -> dict:
+        out = {"schema": self.schema, "kernel": self.kernel, "revision": self.revision, "kind": self.kind,
+               "role": self.role, "change": self.change, "predicts": self.predicts, "shape": list(self.shape),
+               "dtype": self.dtype, "source_sha256": self.source_sha256, "bytes_moved": self.bytes_moved,
+               "flops": self.flops, "gpu": self.gpu.to_dict(), "metrics": self.metrics, "facts": self.facts,
+               "findings": self.findings, "timing": self.timing.to_dict(), "ncu": self.ncu.to_dict(),
+               "ceilings": self.ceilings, "versions": self.versions, "git": self.git}
+        out.update(self.extra)
+        return out
+
+    @property
+    def key(self):
+        from kernlog.store.keys import ProfileKey  # keys imports registry; record stays import-light
+
+        return ProfileKey(self.kernel, self.revision, self.shape, self.dtype, self.gpu.slug,
+                          self.extra.get("_commit"))
+
+
+def _read_v1(cls, d: dict) -> Profile:
+    """Schema 1, validated: today's files."""
+    top = {k: d[k] for k in _TOP}
+    extra = {k: v for k, v in d.items() if k not in _TOP}
+    top.update(shape=tuple(top["shape"]), gpu=Gpu.from_dict(top["gpu"]), timing=Timing.from_dict(top["timing"]),
+               ncu=Ncu.from_dict(top["ncu"]))
+    return cls(**top, extra=extra)
