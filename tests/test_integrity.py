@@ -299,3 +299,33 @@ def test_prune_removes_at_reports_and_their_profiles_still_load(tmp_path):
     (at / tmp.name).write_text(json.dumps(dict(rec, ncu={k: v for k, v in rec["ncu"].items() if k != "pruned"})))
     with pytest.raises(store.ProfileError, match="is missing"):  # without the mark a missing report is an error
         store.load_profile(root, at / tmp.name)
+
+
+@pytest.mark.parametrize("damage", ["truncate the report", "break the JSON"])
+def test_the_cpu_remedy_is_a_command_that_restores_the_committed_files(tmp_path, damage):
+    """Besides the GPU's re-profile, a bad profile's error gives the `git checkout` that brings the
+    committed pair back on a CPU; run as printed, it does."""
+    import re
+    import shlex
+
+    from .helpers import git, git_repo
+
+    root = git_repo(tmp_path / "repo")
+    path = put(root, make_record("torch"))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "profile")
+    report = path.with_name(json.loads(path.read_text())["ncu"]["report"])
+    if damage == "truncate the report":
+        report.write_bytes(report.read_bytes()[:100])
+    else:
+        path.write_text("{")
+    with pytest.raises(store.ProfileError) as err:
+        store.load_profile(root, path)
+    message = str(err.value)
+    assert "re-profile on a GPU with `kernlog profile softmax --rev torch" in message
+    command = re.search(r"on a CPU, restore the committed files: `(git checkout -- [^`]+)`", message).group(1)
+    named = shlex.split(command)[3:]
+    assert str(path.relative_to(root)) in named
+    assert (str(report.relative_to(root)) in named) == (damage == "truncate the report")
+    git(root, *shlex.split(command)[1:])
+    assert store.load_profile(root, path)["revision"] == "torch"

@@ -85,3 +85,9 @@ def one_profile_command(fn):
     fn = lookup_options(fn)
     fn = click.argument("rev", metavar="KERNEL/REVISION[@SELECTOR]")(fn)
     return click.command()(fn)
+
+
+def warn_skipped(rec: dict) -> None:
+    """A stray or broken file passed over while resolving a side: named on stderr, one line each."""
+    for line in rec.get("_skipped") or ():
+        click.echo(f"kernlog: passed over: {line}", err=True)

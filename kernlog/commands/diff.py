@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from kernlog.commands.common import handled, lookup_options, root_of
+from kernlog.commands.common import handled, lookup_options, root_of, warn_skipped
 
 
 @click.command()
@@ -29,3 +29,5 @@ def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows, retime, rounds):
     d = run(root_of(ctx), parse_side(rev_a, shape, dtype, gpu), parse_side(rev_b, shape, dtype, gpu),
             retime_rounds=rounds if retime else 0)
     click.echo(render(d, fmt, all_rows))
+    for side in (d["a"], d["b"]):
+        warn_skipped(side)

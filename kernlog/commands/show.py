@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from kernlog.commands.common import one_profile_command, root_of
+from kernlog.commands.common import one_profile_command, root_of, warn_skipped
 
 
 @one_profile_command
@@ -13,4 +13,6 @@ def show(ctx, rev, shape, dtype, gpu, fmt):
     from kernlog.store.lookup import parse_side, resolve_one
 
     root = root_of(ctx)
-    click.echo(render(root, resolve_one(root, parse_side(rev, shape, dtype, gpu)), fmt))
+    rec = resolve_one(root, parse_side(rev, shape, dtype, gpu))
+    click.echo(render(root, rec, fmt))
+    warn_skipped(rec)

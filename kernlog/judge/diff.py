@@ -17,6 +17,8 @@ from kernlog.judge.verdicts import VERDICT_ROW, Band, Bands, Verdict, apart, jud
 from kernlog.metrics import CATALOG, metric
 from kernlog.spec import format_shape
 from kernlog.store.calibrations import bands_for
+from kernlog.store.keys import ProfileKey
+from kernlog.store.lookup import resolve_pair
 
 
 @dataclass(frozen=True)
@@ -94,17 +96,15 @@ def finding_changes(a: list[dict], b: list[dict]) -> tuple[list[dict], list[dict
 
 def side(rec: dict) -> dict:
     clocks = (rec.get("timing") or {}).get("clocks") or {}
-    return {"label": f"{rec['kernel']}/{rec['revision']}", "kernel": rec["kernel"], "revision": rec["revision"],
+    stored_in = rec.get("_commit")  # read from git: the side is the profile as that commit stored it
+    return {"label": (f"{stored_in[:10]}:" if stored_in else "") + f"{rec['kernel']}/{rec['revision']}",
+            "kernel": rec["kernel"], "revision": rec["revision"], "stored_in": stored_in,
+            "gpu_choice": rec.get("_gpu_choice"), "_skipped": rec.get("_skipped", []),
             "shape": list(rec["shape"]), "dtype": rec["dtype"], "gpu": rec["gpu"]["name"],
             "gpu_slug": rec["gpu"]["slug"], "driver": rec["gpu"].get("driver"),
             "commit": (rec.get("git") or {}).get("commit"), "path": rec.get("_path"),
-            "selector": selector(rec), "sm_mhz": (clocks.get("sm_mhz") or {}).get("median"),
+            "selector": ProfileKey.of(rec).text(), "sm_mhz": (clocks.get("sm_mhz") or {}).get("median"),
             "mem_mhz": (clocks.get("mem_mhz") or {}).get("median"), "config": rec.get("config")}
-
-
-def selector(rec: dict) -> str:
-    """The copy-pasteable name of a stored profile: KERNEL/REV@SHAPE.DTYPE.GPU."""
-    return f"{rec['kernel']}/{rec['revision']}@{format_shape(tuple(rec['shape']))}.{rec['dtype']}.{rec['gpu']['slug']}"
 
 
 def differences(sa: dict, sb: dict, clock_band: float) -> tuple[list[str], list[str]]:
@@ -207,6 +207,25 @@ def _title(d: dict) -> str:
                                                         else ")")
 
 
+def gpu_choice_line(choice: dict | None) -> str | None:
+    """Where a side named no GPU and its revision has profiles on several: which was taken, why,
+    and how to name another."""
+    if not choice:
+        return None
+    others = ", ".join(choice["others"])
+    return (f"GPU: {choice['chosen']} ({choice['why']}); also profiled on {others}: add @GPU to a side "
+            f"(a short name will do, e.g. @{choice['others'][0].split('-')[-1]})")
+
+
+def _choices(d: dict) -> list[str]:
+    seen = []
+    for s in (d["a"], d["b"]):
+        line = gpu_choice_line(s.get("gpu_choice"))
+        if line and line not in seen:
+            seen.append(line)
+    return seen
+
+
 def _verdict_line(d: dict) -> str:
     t = d["timing"]
     v = Verdict(**{k: t[k] for k in Verdict.__dataclass_fields__})
@@ -221,7 +240,7 @@ def render(d: dict, fmt: str = "text", all_rows: bool = False) -> str:
     hidden = len(d["rows"]) - len(rows)
     out = []
     if fmt == "md":
-        out += [f"**{d['a']['label']} → {d['b']['label']}** ({_title(d).split('(', 1)[1]}", "",
+        out += [f"**{d['a']['label']} → {d['b']['label']}** ({_title(d).split('(', 1)[1]}", *_choices(d), "",
                 f"{_verdict_line(d)}", "", f"Noise bands: {d['bands']}.", "",
                 "| metric | before | after | unit | ratio | judgement | band |",
                 "| --- | ---: | ---: | --- | ---: | --- | --- |"]
@@ -241,7 +260,7 @@ def render(d: dict, fmt: str = "text", all_rows: bool = False) -> str:
                     for a, b, w, st, t in _hot_rows(d)]
         out += [""] if d["warnings"] or d["flags"] else []
     else:
-        out += [_title(d), _verdict_line(d), f"noise bands: {d['bands']}"]
+        out += [_title(d), *_choices(d), _verdict_line(d), f"noise bands: {d['bands']}"]
         w = max([len(r["label"]) + (14 if r["per"] == "element" else 0) for r in rows] + [6])
         out.append(f"{'metric':<{w}}  {'before':>16}  {'after':>16}  {'unit':<11} {'ratio':>8}  judgement")
         for r in rows:
@@ -263,8 +282,6 @@ def render(d: dict, fmt: str = "text", all_rows: bool = False) -> str:
 def run(root, side_a, side_b, retime_rounds: int = 0) -> dict:
     """`kernlog diff`: resolve both sides to stored profiles, take the noise bands for them,
     re-time both interleaved on this GPU if `retime_rounds`, and compare."""
-    from kernlog.store.lookup import resolve_pair
-
     a, b = resolve_pair(root, side_a, side_b)
     retimed = None
     if retime_rounds:

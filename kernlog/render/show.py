@@ -8,6 +8,7 @@ from pathlib import Path
 from kernlog import units
 from kernlog.capture import hotspots
 from kernlog.errors import KernlogError
+from kernlog.judge.diff import gpu_choice_line
 from kernlog.judge.plausible import achieved_gbps, impossible
 from kernlog.judge.verdicts import stale
 from kernlog.metrics import metric, ncu_filter, time_shares
@@ -39,6 +40,9 @@ def render(root: Path, rec: dict, fmt: str = "text") -> str:
              f"captured {rec.get('captured_at', 'unknown')} at commit {git.get('commit') or 'unknown'}"
              + {True: " (dirty)", "unknown": " (whether the tree was dirty: unknown)"}.get(git.get("dirty"), ""),
              f"change: {rec.get('change', '')}"]
+    choice = gpu_choice_line(rec.get("_gpu_choice"))
+    if choice:
+        lines.insert(1, choice)
     if old:
         lines.insert(1, f"STALE: measured on an older source of {rec['revision']}; re-take it with `kernlog profile "
                         f"{rec['kernel']} --rev {rec['revision']} --shape {format_shape(tuple(rec['shape']))} "

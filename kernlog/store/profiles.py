@@ -167,11 +167,15 @@ def path_ident(path: Path) -> tuple | None:
     return key.ident() if key else None
 
 
-def _fix(ident: tuple | None, inside: bool) -> str:
+def _fix(ident: tuple | None, inside: bool, files: tuple = ()) -> str:
+    """The remedy for a bad profile: on a GPU, the command that re-takes it; on a CPU, the one
+    that restores the committed files (`files`: the JSON, and its report where it is named)."""
     if ident is not None:
         _, kernel, rev, shape, dtype = ident
-        return (f"re-profile with `kernlog profile {kernel} --rev {rev} --shape {format_shape(shape)} "
-                f"--dtype {dtype} --force` (or restore both files from git)")
+        restore = f"; on a CPU, restore the committed files: `git checkout -- {' '.join(map(str, files))}`" \
+            if files else ""
+        return (f"re-profile on a GPU with `kernlog profile {kernel} --rev {rev} --shape {format_shape(shape)} "
+                f"--dtype {dtype} --force`{restore}")
     where = "`profiles/<gpu>/<kernel>/<revision>.<shape>.<dtype>.json`"
     if inside:
         return f"remove it: profiles/ holds only what `kernlog profile` writes, as {where}"
@@ -193,9 +197,9 @@ def load_profile(root: Path, json_path: Path) -> dict:
     inside = not rel.parts or rel.parts[0] != ".."
     rel = rel if inside else json_path
     ident = path_ident(Path(os.path.abspath(json_path)))
-    fix = _fix(ident, inside)
 
-    def fail(short: str, message: str):
+    def fail(short: str, message: str, report: Path | None = None):
+        fix = _fix(ident, inside, (rel, report) if report else (rel,))
         return ProfileError(f"{message}; {fix}", str(rel), short, ident)
 
     try:
@@ -229,14 +233,14 @@ def load_profile(root: Path, json_path: Path) -> dict:
         rec["_path"] = str(rel)
         return rec
     if not rep.is_file():
-        raise fail("ncu report missing", f"{rep_rel}, the ncu report {rel} names, is missing")
+        raise fail("ncu report missing", f"{rep_rel}, the ncu report {rel} names, is missing", rep_rel)
     size = rep.stat().st_size
     if size != ncu["report_bytes"]:
         raise fail("ncu report truncated or replaced",
                    f"{rep_rel}, the ncu report {rel} names, is {size} bytes, the profile recorded "
-                   f"{ncu['report_bytes']}: the report is truncated or replaced")
+                   f"{ncu['report_bytes']}: the report is truncated or replaced", rep_rel)
     if sha and file_digest(rep)[1] != sha:
-        raise fail("ncu report replaced", replaced_message(rep_rel, rel))
+        raise fail("ncu report replaced", replaced_message(rep_rel, rel), rep_rel)
     rec["_path"] = str(rel)
     return rec
 
@@ -251,7 +255,8 @@ def profile_error(root: Path, json_path: Path, short: str, message: str) -> Prof
     rel = Path(os.path.relpath(json_path, root))
     inside = not rel.parts or rel.parts[0] != ".."
     ident = path_ident(Path(os.path.abspath(json_path)))
-    return ProfileError(f"{message}; {_fix(ident, inside)}", str(rel if inside else json_path), short, ident)
+    return ProfileError(f"{message}; {_fix(ident, inside, (rel,))}", str(rel if inside else json_path), short,
+                        ident)
 
 
 def load(root: Path, path_or_key: Path | str | ProfileKey) -> Profile:
