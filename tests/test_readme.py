@@ -34,13 +34,6 @@ ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 # These fail until a name without a GPU selector defaults to one GPU: softmax has profiles on
 # two today ("has 2 profiles; name one"). Remove the set once the store work lands.
-DEFAULT_GPU_PENDING = {
-    "show softmax/v5_tuned",
-    "diff softmax/torch softmax/torch_compile",
-    "diff softmax/v0_naive softmax/v1_block_smem",
-}
-
-
 @dataclass(frozen=True)
 class Example:
     where: str                      # PAGE:LINE
@@ -164,10 +157,7 @@ ON_GPU = [ex for ex in ALL if ex.is_kernlog and ex.gpu]
 
 
 def _param(ex: Example):
-    marks = ()
-    if " ".join(ex.args) in DEFAULT_GPU_PENDING:
-        marks = pytest.mark.xfail(reason="default GPU lands with the store work", strict=False)
-    return pytest.param(ex, id=f"{ex.where} {' '.join(ex.args)}", marks=marks)
+    return pytest.param(ex, id=f"{ex.where} {' '.join(ex.args)}")
 
 
 def _tree_state() -> str:
