@@ -1,0 +1,74 @@
+"""The CUDA C matmul+ReLU ladder, cu0-cu7: one idea per rung, each motivated by the previous rung's
+expected ncu evidence. Not registered in kernels/matmul_relu/__init__.py: a GPU session gates each
+rung (tests/test_matmul_cuda.py -m gpu), then appends CUDA_REVISIONS to the Kernel's revisions.
+
+Every rung: bf16 A (M, K) and B (K, N) row-major, fp32 accumulation, ReLU in the epilogue, bf16 C,
+masked edges at any M, N, K; the plans in cuda_launch.py pick a scalar-load kernel where K or N is
+no multiple of 8 (or a base is not 16-byte aligned) and refuse, declared, a grid over the limits.
+"""
+from __future__ import annotations
+
+from kernlog.spec import Revision
+
+from . import cuda_launch
+
+# (name, change, predicts); predicts name the ncu metric expected to move, at 4096^3 unless said.
+STEPS = (
+    ("cu0_naive",
+     "baseline: one thread per output, threadIdx.x along M, a K-long fp32 dot product straight from global memory, "
+     "ReLU and bf16 rounding in the epilogue",
+     "uncoalesced: ~32 sectors per request on A loads and C stores (l1tex__t_sectors_pipe_lsu_mem_global_op_ld"
+     ".sum / requests), LSU/L1 the busiest unit, dram__throughput and the FMA pipe at a few % of peak; "
+     "~0.5-1 TFLOP/s"),
+    ("cu1_coalesced",
+     "threadIdx.x along N: a warp's B loads and C stores are 64 contiguous bytes, its A load one broadcast",
+     "global sectors per request from ~32 to ~2-4 (cu0's evidence: 32 sectors, 2 useful bytes each); "
+     "L1 hit rate up; 3-10x cu0's FLOP/s, still L1/LSU-bound on the K re-reads of every operand per output"),
+    ("cu2_smem",
+     "32x32 output tiles: A and B staged through shared memory 32 columns of K at a time (masked: zeros past "
+     "M, N, K), each element fetched from global memory once per tile instead of once per output",
+     "global load requests ~32x fewer than cu1 (cu1's evidence: L1/LSU-bound on re-reads); the limit moves to "
+     "shared memory (2 LDS per FMA: smsp__average_warps_issue_stalled_mio_throttle and short_scoreboard "
+     "dominate); ~2-3x cu1"),
+    ("cu3_regblock",
+     "2-D register blocking: 128x128x16 block tiles, 256 threads each holding 8x8 fp32 accumulators, A stored "
+     "transposed in shared memory so a thread reads 8 A and 8 B values per k as float4s for 64 FMAs",
+     "shared-memory wavefronts per FMA down ~8x (cu2's evidence: MIO-throttle stalls, 0.5 FMA per LDS); FMA "
+     "pipe (sm__pipe_fma_cycles_active) from ~10% to 50-70%, ~20-30 TFLOP/s; 2-way bank conflicts on the "
+     "transposed stores and 16 scalar 2-byte global loads per thread per k-step now visible"),
+    ("cu4_vectorized",
+     "16-byte global loads (8 bf16, where K and N are multiples of 8 and bases 16-byte aligned; a masked "
+     "scalar kernel otherwise) into a conflict-free layout: A's vector lands in one row of As[k][m] per lane "
+     "(consecutive words), and each thread's 8x8 outputs split 4+4, 64 apart, so every LDS.128 phase reads "
+     "128 contiguous bytes",
+     "global load instructions 8x fewer (LDG.E.128; cu3's evidence: 16 LDG.U16 per thread per k-step), "
+     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared from cu3's 2-way to ~0; FMA pipe 70-80% busy; "
+     "1.2-1.5x cu3, capped by the fp32 FMA ceiling (~50 TFLOP/s)"),
+    ("cu5_mma",
+     "tensor cores: mma.sync.m16n8k16 bf16 -> fp32 on 128x128x32 block tiles, 4 warps of 64x64, fragments by "
+     "ldmatrix (.trans for B) from padded shared memory (80- and 272-byte rows: conflict-free); loads still "
+     "synchronous, 16-byte where aligned",
+     "sm__pipe_fma_cycles_active -> ~0 and sm__pipe_tensor_op_hmma_cycles_active to 30-50% (cu4's evidence: "
+     "FFMA-bound at the fp32 ceiling); ~150-250 TFLOP/s (3-5x cu4); stall_long_scoreboard and barrier stalls "
+     "now dominate: each k-step's loads and math are serialized"),
+    ("cu6_cp_async",
+     "a 3-stage cp.async.cg pipeline (16-byte copies, zero-fill past the edges, 56.8 KB dynamic shared memory) "
+     "feeding cu5's mma.sync tile, two k-tiles in flight during the math; unaligned K/N keep cu5's scalar "
+     "kernel",
+     "smsp__average_warps_issue_stalled_long_scoreboard down >2x (cu5's evidence: loads serialized with the "
+     "math); tensor pipe 60-75%; ~350-450 TFLOP/s, 1.5-2x cu5; limit moves to issue (ldmatrix+HMMA per 16 k)"),
+    ("cu7_wgmma",
+     "Hopper: TMA (cp.async.bulk.tensor, 128-byte swizzle, hardware zero-fill; tensor maps encoded on the host "
+     "and read from global memory) into a 4-stage mbarrier ring filled by one producer warp, "
+     "wgmma.mma_async m64n128k16 from shared memory by 2 consumer warpgroups (128x128x64 tiles); sm_90a, "
+     "built by nvcc; unaligned K/N take cu5's scalar mma.sync kernel",
+     "SASS HGMMA + UTMALDG in place of HMMA + LDSM + LDGSTS; smsp__inst_executed per FLOP down >5x (cu6's "
+     "evidence: issue-bound on ldmatrix/HMMA); tensor pipe 75-85%; ~500-600 TFLOP/s (0.75-0.9x cuBLAS "
+     "744); the rest is the wait_group 0 per k-tile and the register epilogue"),
+)
+
+CUDA_REVISIONS = tuple(
+    Revision(name, "cuda", (cuda_launch.source(name), cuda_launch.CUDA_DIR.parent / "cuda_launch.py"),
+             cuda_launch.loader(name), change, predicts, refuses=cuda_launch.refuses(name))
+    for name, change, predicts in STEPS
+)

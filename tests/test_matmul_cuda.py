@@ -1,0 +1,243 @@
+"""The CUDA C matmul+ReLU ladder (kernels/matmul_relu/cuda_ladder.py), checked on the CPU: every
+.cu compiles with nvcc for sm_90a (and cu0-cu6 for sm_90, what NVRTC through CuPy builds on the
+H100) with kernlog/include on the include path, exports exactly the kernels its plan can pick,
+spills nothing; the plans take the scalar kernels for unaligned K or N and stay within the grid
+limits on every family shape. GPU-marked tests gate every rung and path against float64."""
+import re
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels.matmul_relu import cuda_launch
+from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
+from kernlog import cuda
+from kernlog.identity import executed_files
+from kernlog.registry import find_root, load_kernel
+
+KERNEL = load_kernel(find_root(), "matmul_relu")
+REVS = {r.name: r for r in CUDA_REVISIONS}
+NAMES = list(REVS)
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit) on the PATH")
+SM90A = "-gencode=arch=compute_90a,code=sm_90a"
+
+# Issue 20's family members plus the brief's: LM heads, squares, decode, large K, unaligned.
+FAMILY_SHAPES = tuple(s for f in KERNEL.families for s in f.shapes + f.check) + (
+    (4096, 50257, 768), (4096, 128256, 4096), (4096, 151936, 4096), (4096, 151936, 768),
+    (3072, 3072, 3072), (4096, 4096, 4096), (1, 4096, 4096), (16, 151936, 4096), (512, 512, 16384),
+    (2047, 2049, 2048), (3000, 5000, 4000))
+# Shapes reaching both paths of every plan at small sizes (the GPU gate runs them all).
+PATH_SHAPES = ((1, 1, 1), (5, 3, 70), (33, 47, 70), (64, 65, 129), (48, 88, 136), (130, 264, 72),
+               (257, 136, 200), (129, 130, 131), (1, 264, 136), (16, 16, 2056), (200, 384, 4104))
+
+
+@lru_cache(maxsize=None)
+def ptxas(name: str, arch_flag: str = SM90A) -> str:
+    src = cuda_launch.source(name)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = ["nvcc", arch_flag, "-cubin", "-lineinfo", "--std=c++17", "-Xptxas", "-v",
+               *(f"-I{d}" for d in cuda.include_dirs(src)), "-o", str(Path(tmp) / "out.cubin"), str(src)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, f"nvcc failed on {src}:\n{done.stderr}"
+    return done.stderr
+
+
+def entries(report: str) -> dict[str, str]:
+    out, current = {}, None
+    for line in report.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            current = m.group(1)
+            out[current] = ""
+        elif current:
+            out[current] += line + "\n"
+    return out
+
+
+def test_every_rung_is_a_cuda_step_with_a_prediction():
+    assert len(CUDA_REVISIONS) >= 7 and set(NAMES) == set(cuda_launch.PLANS)
+    for rev in CUDA_REVISIONS:
+        assert rev.kind == "cuda" and rev.role == "step" and rev.change and rev.predicts, rev.name
+        assert rev.name not in {r.name for r in KERNEL.revisions}, f"{rev.name} collides with a registered revision"
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", NAMES)
+def test_compiles_for_sm90a_and_exports_exactly_the_planned_kernels(name):
+    _, _, names = cuda_launch.PLANS[name]
+    assert set(entries(ptxas(name))) == set(names)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in cuda_launch.SM90A])
+def test_nvrtc_rungs_compile_for_plain_sm90(name):
+    """cu0-cu6 go through NVRTC, which CuPy gives -arch=sm_90 on the H100: no sm_90a-only code."""
+    _, _, names = cuda_launch.PLANS[name]
+    assert set(entries(ptxas(name, "-arch=sm_90"))) == set(names)
+
+
+@needs_nvcc
+def test_wgmma_rung_needs_sm90a():
+    src = cuda_launch.source("cu7_wgmma")
+    with tempfile.TemporaryDirectory() as tmp:
+        done = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "--std=c++17",
+                               *(f"-I{d}" for d in cuda.include_dirs(src)), "-o", str(Path(tmp) / "o.cubin"),
+                               str(src)], capture_output=True, text=True)
+    assert done.returncode != 0 and "wgmma" in done.stderr  # hence nvcc -gencode ...sm_90a in the launcher
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", NAMES)
+def test_no_spills_and_registers_fit_the_block(name):
+    for kernel, res in entries(ptxas(name)).items():
+        assert "0 bytes spill stores" in res and "0 bytes spill loads" in res, (kernel, res)
+        assert "0 bytes stack frame" in res, (kernel, res)
+        regs = int(re.search(r"Used (\d+) registers", res).group(1))
+        assert regs <= 255, (kernel, regs)
+
+
+def test_sources_need_no_system_headers_and_includes_are_hashed():
+    for rev in CUDA_REVISIONS:
+        src = rev.sources[0]
+        assert not re.search(r"#include\s*<", src.read_text()), rev.name
+        included = cuda.includes(src)
+        assert cuda.COMMON_INCLUDE / "kl_cuda.cuh" in included, rev.name
+        assert set(included) <= set(executed_files(rev)), rev.name
+        assert (cuda_launch.HERE / "cuda_launch.py") in executed_files(rev), rev.name
+
+
+def test_the_extern_c_entry_points_match_the_plans():
+    """Without nvcc: the source's extern "C" __global__ names are the plan's."""
+    for name, (file, _, names) in cuda_launch.PLANS.items():
+        text = (cuda_launch.CUDA_DIR / file).read_text()
+        found = set(re.findall(r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\s*\(', text))
+        assert found == set(names), name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unaligned_k_or_n_takes_the_scalar_kernel(name):
+    plan, names = cuda_launch.PLANS[name][1:]
+    vec = {n for n in names if not n.endswith("_scalar")}
+    for M, N, K in ((2047, 2049, 2048), (3000, 5000, 4001), (4096, 50257, 768), (31, 49, 77), (5, 3, 70)):
+        aligned = K % 8 == 0 and N % 8 == 0
+        assert not aligned
+        step = plan(M, N, K, aligned)
+        if len(names) > 1:
+            assert step.kernel.endswith("_scalar") and not step.tma and step.smem == 0, (name, step)
+        assert step.kernel in names
+    if len(names) > 1:
+        assert plan(4096, 4096, 4096, True).kernel in vec
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_family_shapes_stay_within_grid_limits(name):
+    plan = cuda_launch.PLANS[name][1]
+    for M, N, K in FAMILY_SHAPES + PATH_SHAPES:
+        for aligned in (True, False):
+            step = plan(M, N, K, aligned)
+            assert cuda_launch.grid_problem(step) == "", (name, (M, N, K), step)
+            gx, gy, _ = step.grid
+            assert gx * gy * step.block[0] * step.block[1] >= 1
+        assert REVS[name].refusal((M, N, K)) == ""
+    assert REVS[name].refusal((2**24, 2**24, 8)) != ""  # over 65535 blocks along y: declared, not launched
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_grids_cover_the_output(name):
+    """The tile each plan implies covers C: grid x block tile >= (M, N) on both paths."""
+    tile = {"mm_naive": (32, 8, "mn"), "mm_coalesced": (32, 8, "nm"), "mm_smem": (32, 32, "nm")}
+    plan = cuda_launch.PLANS[name][1]
+    for M, N, K in PATH_SHAPES + FAMILY_SHAPES:
+        for aligned in (True, False):
+            step = plan(M, N, K, aligned)
+            gx, gy, _ = step.grid
+            tx, ty, order = tile.get(step.kernel, (128, 128, "nm"))
+            cov = (gx * tx, gy * ty) if order == "nm" else (gy * ty, gx * tx)  # (N, M) covered
+            assert cov[0] >= N and cov[1] >= M, (name, step, (M, N, K))
+
+
+def test_dynamic_smem_matches_the_sources():
+    mma = (cuda_launch.CUDA_DIR / "mm_mma.cuh").read_text()
+    assert "#define MMA_BK 32" in mma and "#define MMA_A_LD (MMA_BK + 8)" in mma
+    assert "#define CP_STAGES 3" in (cuda_launch.CUDA_DIR / "cu6_cp_async.cu").read_text()
+    wg = (cuda_launch.CUDA_DIR / "cu7_wgmma.cu").read_text()
+    assert f"#define WG_STAGES {cuda_launch.WG_STAGES}" in wg and f"#define WG_THREADS {cuda_launch.WG_THREADS}" in wg
+    assert cuda_launch.WG_SMEM_BYTES <= 227 * 1024 and cuda_launch.CP_STAGES * cuda_launch.MMA_STAGE_BYTES == 56832
+
+
+def test_tensor_map_specs_meet_tma_rules():
+    for M, N, K in ((4096, 4096, 4096), (3000, 5000, 4000), (1, 4096, 4096), (16, 16, 2056)):
+        for _dims, strides, box in cuda_launch.tensor_map_specs(M, N, K):
+            assert all(s % 16 == 0 for s in strides) and all(b <= 256 for b in box)
+            assert box[0] * 2 == 128  # the inner box is one 128-byte swizzle row
+
+
+def _emulate(step, a, b):
+    """Python emulation of a tile kernel's indexing: which (m, n) each block writes."""
+    M, K = a.shape
+    N = b.shape[1]
+    out = torch.full((M, N), float("nan"))
+    gx, gy, _ = step.grid
+    for by in range(gy):
+        for bx in range(gx):
+            m0, n0 = by * 128, bx * 128
+            tile = torch.relu(a[m0:m0 + 128].double() @ b[:, n0:n0 + 128].double())
+            out[m0:m0 + 128, n0:n0 + 128] = tile.float()
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in ("cu0_naive", "cu1_coalesced", "cu2_smem")])
+def test_tile_grids_write_every_output_once(name):
+    plan = cuda_launch.PLANS[name][1]
+    for M, N, K in ((33, 47, 70), (130, 264, 72), (257, 136, 200)):
+        a, b = torch.randn(M, K), torch.randn(K, N)
+        out = _emulate(plan(M, N, K, False), a, b)
+        assert not out.isnan().any()
+        torch.testing.assert_close(out, torch.relu(a.double() @ b.double()).float(), rtol=1e-4, atol=1e-4)
+
+
+# ---- on the GPU (pytest -m gpu): every rung and both paths against float64, with kernlog's gate.
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_every_rung_passes_the_gate_on_gpu(name):
+    from kernlog.run import gate
+
+    shapes = PATH_SHAPES + tuple(KERNEL.gate_shapes)
+    results = gate.check_revision(KERNEL, REVS[name], "cuda", shapes=shapes)
+    failed = [r.line() for r in results if not r.ok]
+    assert results and not failed, "\n".join(failed)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", [n for n in NAMES if len(cuda_launch.PLANS[n][2]) > 1])
+def test_misaligned_base_pointers_take_the_scalar_path_on_gpu(name):
+    """A starts 1 element past a 16-byte boundary with K, N aligned: the plan must go scalar."""
+    M, N, K = 130, 264, 136
+    ab = torch.randn(M * K + 8, device="cuda").to(torch.bfloat16)
+    a = ab[1:1 + M * K].view(M, K)
+    b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
+    out = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
+    assert not cuda_launch.is_aligned(a, b, out)
+    REVS[name].load()((a, b), out)
+    ref = torch.relu(a.double() @ b.double())
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (4096, 50257, 768), (3000, 5000, 4000), (1, 4096, 4096),
+                                   (512, 512, 16384)])
+def test_fast_rungs_at_family_sizes_on_gpu(shape):
+    M, N, K = shape
+    a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+    b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
+    ref = torch.relu(a.float() @ b.float())
+    for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma"):
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        REVS[name].load()((a, b), out)
+        torch.cuda.synchronize()
+        err = ((out.float() - ref).norm() / ref.norm()).item()
+        assert err < 1e-2 and not out.isnan().any(), (name, shape, err)
