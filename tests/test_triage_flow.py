@@ -1,8 +1,11 @@
 """kernlog triage on the CPU: TARGET resolution and its errors, a fresh triage with fake GPU
 steps, the store (round trip, atomic writes, half-written files), the ncu command, the table,
 the examples and the standalone click command's no-GPU paths."""
+import gzip
 import json
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -10,12 +13,14 @@ import pytest
 from click.testing import CliRunner
 
 from kernlog.capture import triage as lib
+from kernlog.capture.trace import parse_chrome_trace, slim
 from kernlog.commands.triage import triage as triage_cmd
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.judge import triage as judge
 from kernlog.render.triage import markdown, table
 from kernlog.store import triages as store
-from tests.triage_fixtures import GELU, GEMM, two_op_trace
+from tests.conftest import HAS_CUDA
+from tests.triage_fixtures import GELU, GEMM, REDUCE, two_op_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 PEAKS = judge.Peaks(bandwidth_gbps=1000.0, tensor_tflops=100.0, fp32_tflops=50.0)
@@ -126,12 +131,33 @@ def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(rep
     assert top["title"].startswith("aten::addmm(512, 64x256, 256x512)")
     assert top["speedup"] == pytest.approx(200.0 / (200.0 - top["saved_us"]))
     assert top["evidence"]["group"]["ncu"][GEMM]["dram_pct"] == 81.0
-    trace = path.with_name(rec.trace)
-    assert json.loads(trace.read_text()) == two_op_trace()
-    import hashlib
-
-    assert hashlib.sha256(trace.read_bytes()).hexdigest() == rec.trace_sha256
+    assert rec.trace == path.name.replace(".json", ".trace.json.gz")
+    assert store.load_trace(root, rec) == slim(two_op_trace())
     assert lib.triage(root, f"{name}:make", gpu=False)[0].to_dict() == rec.to_dict()  # without a GPU: stored
+
+
+def test_a_failed_ncu_pass_leaves_that_kernel_without_evidence(repo):
+    root, name = repo
+
+    def ncu(cmd, report):
+        if GEMM in cmd[cmd.index("--kernel-name") + 1]:
+            raise KernlogError("ncu profiled no kernel")
+        return {"dram_bytes": 2e5, "dram_pct": 81.0}
+    s = steps()
+    s.ncu = ncu
+    rec = store.load_triage(lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), s, progress=lambda m: 0))
+    assert rec.ncu[GEMM] == {"error": "ncu profiled no kernel"} and rec.ncu[GELU]["dram_pct"] == 81.0
+
+
+def test_slim_keeps_what_the_parser_reads():
+    trace = two_op_trace()
+    frame = {"ph": "X", "cat": "python_function", "name": "torch/nn/modules/module.py(1782): _call_impl",
+             "pid": 985, "tid": 985, "ts": 0.0, "dur": 1.0}
+    trace["traceEvents"].append(frame)
+    slimmed = slim(trace)
+    assert frame not in slimmed["traceEvents"] and len(slimmed["traceEvents"]) == len(trace["traceEvents"]) - 3
+    assert parse_chrome_trace(slimmed) == parse_chrome_trace(trace)
+    assert [r.name for r in parse_chrome_trace(slimmed)] == [GEMM, REDUCE, GELU]
 
 
 def test_ncu_command_matches_one_kernel_whole_and_skips_the_warm_call():
@@ -157,7 +183,10 @@ def test_the_store_round_trips_a_record_and_its_trace(tmp_path):
     path = store.save_triage(tmp_path, rec, {"traceEvents": []})
     assert path == tmp_path / "profiles" / "fake-gpu" / "triage" / "m-f.json"
     assert store.load_triage(path) == rec and rec.schema == store.SCHEMA
-    assert (path.parent / "m-f.trace.json").exists() and store.stored(tmp_path, "m:f") == [path]
+    assert store.load_trace(tmp_path, rec) == {"traceEvents": []} and store.stored(tmp_path, "m:f") == [path]
+    (path.parent / rec.trace).write_bytes(gzip.compress(b'{"traceEvents": [1]}'))
+    with pytest.raises(store.TriageError, match="sha256 differs"):
+        store.load_trace(tmp_path, rec)
 
 
 def test_a_failed_write_keeps_the_old_record_and_leaves_no_partial_file(tmp_path, monkeypatch):
@@ -254,3 +283,24 @@ def test_cli_kernel_target_without_a_gpu_names_the_canonical_target(monkeypatch,
     monkeypatch.setattr(lib, "gpu_visible", lambda: False)
     r = invoke(ROOT, "minigpt/torch@2x128x128x512.fp32")
     assert r.exit_code == 4 and "run `kernlog triage minigpt/torch@2x128x128x512.fp32` on a GPU" in r.stderr
+
+
+READ_STORED = """
+import sys
+from kernlog.commands.triage import triage
+try:
+    triage([sys.argv[2]], obj={"root": sys.argv[1]})
+except SystemExit as e:
+    assert e.code in (0, None), e.code
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "triton", "pandas")))
+"""
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="with a GPU, triage takes a fresh one")
+def test_reading_a_stored_triage_imports_no_torch(repo):
+    root, name = repo
+    lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(), progress=lambda s: 0)
+    done = subprocess.run([sys.executable, "-c", READ_STORED, str(root), f"{name}:make"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"triage of {name}:make" in done.stdout and done.stdout.strip().endswith("[]")

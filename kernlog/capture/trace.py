@@ -107,6 +107,18 @@ def parse_chrome_trace(trace: dict | list) -> list[KernelRow]:
     return rows
 
 
+def slim(trace: dict) -> dict:
+    """The trace with only what parse_chrome_trace reads (kernels, launches, ops, module spans)
+    and its metadata: with_stack's other Python frames are most of a model's trace, and the
+    stored trace is kept beside its triage in profiles/."""
+    def kept(e) -> bool:
+        cat = e.get("cat") if isinstance(e, dict) else None
+        return cat in ("kernel", "cpu_op", "gpu_memcpy", "gpu_memset", *LAUNCH_CATS) or cat is None or (
+            cat == "python_function" and _module_name(e) is not None)
+    events = trace.get("traceEvents", [])
+    return dict(trace, traceEvents=[e for e in events if kept(e)])
+
+
 def group_times(rows: list[KernelRow], by: str) -> list[dict]:
     """GPU time per kernel name ("kernel"), launching op ("op") or module ("module"): {name,
     count, us}, longest first; launches with no op or module count under "(none)"."""

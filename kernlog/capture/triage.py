@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kernlog import metrics
 from kernlog.capture import provenance
-from kernlog.capture.trace import group_times, parse_chrome_trace, take_trace
+from kernlog.capture.trace import group_times, parse_chrome_trace, slim, take_trace
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.judge import triage as judge
 from kernlog.registry import load_kernel
@@ -262,7 +262,13 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
                 report = Path(tmp) / f"k{i}.ncu-rep"
                 cmd = ncu_command(ncu, name, per_call[name], report, root, target.text)
                 commands.append(cmd[:cmd.index(sys.executable)])
-                figures[name] = steps.ncu(cmd, report)
+                try:
+                    figures[name] = steps.ncu(cmd, report)
+                except NoGpu:
+                    raise
+                except KernlogError as exc:  # one kernel's ncu pass: its evidence is missing, the rest stands
+                    progress(f"ncu [{i}/{len(picked)}] failed, no evidence for it: {exc}")
+                    figures[name] = {"error": str(exc)}
     else:
         progress("ncu not found: the kernels are placed at their minimum bytes only, without ncu evidence")
     groups = judge.place_groups(rows, peaks, figures)
@@ -276,7 +282,7 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
         picked=picked, groups=[asdict(g) for g in groups], chains=[asdict(c) for c in chains],
         candidates=[asdict(c) for c in candidates], ncu=dict(figures, commands=commands),
         wall_samples_ms=[round(s, 5) for s in samples], versions=steps.versions())
-    return store.save_triage(root, record, trace)
+    return store.save_triage(root, record, slim(trace))
 
 
 def triage(root: Path, text: str, steps: Steps | None = None, gpu: bool | None = None,

@@ -28,7 +28,8 @@ def triage(ctx, target, verify, baseline, candidate, fmt):
     from kernlog.render.triage import table
 
     try:
-        root = find_root((ctx.obj or {}).get("root") if isinstance(ctx.obj, dict) else None)
+        given = ctx.obj.get("root") if isinstance(ctx.obj, dict) else None  # the CLI group's --root
+        root = find_root(Path(given) if given else None)
         progress = (lambda s: click.echo(s, err=True)) if fmt == "text" else (lambda s: None)
         if verify:
             v = lib.verify(root, target, baseline, candidate, progress=progress)

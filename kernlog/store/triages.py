@@ -1,13 +1,15 @@
 """profiles/<gpu>/triage/: what `kernlog triage TARGET` found, one record per target and GPU.
 
 Layout: profiles/<gpu-slug>/triage/<target-slug>.json, the CUPTI trace it was judged from
-beside it as <target-slug>.trace.json. Both are written atomically (a temporary file in the
-folder, fsync, rename): the trace first, then the JSON, which is the commit record and names
-the trace and its sha256. A killed save leaves the old pair or the new JSON's trace beside
-the old JSON, never a half-written file.
+beside it as <target-slug>.trace.json.gz (the events kernlog.capture.trace.slim keeps). Both
+are written atomically (a temporary file in the folder, fsync, rename): the trace first, then
+the JSON, which is the commit record and names the trace and its sha256. A killed save leaves
+the old pair, or the new trace beside the old JSON (load_trace then refuses it by its hash),
+never a half-written file.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -89,14 +91,14 @@ def triage_path(root: Path, gpu_slug: str, target: str) -> Path:
 
 
 def trace_path(root: Path, gpu_slug: str, target: str) -> Path:
-    return _gpu_folder(root, gpu_slug) / f"{target_slug(target)}.trace.json"
+    return _gpu_folder(root, gpu_slug) / f"{target_slug(target)}.trace.json.gz"
 
 
 def save_triage(root: Path, record: TriageRecord, trace: dict | None = None) -> Path:
     """Write the trace (where given), then the record naming it; both atomically."""
     path = triage_path(root, record.gpu["slug"], record.target)
     if trace is not None:
-        data = json.dumps(trace).encode()
+        data = gzip.compress(json.dumps(trace).encode(), mtime=0)
         record.trace = trace_path(root, record.gpu["slug"], record.target).name
         record.trace_sha256 = hashlib.sha256(data).hexdigest()
         blob = dump_json(record.to_dict())  # serialized before anything is written
@@ -119,6 +121,19 @@ def load_triage(path: Path) -> TriageRecord:
     if rec.target and target_slug(rec.target) + ".json" != path.name:
         raise TriageError(f"{path} holds the triage of {rec.target}, not of the file's name")
     return rec
+
+
+def load_trace(root: Path, rec: TriageRecord) -> dict:
+    """The trace a stored triage was judged from, checked against the sha256 its record names."""
+    path = _gpu_folder(root, rec.gpu["slug"]) / rec.trace
+    if not rec.trace or not path.is_file():
+        raise TriageError(f"the triage of {rec.target} has no trace beside it: run `kernlog triage {rec.target}` "
+                          "on a GPU to take it again")
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != rec.trace_sha256:
+        raise TriageError(f"{path} is not the trace its triage names (sha256 differs): run `kernlog triage "
+                          f"{rec.target}` on a GPU to take it again")
+    return json.loads(gzip.decompress(data))
 
 
 def stored(root: Path, target: str) -> list[Path]:
