@@ -304,3 +304,18 @@ def test_reading_a_stored_triage_imports_no_torch(repo):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"triage of {name}:make" in done.stdout and done.stdout.strip().endswith("[]")
+
+
+def test_a_kernel_target_builds_its_revisions_launcher_on_its_inputs():
+    target = lib.resolve_target(ROOT, "minigpt/torch@1x64x16x64.fp32")
+    out = lib.build_callable(ROOT, target, device="cpu")()
+    assert tuple(out.shape) == (16, 64) and bool(out.isfinite().all())
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the CPU's refusal")
+def test_taking_a_trace_without_a_gpu_is_the_one_line_no_gpu_error(tmp_path):
+    from kernlog.capture.trace import take_trace
+
+    with pytest.raises(NoGpu, match="no CUDA GPU visible"):
+        take_trace(lambda: None, tmp_path / "t.json")
+    assert not (tmp_path / "t.json").exists()
