@@ -41,6 +41,18 @@ def test_a_kernel_without_its_launch_is_unattributed_and_a_driver_launch_counts(
     assert group_times(list(rows.values()), "op")[-1]["name"] == "(none)"
 
 
+def test_spans_starting_together_nest_longest_outside():
+    from tests.triage_fixtures import cpu_op, kernel, launch
+
+    bf = "c10::BFloat16"
+    trace = {"traceEvents": [  # the inner op listed first, both opening with the launch's microsecond
+        kernel(GEMM, 1, 100.0, 5.0), launch(1, 20),
+        cpu_op("aten::addmm", 20, 10, [(4,), (2, 3), (3, 4)], [bf, bf, bf]),
+        cpu_op("aten::linear", 20, 50, [(2, 3), (4, 3), (4,)], [bf, bf, bf])]}
+    (r,) = parse_chrome_trace(trace)
+    assert (r.op, r.top_op) == ("aten::addmm", "aten::linear")
+
+
 def test_a_trace_without_kernels_gives_no_rows():
     trace = {"traceEvents": [e for e in two_op_trace()["traceEvents"] if e.get("cat") != "kernel"]}
     assert parse_chrome_trace(trace) == []
