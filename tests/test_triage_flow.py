@@ -49,7 +49,8 @@ def steps(trace=None, ncu_calls=None, build=None, time=None):
         return {"dram_bytes": 2e5, "dram_pct": 81.0, "compute_pct": 12.0}
     return lib.Steps(gpu=lambda: GPU, peaks=lambda root, gpu: PEAKS, build=build or (lambda root, t: (lambda: None)),
                      time=time or (lambda fn: [0.2] * 5), trace=lambda fn: fn() or trace or two_op_trace(),
-                     ncu=ncu, ncu_path=lambda: "/usr/local/cuda/bin/ncu", versions=lambda: {"torch": "2.13"})
+                     ncu=ncu, ncu_path=lambda: "/usr/local/cuda/bin/ncu",
+                     versions=lambda ncu: {"torch": "2.13", "ncu": ncu})
 
 
 def test_targets_resolve_to_a_program_or_a_kernels_defaults():
@@ -126,6 +127,7 @@ def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(rep
     gelu = GELU.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
     assert [c[c.index("--kernel-name") + 1] for c in calls] == [f"regex:^{GEMM}$", f"regex:^{gelu}$"]
     assert all(c[c.index("--launch-skip") + 1] == "1" and c[-1] == f"{name}:make" for c in calls)
+    assert rec.versions == {"torch": "2.13", "ncu": "/usr/local/cuda/bin/ncu"}
     assert rec.total_us == pytest.approx(200.0) and rec.gpu_us == pytest.approx(120.0) and rec.launches == 3
     top = rec.candidates[0]
     assert top["title"].startswith("aten::addmm(512, 64x256, 256x512)")
@@ -146,7 +148,8 @@ def test_a_failed_ncu_pass_leaves_that_kernel_without_evidence(repo):
     s = steps()
     s.ncu = ncu
     rec = store.load_triage(lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), s, progress=lambda m: 0))
-    assert rec.ncu[GEMM] == {"error": "ncu profiled no kernel"} and rec.ncu[GELU]["dram_pct"] == 81.0
+    figures = rec.ncu["kernels"]
+    assert figures[GEMM] == {"error": "ncu profiled no kernel"} and figures[GELU]["dram_pct"] == 81.0
 
 
 def test_slim_keeps_what_the_parser_reads():

@@ -222,7 +222,7 @@ class Steps:
     trace: Callable[[Callable], dict] = trace_in_tmp
     ncu: Callable[[list[str], Path], dict] | None = run_ncu
     ncu_path: Callable[[], str | None] = provenance.find_ncu
-    versions: Callable[[], dict] = lambda: {}
+    versions: Callable[[str | None], dict] = provenance.versions  # given ncu's path
 
 
 def measured_peaks(root: Path, gpu: dict) -> judge.Peaks:
@@ -280,8 +280,8 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
         total_us=total_us, gpu_us=gpu_us, launches=len(rows), peaks=asdict(peaks),
         by_kernel=group_times(rows, "kernel"), by_op=group_times(rows, "op"), by_module=group_times(rows, "module"),
         picked=picked, groups=[asdict(g) for g in groups], chains=[asdict(c) for c in chains],
-        candidates=[asdict(c) for c in candidates], ncu=dict(figures, commands=commands),
-        wall_samples_ms=[round(s, 5) for s in samples], versions=steps.versions())
+        candidates=[asdict(c) for c in candidates], ncu={"kernels": figures, "commands": commands},
+        wall_samples_ms=[round(s, 5) for s in samples], versions=steps.versions(ncu))
     return store.save_triage(root, record, slim(trace))
 
 

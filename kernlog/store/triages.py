@@ -43,7 +43,7 @@ class TriageRecord:
     groups: list[dict]
     chains: list[dict]
     candidates: list[dict]
-    ncu: dict = field(default_factory=dict)  # kernel name -> figures; "commands": the ncu command lines
+    ncu: dict = field(default_factory=dict)  # "kernels": kernel name -> its ncu figures; "commands": the command lines
     wall_samples_ms: list[float] = field(default_factory=list)
     trace: str = ""  # the trace's file name, beside the record
     trace_sha256: str = ""
