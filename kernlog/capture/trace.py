@@ -1,0 +1,150 @@
+"""Where a program's GPU time goes, kernel by kernel, from a CUPTI trace (torch.profiler).
+
+`take_trace` (GPU only) runs a zero-argument callable once warm, then once under the
+profiler with input shapes and the nn.Module hierarchy recorded, and exports the Chrome-trace
+JSON. `parse_chrome_trace` (pure) reads that JSON into one KernelRow per kernel launch:
+
+- a "kernel" event (GPU side) links to its launch ("cuda_runtime" cudaLaunchKernel, or
+  "cuda_driver" cuLaunchKernel for Triton's) by args.correlation;
+- the launch lies, in time and on the same thread, inside the "cpu_op" events (aten::...)
+  that issued it and the "python_function" events named "nn.Module: <Class>_<n>" of the
+  modules that called them. The innermost op is the one that launched it (aten::addmm, not
+  the aten::linear around it); its recorded "Input Dims" and "Input type" describe the call.
+
+Format as torch 2.13 writes it (checked on a CPU trace of nn.Sequential): ts and dur in
+microseconds, floats; cpu_op args "Input Dims" [[3, 8], [16, 8], [16]] and "Input type"
+["float", "float", "float"], "Scalar" and "" for non-tensors.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernlog.errors import KernlogError, NoGpu
+
+MODULE_PREFIX = "nn.Module: "
+LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One kernel launch: its GPU time and what launched it ("" where nothing did)."""
+    name: str
+    us: float
+    start_us: float  # GPU start, for launch order
+    op: str = ""  # the innermost aten op around the launch
+    top_op: str = ""  # the outermost one (aten::linear around aten::addmm)
+    call: int = -1  # which op call (index among the trace's cpu_op events): kernels of one call share it
+    inputs: tuple = ()  # the op's recorded inputs: ((dims...), type name) each
+    concrete: tuple[str, ...] = ()  # its "Concrete Inputs": scalars and lists as text ("[2, 2]"), "" for tensors
+    module: str = ""  # the innermost nn.Module, e.g. "Linear_0"
+    modules: tuple[str, ...] = ()  # outermost first
+
+
+def _module_name(event: dict) -> str | None:
+    name = event.get("name", "")
+    return name[len(MODULE_PREFIX):] if event.get("cat") == "python_function" and name.startswith(
+        MODULE_PREFIX) else None
+
+
+def _inputs(args: dict) -> tuple:
+    dims, types = args.get("Input Dims") or [], args.get("Input type") or []
+    return tuple((tuple(d) if isinstance(d, list) else (), t) for d, t in zip(dims, types, strict=False))
+
+
+def _enclosing(events: list[dict], launches: list[dict]) -> dict[int, list[dict]]:
+    """For each launch (by correlation), the intervals of `events` that contain it, outermost
+    first. One thread's intervals nest, so a sweep with a stack finds them."""
+    marks = [(e["ts"], 0, -e.get("dur", 0.0), i, e) for i, e in enumerate(events)]
+    marks += [(e["ts"], 1, 0.0, i, e) for i, e in enumerate(launches)]
+    marks.sort(key=lambda m: m[:4])
+    stack: list[dict] = []
+    out: dict[int, list[dict]] = {}
+    for ts, is_launch, _, _, e in marks:
+        end = ts + e.get("dur", 0.0)
+        while stack and stack[-1]["ts"] + stack[-1].get("dur", 0.0) < end:
+            stack.pop()
+        if is_launch:
+            out[e["args"]["correlation"]] = list(stack)
+        else:
+            stack.append(e)
+    return out
+
+
+def parse_chrome_trace(trace: dict | list) -> list[KernelRow]:
+    """Every kernel of a torch.profiler Chrome trace, in GPU launch order, with its op and module."""
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+    if not isinstance(events, list):
+        raise KernlogError("the trace has no traceEvents list: not a torch.profiler Chrome trace")
+    complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    kernels = [e for e in complete if e.get("cat") == "kernel"]
+    threads: dict[tuple, dict[str, list]] = defaultdict(lambda: {"spans": [], "launches": []})
+    for e in complete:
+        key = (e.get("pid"), e.get("tid"))
+        if e.get("cat") == "cpu_op" or _module_name(e) is not None:
+            threads[key]["spans"].append(e)
+        elif e.get("cat") in LAUNCH_CATS and "correlation" in (e.get("args") or {}):
+            threads[key]["launches"].append(e)
+    ops = sorted((e for e in complete if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
+    call_of = {id(e): i for i, e in enumerate(ops)}
+    around: dict[int, list[dict]] = {}
+    for t in threads.values():
+        around.update(_enclosing(t["spans"], t["launches"]))
+    rows = []
+    for k in sorted(kernels, key=lambda e: e["ts"]):
+        spans = around.get((k.get("args") or {}).get("correlation"), [])
+        cpu = [s for s in spans if s.get("cat") == "cpu_op"]
+        mods = tuple(m for m in map(_module_name, spans) if m is not None)
+        inner = cpu[-1] if cpu else None
+        rows.append(KernelRow(
+            name=k["name"], us=float(k.get("dur", 0.0)), start_us=float(k["ts"]),
+            op=inner["name"] if inner else "", top_op=cpu[0]["name"] if cpu else "",
+            call=call_of[id(inner)] if inner else -1, inputs=_inputs(inner.get("args") or {}) if inner else (),
+            concrete=tuple(str(c) for c in (inner.get("args") or {}).get("Concrete Inputs") or ()) if inner else (),
+            module=mods[-1] if mods else "", modules=mods))
+    return rows
+
+
+def slim(trace: dict) -> dict:
+    """The trace with only what parse_chrome_trace reads (kernels, launches, ops, module spans)
+    and its metadata: with_stack's other Python frames are most of a model's trace, and the
+    stored trace is kept beside its triage in profiles/."""
+    def kept(e) -> bool:
+        cat = e.get("cat") if isinstance(e, dict) else None
+        return cat in ("kernel", "cpu_op", "gpu_memcpy", "gpu_memset", *LAUNCH_CATS) or cat is None or (
+            cat == "python_function" and _module_name(e) is not None)
+    events = trace.get("traceEvents", [])
+    return dict(trace, traceEvents=[e for e in events if kept(e)])
+
+
+def group_times(rows: list[KernelRow], by: str) -> list[dict]:
+    """GPU time per kernel name ("kernel"), launching op ("op") or module ("module"): {name,
+    count, us}, longest first; launches with no op or module count under "(none)"."""
+    us: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    for r in rows:
+        key = {"kernel": r.name, "op": r.op, "module": r.module}[by] or "(none)"
+        us[key] += r.us
+        count[key] += 1
+    return [{"name": k, "count": count[k], "us": round(us[k], 3)} for k in sorted(us, key=lambda k: (-us[k], k))]
+
+
+def take_trace(fn, path: Path) -> dict:
+    """GPU only: call `fn` once warm, then once under torch.profiler (CPU and CUDA activity,
+    shapes, stacks and modules recorded); the Chrome trace written to `path` and returned."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if not torch.cuda.is_available():
+        raise NoGpu("no CUDA GPU visible: a fresh triage traces the program on a GPU")
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True,
+                 with_stack=True, with_modules=True) as prof:
+        fn()
+        torch.cuda.synchronize()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(path))
+    return json.loads(path.read_text())

@@ -1,0 +1,359 @@
+"""`kernlog triage TARGET`: where a PyTorch program's GPU time goes and what fixing it would buy.
+
+TARGET is a program, `module:function` (the function builds the model and inputs and
+returns a zero-argument callable), or a kernlog kernel of many kernels, NAME[/REVISION][@SHAPE][.DTYPE]
+(default: its `torch` revision at its profile shape and first dtype).
+
+On a GPU: time the callable, take a CUPTI trace of one warm call (kernlog.capture.trace),
+profile the kernels covering 90% of the GPU time under ncu (one process each, the kernel's
+name as the filter, the warm call's launches skipped), judge (kernlog.judge.triage) and store
+(kernlog.store.triages). Without one: the stored triages, or one line saying none is stored.
+Every GPU step is injectable (`Steps`), so the flow is tested on the CPU with fakes.
+
+`python -m kernlog.capture.triage --launch ROOT TARGET` is the process ncu runs: the callable
+once warm, then once more (the launch ncu profiles).
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from kernlog import metrics
+from kernlog.capture import provenance
+from kernlog.capture.trace import group_times, parse_chrome_trace, slim, take_trace
+from kernlog.errors import KernlogError, NoGpu
+from kernlog.judge import triage as judge
+from kernlog.registry import load_kernel
+from kernlog.spec import format_shape, parse_shape
+from kernlog.store import triages as store
+
+PROGRAM_RE = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):([A-Za-z_]\w*)$")
+KERNEL_RE = re.compile(r"^([a-z0-9][a-z0-9_]*)(?:/([a-z0-9][a-z0-9_]*))?(?:@([0-9x]+))?(?:\.([a-z0-9]+))?$")
+DEFAULT_REVISION = "torch"
+NCU_TIMEOUT_S = 600.0
+TOP = 5  # candidates the table names
+
+
+@dataclass(frozen=True)
+class Target:
+    text: str  # canonical: module:function, or kernel/revision@shape.dtype
+    module: str = ""
+    function: str = ""
+    kernel: str = ""
+    revision: str = ""
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+
+
+def resolve_target(root: Path, text: str) -> Target:
+    """TARGET parsed, a kernel's defaults filled in (its registry entry read: no torch)."""
+    m = PROGRAM_RE.match(text)
+    if m:
+        return Target(text, module=m.group(1), function=m.group(2))
+    m = KERNEL_RE.match(text)
+    if not m:
+        raise KernlogError(f"bad target {text!r}: expected module:function (e.g. models.triage_examples:resnet50) "
+                           "or a kernel such as minigpt or minigpt/torch@2x128x128x512.fp32")
+    name, rev, shape_text, dtype = m.groups()
+    kernel = load_kernel(root, name)
+    rev = rev or DEFAULT_REVISION
+    try:
+        kernel.revision(rev)
+    except KeyError:
+        raise KernlogError(f"unknown revision {rev!r} of {name}; known: "
+                           f"{', '.join(r.name for r in kernel.revisions)}") from None
+    try:
+        shape = parse_shape(shape_text) if shape_text else tuple(kernel.profile_shape)
+    except ValueError as exc:
+        raise KernlogError(str(exc)) from None
+    dtype = dtype or kernel.dtypes[0]
+    if dtype not in kernel.dtypes:
+        raise KernlogError(f"{name} has no {dtype} inputs; dtypes: {', '.join(kernel.dtypes)}")
+    return Target(f"{name}/{rev}@{format_shape(shape)}.{dtype}", kernel=name, revision=rev, shape=shape, dtype=dtype)
+
+
+def _factory(root: Path, target: Target) -> Callable:
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        module = importlib.import_module(target.module)
+    except ModuleNotFoundError as exc:
+        raise KernlogError(f"cannot import {target.module}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 -- the program's own failure, said in one line
+        raise KernlogError(f"importing {target.module} raised {_said(exc)}") from None
+    fn = getattr(module, target.function, None)
+    if not callable(fn):
+        raise KernlogError(f"{target.module} has no function {target.function!r}")
+    return fn
+
+
+def _said(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__
+
+
+def check_target(root: Path, target: Target) -> None:
+    """Without a GPU: that the program's module imports and has its function (a kernel target
+    was checked by resolve_target)."""
+    if target.module:
+        _factory(root, target)
+
+
+def build_callable(root: Path, target: Target, device: str = "cuda") -> Callable[[], object]:
+    """The zero-argument callable TARGET names: the program's function called, or the kernel
+    revision's launcher bound to its inputs."""
+    if target.module:
+        try:
+            fn = _factory(root, target)()
+        except KernlogError:
+            raise
+        except Exception as exc:  # noqa: BLE001 -- the program's own failure, said in one line
+            raise KernlogError(f"{target.text} raised {_said(exc)}") from None
+        if not callable(fn):
+            raise KernlogError(f"{target.text} returned {type(fn).__name__}, not a zero-argument callable")
+        return fn
+    import torch
+
+    kernel = load_kernel(root, target.kernel)
+    inputs = kernel.make_inputs(target.shape, target.dtype, torch.Generator(device=device).manual_seed(0), device,
+                                kernel.cases[0])
+    out = kernel.make_output(inputs)
+    launch = kernel.revision(target.revision).load()
+    return lambda: launch(inputs, out)
+
+
+def guarded(fn: Callable[[], object], text: str) -> Callable[[], object]:
+    """`fn`, its exceptions turned into one line naming the target."""
+    def call():
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 -- the program's own failure, said in one line
+            raise KernlogError(f"{text}: the callable raised {_said(exc)}") from None
+    return call
+
+
+_REGEX_SPECIAL = re.compile(r"([.^$|?*+()\[\]{}\\])")
+
+
+def ncu_command(ncu: str, kernel_name: str, per_call: int, report: Path, root: Path, target: str,
+                sections: tuple[str, ...] = metrics.SECTIONS) -> list[str]:
+    """One ncu process profiling one launch of `kernel_name` in the second call of TARGET: the
+    name matched whole (demangled, as the CUPTI trace spells it), the `per_call` launches of
+    the warm first call skipped."""
+    whole = "^" + _REGEX_SPECIAL.sub(r"\\\1", kernel_name) + "$"
+    cmd = [ncu, "--target-processes", "all", "--kernel-name-base", "demangled", "--kernel-name", f"regex:{whole}",
+           "--launch-skip", str(per_call), "--launch-count", "1",
+           "--clock-control", "none", "--cache-control", "all", "--import-source", "no", "--export", str(report)]
+    for s in sections:
+        cmd += ["--section", s]
+    return cmd + ["--metrics", ",".join(metrics.EXTRA_METRICS),
+                  sys.executable, "-m", "kernlog.capture.triage", "--launch", str(root), target]
+
+
+def ncu_figures(values: dict, facts: dict) -> dict:
+    """The evidence kept per profiled kernel, from metrics.summarize's (values, facts)."""
+    dram = values.get("dram_mb")
+    return {"dram_bytes": dram * 1e6 if dram else None, "dram_pct": values.get("dram_pct"),
+            "compute_pct": values.get("compute_pct"), "duration_us": values.get("duration_us"),
+            "occupancy_pct": values.get("achieved_occupancy_pct"), "occupancy_limiter": facts.get("occupancy_limiter")}
+
+
+def run_ncu(cmd: list[str], report: Path) -> dict:
+    """GPU only: run one ncu command and read its report into ncu_figures."""
+    from kernlog.capture.profiler import run_ncu as run
+
+    run(cmd, NCU_TIMEOUT_S)
+    return ncu_figures(*metrics.summarize(metrics.read_report(report)))
+
+
+def time_samples(fn: Callable[[], object]) -> list[float]:
+    """GPU only: milliseconds per call of `fn` (kernlog.timing.Timer, L2 flushed before each)."""
+    from kernlog.timing import Timer
+
+    return Timer().samples(fn, warmup=2, min_samples=10, max_samples=100, budget_s=2.0)
+
+
+def time_interleaved(base: Callable[[], object], new: Callable[[], object], pairs: int = 30):
+    """GPU only: (baseline ms, new ms), the two called in turn `pairs` times."""
+    from kernlog.timing import Timer
+
+    timer = Timer()
+    for fn in (base, new, base, new):
+        fn()
+    head = timer.head_start(base, 2)
+    b, n = [], []
+    for _ in range(pairs):
+        ms, head = timer.batch([base, new], head)
+        b.append(ms[0])
+        n.append(ms[1])
+    return b, n
+
+
+def gpu_visible() -> bool:
+    """A CUDA GPU this process can use; torch is imported only where a driver is present."""
+    if not (Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi")):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def trace_in_tmp(fn) -> dict:
+    """GPU only: take_trace into a scratch folder (the store writes the trace where it belongs)."""
+    with tempfile.TemporaryDirectory(prefix="kernlog-trace-") as tmp:
+        return take_trace(fn, Path(tmp) / "trace.json")
+
+
+@dataclass
+class Steps:
+    """The GPU steps of a fresh triage, replaceable by fakes."""
+    gpu: Callable[[], dict] = provenance.gpu_info
+    peaks: Callable[[Path, dict], judge.Peaks] | None = None  # None: measured_peaks
+    build: Callable[[Path, Target], Callable] = build_callable
+    time: Callable[[Callable], list[float]] = time_samples
+    trace: Callable[[Callable], dict] = trace_in_tmp
+    ncu: Callable[[list[str], Path], dict] | None = run_ncu
+    ncu_path: Callable[[], str | None] = provenance.find_ncu
+    versions: Callable[[str | None], dict] = provenance.versions  # given ncu's path
+
+
+def measured_peaks(root: Path, gpu: dict) -> judge.Peaks:
+    """GPU only: the GPU's copy bandwidth and matmul rate (profiles/<gpu>/ceilings.json, measured
+    where absent) and its fp32 spec peak."""
+    from kernlog import timing
+    from kernlog.capture.profiler import ceilings
+    from kernlog.judge.roofline import SPEC_FP32_TFLOPS
+
+    c = ceilings(root, gpu["slug"], timing.Timer(), False)
+    return judge.Peaks(c["copy_gbps"], c.get("matmul_bf16_tflops"), SPEC_FP32_TFLOPS.get(gpu["name"]))
+
+
+def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[str], None] = print) -> Path:
+    """Trace, pick, profile, judge and store one triage of TARGET: the stored record's path."""
+    gpu = steps.gpu()
+    fn = guarded(steps.build(root, target), target.text)
+    peaks = (steps.peaks or measured_peaks)(root, gpu)
+    progress(f"{target.text}: timing the callable")
+    samples = steps.time(fn)
+    progress(f"{target.text}: CUPTI trace of one warm call")
+    trace = steps.trace(fn)
+    rows = parse_chrome_trace(trace)
+    if not rows:
+        raise KernlogError(f"{target.text} launched no CUDA kernel: nothing to triage (are its model and inputs "
+                           "on the GPU?)")
+    gpu_us = sum(r.us for r in rows)
+    picked = judge.cover(rows)
+    per_call = Counter(r.name for r in rows)
+    figures: dict = {}
+    commands = []
+    ncu = steps.ncu_path() if steps.ncu is not None else None
+    if ncu:
+        with tempfile.TemporaryDirectory(prefix="kernlog-triage-") as tmp:
+            for i, name in enumerate(picked, 1):
+                progress(f"ncu [{i}/{len(picked)}]: {name[:80]}")
+                report = Path(tmp) / f"k{i}.ncu-rep"
+                cmd = ncu_command(ncu, name, per_call[name], report, root, target.text)
+                commands.append(cmd[:cmd.index(sys.executable)])
+                try:
+                    figures[name] = steps.ncu(cmd, report)
+                except NoGpu:
+                    raise
+                except KernlogError as exc:  # one kernel's ncu pass: its evidence is missing, the rest stands
+                    progress(f"ncu [{i}/{len(picked)}] failed, no evidence for it: {exc}")
+                    figures[name] = {"error": str(exc)}
+    else:
+        progress("ncu not found: the kernels are placed at their minimum bytes only, without ncu evidence")
+    groups = judge.place_groups(rows, peaks, figures)
+    chains = judge.fusion_chains(rows, peaks)
+    total_us = max(statistics.median(samples) * 1e3 if samples else 0.0, gpu_us)
+    candidates = judge.rank(groups, chains, total_us)
+    record = store.TriageRecord(
+        target=target.text, gpu={"name": gpu["name"], "slug": gpu["slug"]}, captured_at=provenance.now(),
+        total_us=total_us, gpu_us=gpu_us, launches=len(rows), peaks=asdict(peaks),
+        by_kernel=group_times(rows, "kernel"), by_op=group_times(rows, "op"), by_module=group_times(rows, "module"),
+        picked=picked, groups=[asdict(g) for g in groups], chains=[asdict(c) for c in chains],
+        candidates=[asdict(c) for c in candidates], ncu={"kernels": figures, "commands": commands},
+        wall_samples_ms=[round(s, 5) for s in samples], versions=steps.versions(ncu))
+    return store.save_triage(root, record, slim(trace))
+
+
+def triage(root: Path, text: str, steps: Steps | None = None, gpu: bool | None = None,
+           progress: Callable[[str], None] = print) -> list[store.TriageRecord]:
+    """On a GPU, a fresh triage (stored, then returned); without one, the stored triages of
+    TARGET, one per GPU; none stored: NoGpu, with the command to run on a GPU."""
+    target = resolve_target(root, text)
+    if gpu if gpu is not None else gpu_visible():
+        return [store.load_triage(fresh_triage(root, target, steps or Steps(), progress))]
+    paths = store.stored(root, target.text)
+    if paths:
+        return [store.load_triage(p) for p in paths]
+    check_target(root, target)
+    raise NoGpu(f"no triage of {target.text} is stored and no CUDA GPU is visible: run "
+                f"`kernlog triage {target.text}` on a GPU machine")
+
+
+def judge_verify(rec: store.TriageRecord, candidate: int, new_ms: list[float], base_ms: list[float] | None = None,
+                 baseline: str = "") -> judge.Verdict:
+    """The measured speedup against candidate `candidate` (1: the top one) of a stored triage:
+    from interleaved pairs where the baseline was timed too, else against the stored total."""
+    if not rec.candidates:
+        raise KernlogError(f"the triage of {rec.target} names no candidate: nothing was predicted to verify")
+    if not 1 <= candidate <= len(rec.candidates):
+        raise KernlogError(f"candidate {candidate} of {len(rec.candidates)}: pick 1 to {len(rec.candidates)}")
+    cand = rec.candidates[candidate - 1]
+    if base_ms:
+        speedup, band = judge.interleaved_speedup(base_ms, new_ms)
+        basis = f"{len(new_ms)} interleaved pairs against {baseline or rec.target}"
+    else:
+        speedup, band = judge.stored_speedup(rec.total_us, new_ms), judge.BAND
+        basis = f"against the stored total, {rec.total_us:.1f} us per call ({rec.captured_at})"
+    return judge.verdict(cand["speedup"], speedup, band, f"{cand['title']}; {basis}")
+
+
+def verify(root: Path, text: str, baseline: str | None = None, candidate: int = 1, gpu: bool | None = None,
+           progress: Callable[[str], None] = print) -> judge.Verdict:
+    """GPU only: re-measure TARGET and judge its speedup against the stored prediction (of
+    BASELINE's triage where given, timing the two in turn)."""
+    target = resolve_target(root, text)
+    base = resolve_target(root, baseline) if baseline else target
+    if not (gpu if gpu is not None else gpu_visible()):
+        raise NoGpu(f"--verify re-measures the program: run `kernlog triage {text} --verify` on a GPU machine")
+    slug = provenance.gpu_info()["slug"]
+    path = store.triage_path(root, slug, base.text)
+    if not path.exists():
+        raise KernlogError(f"no triage of {base.text} is stored for {slug}: run `kernlog triage {base.text}` first")
+    rec = store.load_triage(path)
+    fn = guarded(build_callable(root, target), target.text)
+    if baseline:
+        progress(f"timing {base.text} and {target.text} in turn")
+        base_ms, new_ms = time_interleaved(guarded(build_callable(root, base), base.text), fn)
+        return judge_verify(rec, candidate, new_ms, base_ms, base.text)
+    progress(f"timing {target.text}")
+    return judge_verify(rec, candidate, time_samples(fn))
+
+
+def _launch(root: str, text: str) -> None:
+    import torch
+
+    fn = build_callable(Path(root), resolve_target(Path(root), text))
+    for _ in range(2):  # the first warm, the second profiled (ncu's --launch-skip)
+        fn()
+        torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[1] != "--launch":
+        sys.exit("usage: python -m kernlog.capture.triage --launch ROOT TARGET")
+    try:
+        _launch(sys.argv[2], sys.argv[3])
+    except KernlogError as exc:
+        print(f"kernlog: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)

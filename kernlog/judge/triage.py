@@ -1,0 +1,265 @@
+"""Where a program's time could go, judged from its kernel rows (kernlog.capture.trace): pure,
+no I/O, no torch.
+
+- `cover`: the fewest kernels (by name) whose GPU time reaches COVER of the total: what ncu profiles.
+- `place_groups`: each op call signature (op, input shapes and types) on its roofline at its
+  MINIMUM bytes and FLOPs (kernlog.judge.opcost), or at ncu's measured DRAM bytes where no
+  rule knows the op (flagged: measured, not minimum); its time above the roof is
+  measured - max(bytes / bandwidth, FLOPs / compute peak), summed over its calls.
+- `fusion_chains`: runs of consecutive memory-bound calls where one's output (shape and type)
+  is the next one's input: fusing them saves the intermediates' bytes written and read again,
+  over the bandwidth (never more than the run's measured time less the fused run's roof).
+- `rank`: both kinds of candidate by time saved, each with Amdahl's whole-program speedup.
+  Candidates may overlap (a fusion and the roofline gap of an op inside it): their savings do
+  not add up.
+- `verdict`: a measured speedup against a predicted one, with a noise band.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from kernlog.judge.opcost import Cost, flops_peak_tflops, minimum_cost, nbytes
+
+COVER = 0.90  # of the GPU time: the kernels ncu profiles
+BAND = 0.035  # the noise band of a verify: the H100's 90th-percentile run-to-run spread (GPU.md), 2-3.5%
+
+
+@dataclass(frozen=True)
+class Peaks:
+    bandwidth_gbps: float  # the GPU's measured copy bandwidth (profiles/<gpu>/ceilings.json)
+    tensor_tflops: float | None = None  # measured cuBLAS bf16 matmul rate
+    fp32_tflops: float | None = None  # spec sheet's CUDA-core fp32 peak
+
+
+def cover(rows, share: float = COVER) -> list[str]:
+    """The fewest kernel names, longest total first, whose GPU time reaches `share` of all."""
+    us: dict[str, float] = defaultdict(float)
+    for r in rows:
+        us[r.name] += r.us
+    total = sum(us.values())
+    picked, got = [], 0.0
+    for name in sorted(us, key=lambda n: (-us[n], n)):
+        if total <= 0 or got >= share * total:
+            break
+        picked.append(name)
+        got += us[name]
+    return picked
+
+
+def roof_us(nbytes_: float, flops: float | None, peaks: Peaks, type_name: str | None) -> tuple[float, str]:
+    """(the least time the roofline allows, in us; the side it sits on: 'memory' or 'compute')."""
+    mem = nbytes_ / (peaks.bandwidth_gbps * 1e3)
+    peak = flops_peak_tflops(type_name, peaks.tensor_tflops, peaks.fp32_tflops)
+    comp = flops / (peak * 1e6) if flops and peak else 0.0
+    return (comp, "compute") if comp > mem else (mem, "memory")
+
+
+def above_roof(measured_us: float, roof: float) -> float:
+    return max(0.0, measured_us - roof)
+
+
+@dataclass
+class Group:
+    """One op call signature, over all its calls."""
+    key: str
+    op: str
+    inputs: list
+    calls: int
+    kernels: list[str]
+    modules: list[str]
+    measured_us: float
+    bytes_per_call: float | None = None
+    flops_per_call: float | None = None
+    basis: str = "unknown"  # 'minimum' (opcost's rule), 'measured' (ncu DRAM bytes), 'unknown'
+    model: str = ""
+    roof_us: float | None = None
+    side: str | None = None
+    above_us: float | None = None
+    ncu: dict = field(default_factory=dict)  # kernel name -> its ncu figures
+
+
+def _signature(r) -> str:
+    if not r.op:
+        return f"kernel {r.name}"
+    shapes = ", ".join("x".join(map(str, d)) or "scalar" for d, t in r.inputs if t not in ("Scalar", ""))
+    return f"{r.op}({shapes})"
+
+
+def _calls(rows) -> list[list]:
+    """The rows grouped by op call (kernels without an op: one call each), in launch order."""
+    calls: dict = {}
+    for i, r in enumerate(sorted(rows, key=lambda r: r.start_us)):
+        calls.setdefault(r.call if r.call >= 0 else ("k", i), []).append(r)
+    return list(calls.values())
+
+
+def place_groups(rows, peaks: Peaks, ncu: dict | None = None) -> list[Group]:
+    """Every op call signature placed on its roofline, most time above it first (unplaced last).
+    `ncu`: kernel name -> {"dram_bytes": per launch, ...} for the kernels profiled."""
+    ncu = ncu or {}
+    groups: dict[str, Group] = {}
+    costs: dict[str, Cost | None] = {}
+    for call in _calls(rows):
+        r = call[0]
+        key = _signature(r)
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = Group(key, r.op, [list(x) for x in r.inputs], 0, [], [], 0.0)
+            costs[key] = minimum_cost(r.op, r.inputs, r.concrete) if r.op else None
+        g.calls += 1
+        g.measured_us += sum(k.us for k in call)
+        for k in call:
+            if k.name not in g.kernels:
+                g.kernels.append(k.name)
+        mod = r.module.rsplit("_", 1)[0] if r.module else ""
+        if mod and mod not in g.modules:
+            g.modules.append(mod)
+    for key, g in groups.items():
+        cost = costs[key]
+        g.ncu = {k: ncu[k] for k in g.kernels if k in ncu}
+        if cost is not None:
+            g.bytes_per_call, g.flops_per_call, g.basis, g.model = cost.bytes, cost.flops, "minimum", cost.model
+            type_name = cost.out_type
+        elif g.kernels and all(ncu.get(k, {}).get("dram_bytes") for k in g.kernels):
+            launches = sum(1 for r in rows if _signature(r) == key)
+            per_call = sum(ncu[r.name]["dram_bytes"] for r in rows if _signature(r) == key) / g.calls
+            g.bytes_per_call, g.basis = per_call, "measured"
+            g.model = f"ncu's measured DRAM bytes ({launches} launches), not a minimum"
+            type_name = None
+        else:
+            continue
+        per, g.side = roof_us(g.bytes_per_call, g.flops_per_call, peaks, type_name)
+        g.roof_us = per * g.calls
+        g.above_us = above_roof(g.measured_us, g.roof_us)
+    return sorted(groups.values(), key=lambda g: (g.above_us is None, -(g.above_us or 0.0), g.key))
+
+
+@dataclass
+class Chain:
+    """Consecutive memory-bound calls passing a tensor through DRAM, over all its repeats."""
+    ops: list[str]
+    keys: list[str]
+    repeats: int
+    intermediate_bytes: float  # per repeat: each intermediate once
+    measured_us: float
+    saved_us: float
+
+
+def fusion_chains(rows, peaks: Peaks) -> list[Chain]:
+    """Runs of >= 2 consecutive calls, each memory-bound at its minimum cost, each reading the
+    previous one's output (same dims and type): the time fusing each run would save, the
+    repeats of one run (same signatures) summed, most saved first."""
+    info = []
+    for call in _calls(rows):
+        r = call[0]
+        cost = minimum_cost(r.op, r.inputs, r.concrete) if r.op else None
+        bound = None if cost is None else roof_us(cost.bytes, cost.flops, peaks, cost.out_type)
+        info.append((r, cost, sum(k.us for k in call), bound is not None and bound[1] == "memory"))
+    runs, current = [], []
+    for item in info:
+        r, cost, _, memory = item
+        prev = current[-1] if current else None
+        feeds = prev is not None and prev[1].out_dims is not None and any(
+            tuple(d) == prev[1].out_dims and t == prev[1].out_type for d, t in r.inputs)
+        if memory and feeds:
+            current.append(item)
+            continue
+        if len(current) >= 2:
+            runs.append(current)
+        current = [item] if memory else []
+    if len(current) >= 2:
+        runs.append(current)
+    chains: dict[tuple, Chain] = {}
+    for run in runs:
+        keys = tuple(_signature(r) for r, *_ in run)
+        inter = sum(nbytes(c.out_dims, c.out_type) for _, c, _, _ in run[:-1])
+        measured = sum(us for _, _, us, _ in run)
+        fused_bytes = sum(c.bytes for _, c, _, _ in run) - 2 * inter
+        saved = max(0.0, min(2 * inter / (peaks.bandwidth_gbps * 1e3),
+                             measured - fused_bytes / (peaks.bandwidth_gbps * 1e3)))
+        ch = chains.get(keys)
+        if ch is None:
+            chains[keys] = Chain([r.op for r, *_ in run], list(keys), 1, inter, measured, saved)
+        else:
+            ch.repeats += 1
+            ch.measured_us += measured
+            ch.saved_us += saved
+    return sorted(chains.values(), key=lambda c: (-c.saved_us, c.keys))
+
+
+def amdahl(total_us: float, saved_us: float) -> float:
+    """The whole program's speedup when `saved_us` of its `total_us` goes away."""
+    if total_us <= 0 or not 0 <= saved_us < total_us:
+        raise ValueError(f"a saving of {saved_us} us out of {total_us} us")
+    return total_us / (total_us - saved_us)
+
+
+@dataclass
+class Candidate:
+    kind: str  # 'roofline' (bring a group to its roof) or 'fusion' (fuse a chain)
+    title: str
+    saved_us: float
+    speedup: float
+    evidence: dict
+
+
+def rank(groups: list[Group], chains: list[Chain], total_us: float, top: int | None = None) -> list[Candidate]:
+    """Candidates by time saved (ties by title), each with its Amdahl speedup on `total_us`."""
+    out = []
+    for g in groups:
+        if g.above_us and g.above_us > 0:
+            out.append(Candidate("roofline", f"{g.key} to its {g.side} roof ({g.calls} calls)", g.above_us, 0.0,
+                                 {"group": asdict(g)}))
+    for c in chains:
+        if c.saved_us > 0:
+            out.append(Candidate("fusion", f"fuse {' -> '.join(c.ops)} ({c.repeats}x)", c.saved_us, 0.0,
+                                 {"chain": asdict(c)}))
+    out.sort(key=lambda c: (-c.saved_us, c.title))
+    for c in out:
+        c.speedup = amdahl(total_us, min(c.saved_us, 0.999 * total_us))
+    return out[:top] if top else out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # 'met', 'partly', 'missed'
+    measured: float
+    predicted: float
+    band: float
+    basis: str
+
+    def line(self) -> str:
+        return (f"{self.outcome}: measured {self.measured:.3f}x against {self.predicted:.3f}x predicted "
+                f"(noise band {self.band:.1%}; {self.basis})")
+
+
+def verdict(predicted: float, measured: float, band: float = BAND, basis: str = "") -> Verdict:
+    """met: at least the prediction less the band; missed: no faster than 1 + band (noise);
+    partly: between."""
+    if measured >= predicted * (1 - band):
+        outcome = "met"
+    elif measured <= 1 + band:
+        outcome = "missed"
+    else:
+        outcome = "partly"
+    return Verdict(outcome, measured, predicted, band, basis)
+
+
+def interleaved_speedup(base_ms: list[float], new_ms: list[float], band: float = BAND) -> tuple[float, float]:
+    """(speedup, band) from samples taken in turn, baseline then new: the median of the pairs'
+    ratios; the band widened to the ratios' half inter-quartile spread where that is wider."""
+    if not base_ms or len(base_ms) != len(new_ms) or min(new_ms) <= 0:
+        raise ValueError("interleaved samples come in pairs of positive times")
+    ratios = [b / n for b, n in zip(base_ms, new_ms, strict=True)]
+    mid = statistics.median(ratios)
+    if len(ratios) >= 4:
+        q = statistics.quantiles(ratios, n=4)
+        band = max(band, (q[2] - q[0]) / 2 / mid)
+    return mid, band
+
+
+def stored_speedup(stored_total_us: float, new_ms: list[float]) -> float:
+    """The speedup against the stored triage's total: its time over the new samples' median."""
+    return stored_total_us / (statistics.median(new_ms) * 1e3)

@@ -1,0 +1,324 @@
+"""kernlog triage on the CPU: TARGET resolution and its errors, a fresh triage with fake GPU
+steps, the store (round trip, atomic writes, half-written files), the ncu command, the table,
+the examples and the standalone click command's no-GPU paths."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kernlog.capture import triage as lib
+from kernlog.capture.trace import parse_chrome_trace, slim
+from kernlog.commands.triage import triage as triage_cmd
+from kernlog.errors import KernlogError, NoGpu
+from kernlog.judge import triage as judge
+from kernlog.render.triage import markdown, table
+from kernlog.store import triages as store
+from tests.conftest import HAS_CUDA
+from tests.triage_fixtures import GELU, GEMM, REDUCE, two_op_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+PEAKS = judge.Peaks(bandwidth_gbps=1000.0, tensor_tflops=100.0, fp32_tflops=50.0)
+GPU = {"name": "Fake GPU", "slug": "fake-gpu"}
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A repository root (kernels/ marks it) holding a program module with a unique name."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    name = f"prog_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        "def make():\n    return lambda: None\n\n"
+        "def boom():\n    raise RuntimeError('CUDA error: out of memory\\nsecond line')\n\n"
+        "def not_callable():\n    return 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path, name
+
+
+def steps(trace=None, ncu_calls=None, build=None, time=None):
+    ncu_calls = [] if ncu_calls is None else ncu_calls
+
+    def ncu(cmd, report):
+        ncu_calls.append(cmd)
+        return {"dram_bytes": 2e5, "dram_pct": 81.0, "compute_pct": 12.0}
+    return lib.Steps(gpu=lambda: GPU, peaks=lambda root, gpu: PEAKS, build=build or (lambda root, t: (lambda: None)),
+                     time=time or (lambda fn: [0.2] * 5), trace=lambda fn: fn() or trace or two_op_trace(),
+                     ncu=ncu, ncu_path=lambda: "/usr/local/cuda/bin/ncu",
+                     versions=lambda ncu: {"torch": "2.13", "ncu": ncu})
+
+
+def test_targets_resolve_to_a_program_or_a_kernels_defaults():
+    t = lib.resolve_target(ROOT, "models.triage_examples:resnet50")
+    assert (t.module, t.function, t.kernel) == ("models.triage_examples", "resnet50", "")
+    from kernlog.registry import load_kernel
+
+    k = load_kernel(ROOT, "minigpt")
+    shape = "x".join(map(str, k.profile_shape))
+    assert lib.resolve_target(ROOT, "minigpt").text == f"minigpt/torch@{shape}.{k.dtypes[0]}"
+    t = lib.resolve_target(ROOT, "minigpt/torch_sdpa@2x128x128x512.bf16")
+    assert (t.revision, t.shape, t.dtype) == ("torch_sdpa", (2, 128, 128, 512), "bf16")
+
+
+@pytest.mark.parametrize("text, said", [("not a target!", "bad target"), ("nosuchkernel", "unknown kernel"),
+                                        ("minigpt/nope", "unknown revision 'nope'"),
+                                        ("minigpt@0x4", "bad shape"), ("minigpt.fp64", "no fp64 inputs")])
+def test_bad_targets_are_one_line(text, said):
+    with pytest.raises(KernlogError, match=said) as e:
+        lib.resolve_target(ROOT, text)
+    assert "\n" not in str(e.value)
+
+
+def test_a_module_that_does_not_exist_a_function_that_raises_or_returns_no_callable(repo):
+    root, name = repo
+    with pytest.raises(KernlogError, match="cannot import no_such_module_xyz"):
+        lib.check_target(root, lib.resolve_target(root, "no_such_module_xyz:make"))
+    with pytest.raises(KernlogError, match="has no function 'nope'"):
+        lib.check_target(root, lib.resolve_target(root, f"{name}:nope"))
+    with pytest.raises(KernlogError) as e:
+        lib.build_callable(root, lib.resolve_target(root, f"{name}:boom"))
+    assert str(e.value) == f"{name}:boom raised RuntimeError: CUDA error: out of memory"
+    with pytest.raises(KernlogError, match="returned int, not a zero-argument callable"):
+        lib.build_callable(root, lib.resolve_target(root, f"{name}:not_callable"))
+    assert callable(lib.build_callable(root, lib.resolve_target(root, f"{name}:make")))
+
+
+def test_a_callable_that_launches_no_cuda_kernel_is_one_line_and_stores_nothing(repo):
+    root, name = repo
+    cpu_only = {"traceEvents": [e for e in two_op_trace()["traceEvents"] if e.get("cat") != "kernel"]}
+    with pytest.raises(KernlogError, match="launched no CUDA kernel"):
+        lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(trace=cpu_only), progress=lambda s: 0)
+    assert not (root / "profiles").exists()
+
+
+def test_a_callable_that_raises_while_measured_is_one_line(repo):
+    root, name = repo
+
+    def explode():
+        raise ValueError("shapes (3,4) and (5,6) do not match")
+    with pytest.raises(KernlogError) as e:
+        lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"),
+                         steps(build=lambda r, t: explode, time=lambda fn: [fn()]), progress=lambda s: 0)
+    assert str(e.value) == f"{name}:make: the callable raised ValueError: shapes (3,4) and (5,6) do not match"
+
+
+def test_without_a_gpu_a_fresh_triage_says_so_with_the_command(repo):
+    root, name = repo
+    with pytest.raises(NoGpu) as e:
+        lib.triage(root, f"{name}:make", gpu=False)
+    assert f"run `kernlog triage {name}:make` on a GPU machine" in str(e.value) and e.value.exit_code == 4
+    with pytest.raises(NoGpu, match="--verify re-measures"):
+        lib.verify(root, f"{name}:make", gpu=False)
+
+
+def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(repo):
+    root, name = repo
+    calls = []
+    path = lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(ncu_calls=calls),
+                            progress=lambda s: 0)
+    assert path == root / "profiles" / "fake-gpu" / "triage" / f"{name.replace('_', '-')}-make.json"
+    rec = store.load_triage(path)
+    assert rec.picked == [GEMM, GELU]  # 70 + 40 of 120 us: 92%; the 10 us split-K reduce left out
+    gelu = GELU.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
+    assert [c[c.index("--kernel-name") + 1] for c in calls] == [f"regex:^{GEMM}$", f"regex:^{gelu}$"]
+    assert all(c[c.index("--launch-skip") + 1] == "1" and c[-1] == f"{name}:make" for c in calls)
+    assert rec.versions == {"torch": "2.13", "ncu": "/usr/local/cuda/bin/ncu"}
+    assert rec.total_us == pytest.approx(200.0) and rec.gpu_us == pytest.approx(120.0) and rec.launches == 3
+    top = rec.candidates[0]
+    assert top["title"].startswith("aten::addmm(512, 64x256, 256x512)")
+    assert top["speedup"] == pytest.approx(200.0 / (200.0 - top["saved_us"]))
+    assert top["evidence"]["group"]["ncu"][GEMM]["dram_pct"] == 81.0
+    assert rec.trace == path.name.replace(".json", ".trace.json.gz")
+    assert store.load_trace(root, rec) == slim(two_op_trace())
+    assert lib.triage(root, f"{name}:make", gpu=False)[0].to_dict() == rec.to_dict()  # without a GPU: stored
+
+
+def test_a_failed_ncu_pass_leaves_that_kernel_without_evidence(repo):
+    root, name = repo
+
+    def ncu(cmd, report):
+        if GEMM in cmd[cmd.index("--kernel-name") + 1]:
+            raise KernlogError("ncu profiled no kernel")
+        return {"dram_bytes": 2e5, "dram_pct": 81.0}
+    s = steps()
+    s.ncu = ncu
+    rec = store.load_triage(lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), s, progress=lambda m: 0))
+    figures = rec.ncu["kernels"]
+    assert figures[GEMM] == {"error": "ncu profiled no kernel"} and figures[GELU]["dram_pct"] == 81.0
+
+
+def test_slim_keeps_what_the_parser_reads():
+    trace = two_op_trace()
+    frame = {"ph": "X", "cat": "python_function", "name": "torch/nn/modules/module.py(1782): _call_impl",
+             "pid": 985, "tid": 985, "ts": 0.0, "dur": 1.0}
+    trace["traceEvents"].append(frame)
+    slimmed = slim(trace)
+    assert frame not in slimmed["traceEvents"] and len(slimmed["traceEvents"]) == len(trace["traceEvents"]) - 3
+    assert parse_chrome_trace(slimmed) == parse_chrome_trace(trace)
+    assert [r.name for r in parse_chrome_trace(slimmed)] == [GEMM, REDUCE, GELU]
+
+
+def test_ncu_command_matches_one_kernel_whole_and_skips_the_warm_call():
+    cmd = lib.ncu_command("ncu", "void k<4>(float*, int)", 12, Path("/t/r.ncu-rep"), Path("/repo"), "m:f")
+    assert cmd[cmd.index("--kernel-name") + 1] == r"regex:^void k<4>\(float\*, int\)$"
+    assert cmd[cmd.index("--launch-skip") + 1] == "12" and cmd[cmd.index("--launch-count") + 1] == "1"
+    assert cmd[cmd.index("--kernel-name-base") + 1] == "demangled"
+    assert cmd[-5:] == ["-m", "kernlog.capture.triage", "--launch", "/repo", "m:f"]
+
+
+def _record(**kw) -> store.TriageRecord:
+    cand = {"kind": "fusion", "title": "fuse aten::add -> aten::gelu (12x)", "saved_us": 20.0, "speedup": 1.25,
+            "evidence": {"chain": {"intermediate_bytes": 4e6, "measured_us": 30.0}}}
+    base = dict(target="m:f", gpu=GPU, captured_at="2026-11-26T00:00:00+00:00", total_us=100.0, gpu_us=90.0,
+                launches=3, peaks={}, by_kernel=[{"name": "k", "count": 3, "us": 90.0}],
+                by_op=[{"name": "aten::add", "count": 3, "us": 90.0}], by_module=[], picked=["k"], groups=[],
+                chains=[], candidates=[cand])
+    return store.TriageRecord(**dict(base, **kw))
+
+
+def test_the_store_round_trips_a_record_and_its_trace(tmp_path):
+    rec = _record()
+    path = store.save_triage(tmp_path, rec, {"traceEvents": []})
+    assert path == tmp_path / "profiles" / "fake-gpu" / "triage" / "m-f.json"
+    assert store.load_triage(path) == rec and rec.schema == store.SCHEMA
+    assert store.load_trace(tmp_path, rec) == {"traceEvents": []} and store.stored(tmp_path, "m:f") == [path]
+    (path.parent / rec.trace).write_bytes(gzip.compress(b'{"traceEvents": [1]}'))
+    with pytest.raises(store.TriageError, match="sha256 differs"):
+        store.load_trace(tmp_path, rec)
+
+
+def test_a_failed_write_keeps_the_old_record_and_leaves_no_partial_file(tmp_path, monkeypatch):
+    path = store.save_triage(tmp_path, _record())
+    before = path.read_bytes()
+
+    def crash(fd):
+        raise OSError("disk full")
+    monkeypatch.setattr(os, "fsync", crash)
+    with pytest.raises(OSError):
+        store.save_triage(tmp_path, _record(total_us=50.0))
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["m-f.json"]
+
+
+@pytest.mark.parametrize("text, said", [('{"schema": 1, "target": "m:f", "gpu"', "not complete JSON"),
+                                        ('{"schema": 99, "target": "m:f"}', "schema 99"),
+                                        ('{"schema": 1, "target": "m:f"}', "lacks gpu")])
+def test_a_half_written_or_foreign_record_is_refused_in_one_line(tmp_path, text, said):
+    path = tmp_path / "m-f.json"
+    path.write_text(text)
+    with pytest.raises(store.TriageError, match=said) as e:
+        store.load_triage(path)
+    assert "\n" not in str(e.value) and "kernlog triage" in str(e.value)
+
+
+def test_the_table_and_markdown_name_the_candidates_in_rank_order():
+    second = {"kind": "roofline", "title": "aten::mm(64x256, 256x512) to its compute roof (12 calls)",
+              "saved_us": 5.0, "speedup": 100 / 95,
+              "evidence": {"group": {"measured_us": 30.0, "roof_us": 25.0, "basis": "measured", "modules": ["Linear"],
+                                     "ncu": {"k": {"dram_pct": 40.0, "compute_pct": 70.0}}}}}
+    rec = _record(candidates=_record().candidates + [second])
+    text = table(rec)
+    assert text.index("1.250x  fuse aten::add") < text.index("1.053x  aten::mm")
+    assert "not a minimum" in text and "ncu DRAM 40%" in text and "in Linear" in text
+    md = markdown(rec)
+    assert md.count("\n| ") == 4 and "| 1 | fuse aten::add -> aten::gelu (12x) | 20.0 us | 1.250x |" in md
+
+
+def test_judge_verify_against_interleaved_pairs_or_the_stored_total():
+    rec = _record()
+    v = lib.judge_verify(rec, 1, [1.0] * 8, [1.25] * 8, "m:g")
+    assert v.outcome == "met" and v.measured == pytest.approx(1.25) and "8 interleaved pairs against m:g" in v.basis
+    v = lib.judge_verify(rec, 1, [0.1] * 5)  # 100 us stored, 100 us now: no speedup
+    assert v.outcome == "missed" and "stored total" in v.basis
+    assert lib.judge_verify(rec, 1, [0.09] * 5).outcome == "partly"  # 1.11x of a predicted 1.25x
+    with pytest.raises(KernlogError, match="candidate 2 of 1"):
+        lib.judge_verify(rec, 2, [0.1])
+
+
+def test_examples_resnet50_needs_torchvision_and_the_block_runs(monkeypatch):
+    import sys
+
+    from models import triage_examples
+
+    monkeypatch.setitem(sys.modules, "torchvision", None)
+    with pytest.raises(KernlogError, match="torchvision is missing"):
+        triage_examples.resnet50()
+    out = triage_examples.transformer_block(batch=2, seq=4, width=16, heads=2)()
+    assert tuple(out.shape) == (2, 4, 16)
+
+
+def invoke(root, *args):
+    return CliRunner().invoke(triage_cmd, list(args), obj={"root": root})
+
+
+def test_cli_prints_the_stored_triage_without_a_gpu(repo, monkeypatch):
+    root, name = repo
+    lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(), progress=lambda s: 0)
+    monkeypatch.setattr(lib, "gpu_visible", lambda: False)
+    r = invoke(root, f"{name}:make")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(f"triage of {name}:make on Fake GPU") and " 1  " in r.stdout
+    r = invoke(root, f"{name}:make", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)[0]["target"] == f"{name}:make"
+
+
+@pytest.mark.parametrize("args, code, said", [
+    (["{name}:make"], 4, "no triage of {name}:make is stored and no CUDA GPU is visible"),
+    (["no_such_module_xyz:make"], 2, "cannot import no_such_module_xyz"),
+    (["{name}:make", "--verify"], 4, "--verify re-measures the program"),
+    (["{name}:make", "--baseline", "{name}:make"], 2, "--baseline goes with --verify"),
+    (["Not a target"], 2, "bad target")])
+def test_cli_bad_input_and_no_gpu_are_one_line_and_nonzero(repo, monkeypatch, args, code, said):
+    root, name = repo
+    monkeypatch.setattr(lib, "gpu_visible", lambda: False)
+    r = invoke(root, *[a.format(name=name) for a in args])
+    assert r.exit_code == code
+    assert r.stdout == "" and r.stderr.count("\n") == 1 and said.format(name=name) in r.stderr
+    assert "Traceback" not in r.output
+
+
+def test_cli_kernel_target_without_a_gpu_names_the_canonical_target(monkeypatch, tmp_path):
+    monkeypatch.setattr(lib, "gpu_visible", lambda: False)
+    r = invoke(ROOT, "minigpt/torch@2x128x128x512.fp32")
+    assert r.exit_code == 4 and "run `kernlog triage minigpt/torch@2x128x128x512.fp32` on a GPU" in r.stderr
+
+
+READ_STORED = """
+import sys
+from kernlog.commands.triage import triage
+try:
+    triage([sys.argv[2]], obj={"root": sys.argv[1]})
+except SystemExit as e:
+    assert e.code in (0, None), e.code
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "triton", "pandas")))
+"""
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="with a GPU, triage takes a fresh one")
+def test_reading_a_stored_triage_imports_no_torch(repo):
+    root, name = repo
+    lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(), progress=lambda s: 0)
+    done = subprocess.run([sys.executable, "-c", READ_STORED, str(root), f"{name}:make"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"triage of {name}:make" in done.stdout and done.stdout.strip().endswith("[]")
+
+
+def test_a_kernel_target_builds_its_revisions_launcher_on_its_inputs():
+    target = lib.resolve_target(ROOT, "minigpt/torch@1x64x16x64.fp32")
+    out = lib.build_callable(ROOT, target, device="cpu")()
+    assert tuple(out.shape) == (16, 64) and bool(out.isfinite().all())
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the CPU's refusal")
+def test_taking_a_trace_without_a_gpu_is_the_one_line_no_gpu_error(tmp_path):
+    from kernlog.capture.trace import take_trace
+
+    with pytest.raises(NoGpu, match="no CUDA GPU visible"):
+        take_trace(lambda: None, tmp_path / "t.json")
+    assert not (tmp_path / "t.json").exists()
