@@ -64,7 +64,7 @@ def put(root: Path, rec: dict, report: Path = SECTIONS_REP) -> Path:
     reader verifies the pair, not that the report holds these metrics)."""
     tmp = root / "profiles" / f".put-{rec['revision']}.ncu-rep"
     shutil.copyfile(report, tmp)
-    return store.save_profile(root, json.loads(json.dumps(rec)), tmp, force=True)
+    return store.save_profile(root, json.loads(json.dumps(rec)), tmp, force=True, compress=False)  # as older profiles
 
 
 def git(root: Path, *args: str) -> str:

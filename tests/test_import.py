@@ -76,7 +76,7 @@ def test_a_ladder_revision_imported_has_an_unknown_source_and_is_not_stale(repo)
     listing = run(repo, "list")
     assert listing.exit_code == 0, listing.output
     line = next(ln for ln in listing.output.split("\nsoftmax ")[1].splitlines() if ln.strip().startswith("triton "))
-    assert "nvidia-h100-80gb-hbm3 8192x4096 fp32" in line and "STALE" not in line
+    assert "nvidia-h100-80gb-hbm3: 8192x4096 fp32" in line and "STALE" not in line
 
 
 def test_diff_between_an_import_and_a_profile_says_too_few_samples(repo):

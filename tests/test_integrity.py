@@ -164,9 +164,9 @@ def test_list_marks_the_bad_profile_and_lists_the_others(repo, case):
     one_bad_line(r, fragment)
     softmax = r.stdout.split("\nsoftmax ")[1].splitlines()[1:]
     rows = {ln.split()[0]: ln for ln in softmax[:next(i for i, ln in enumerate(softmax) if ln[:1] != " ")]}
-    assert "nvidia-h100-80gb-hbm3 8192x4096 fp32 UNREADABLE (" in rows["torch"]
+    assert "nvidia-h100-80gb-hbm3: 8192x4096 fp32 UNREADABLE (" in rows["torch"]
     for rev in ("torch_compile", "v0_naive"):
-        assert rows[rev].endswith("nvidia-h100-80gb-hbm3 8192x4096 fp32"), rows[rev]
+        assert rows[rev].endswith("nvidia-h100-80gb-hbm3: 8192x4096 fp32"), rows[rev]
     assert snapshot(repo) == before
 
 
@@ -205,7 +205,7 @@ def test_one_line_per_bad_file_and_the_good_ones_still_listed(repo):
         assert ("v0_naive.8192x4096.fp32.json" in lines[1]
                 and "softmax/torch.8192x4096.fp32.json names, is 1000 bytes" in lines[0])
     listed = run(repo, "list").stdout
-    assert "nvidia-h100-80gb-hbm3 4096x1024 fp32, nvidia-h100-80gb-hbm3 8192x4096 fp32 UNREADABLE" in listed
+    assert "nvidia-h100-80gb-hbm3: 4096x1024 fp32, 8192x4096 fp32 UNREADABLE" in listed
     log = (repo / "KERNEL_LOG.md").read_text()
     assert "### softmax 4096x1024 fp32" in log and "| torch_compile | reference |" in log
 

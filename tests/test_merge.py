@@ -46,7 +46,7 @@ def test_two_branches_adding_profiles_of_two_gpus_merge_cleanly_and_render(tmp_p
     assert git(root, "status", "--porcelain").stdout == ""
     listed = CliRunner().invoke(main, ["--root", str(root), "list"])
     assert listed.exit_code == 0, listed.output
-    assert "nvidia-h100-80gb-hbm3 8192x4096 fp32, nvidia-h200 8192x4096 fp32" in listed.stdout
+    assert "nvidia-h100-80gb-hbm3: 8192x4096 fp32; nvidia-h200: 8192x4096 fp32" in listed.stdout
     (root / "KERNEL_LOG.md").write_text("# log\n")
     r = CliRunner().invoke(main, ["--root", str(root), "report"])
     assert r.exit_code == 0, r.output

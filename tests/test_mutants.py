@@ -599,7 +599,8 @@ def test_diff_names_every_difference_of_the_sides_and_warns():
                   "shape": [8192, 4096], "dtype": "fp32", "gpu": "NVIDIA H100 80GB HBM3",
                   "gpu_slug": "nvidia-h100-80gb-hbm3", "driver": "580.159.04", "commit": "0" * 40, "path": "p/a.json",
                   "selector": "softmax/v6_autotuned@8192x4096.fp32.nvidia-h100-80gb-hbm3", "sm_mhz": 2000.0,
-                  "mem_mhz": 2619.0, "config": {"BLOCK": 256, "W": 4}}
+                  "mem_mhz": 2619.0, "config": {"BLOCK": 256, "W": 4}, "stored_in": None, "gpu_choice": None,
+                  "_skipped": []}
     assert diff.side(dict(a, git=None, timing={}))["commit"] is None
     sb = dict(sa, sm_mhz=1500.0, mem_mhz=1593.0, config={"BLOCK": 512, "W": 8}, driver="590", dtype="bf16")
     assert diff.differences(sa, sb, 0.25) == (

@@ -17,6 +17,7 @@ from kernlog.errors import KernlogError, NoGpu
 from kernlog.registry import load_kernel
 from kernlog.run import picker
 from kernlog.store import profiles as store
+from kernlog.store import reports
 
 from .helpers import CEILINGS, FULL_REP, GPU, ROOT, make_record, put, scratch_repo
 
@@ -325,7 +326,9 @@ def test_one_ncu_process_profiles_the_whole_ladder_into_one_shared_report(tmp_pa
     assert len({r["ncu"]["report"] for r in recs}) == 1 and recs[0]["ncu"]["process_revisions"] == [
         "v0_naive", "v5_tuned", "torch"]
     assert recs[1]["config"] == {"v5_tuned|key": "(1,)"}  # each its own pick, not the merged pins
-    assert len(list(written[0].parent.glob("*.ncu-rep"))) == 1
+    # one report, stored compressed: the JSONs name its .ncu-rep with the plain report's size and sha256
+    assert [p.name for p in written[0].parent.glob("*.ncu-rep*")] == [recs[0]["ncu"]["report"] + ".xz"]
+    assert reports.verify_report(root, recs[0]) is None
     command = recs[0]["ncu"]["command"]  # how to run ncu again, without this run's scratch path
     assert command[0] == "ncu" and "--nvtx-include" in command and "--export" not in command
     assert not any(".kernlog-" in c for c in command)
@@ -368,7 +371,7 @@ def test_a_failed_shared_ncu_process_is_retried_one_revision_at_a_time(tmp_path,
     folder = root / "profiles" / GPU["slug"] / "softmax"
     assert sorted(p.name for p in folder.glob("*.json")) == ["torch.8192x4096.fp32.json",
                                                              "v0_naive.8192x4096.fp32.json"]
-    assert len(list(folder.glob("*.ncu-rep"))) == 1  # the same report bytes twice: one hashed name
+    assert len(list(folder.glob("*.ncu-rep.xz"))) == 1  # the same report bytes twice: one hashed name
 
 
 def test_kernel_times_sum_every_op_and_fold_the_rest_into_other(monkeypatch):

@@ -241,6 +241,6 @@ def import_report(root: Path, report: Path, kernel_name: str, rev_name: str, sha
     try:
         tmp = tmpdir / "report.ncu-rep"
         shutil.copyfile(report, tmp)  # save_profile moves its report in; the user's file stays
-        return store.save_profile(root, record, tmp, force)
+        return store.save_profile(root, record, tmp, force, compress=True)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

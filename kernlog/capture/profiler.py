@@ -587,7 +587,7 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
                                  process_started_during_gates=run is not None)
             records.append(record)
         del actions
-        paths = store.save_profiles(root, records, report, opts.force)
+        paths = store.save_profiles(root, records, report, opts.force, compress=True)
     finally:
         if run is not None:
             run.stop()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kernlog.errors import KernlogError
 from kernlog.spec import Shape, format_shape
+from kernlog.store import xz
 from kernlog.store.benchfile import BENCH_COLUMNS, bench_hashes, read_bench  # noqa: F401 (re-exported)
 from kernlog.store.files import (  # noqa: F401 (re-exported: the store's one API for its callers)
     _digest,
@@ -102,7 +103,7 @@ def _tidy(folder: Path, stems: list[str]) -> None:
             p.unlink(missing_ok=True)
 
 
-def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool) -> list[Path]:
+def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool, compress: bool = False) -> list[Path]:
     """Write profiles that share one ncu report (moved in from `report_tmp`): one JSON per
     record, each naming the report. The records share GPU, kernel, shape and dtype. Refuses
     to replace an existing profile unless `force`.
@@ -113,7 +114,9 @@ def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool
       1. the report is moved in under report_name(), a name of its hash no JSON uses yet;
       2. each JSON is written (atomically) naming it: that profile's new pair is committed;
       3. the reports no JSON names any more (the replaced ones) and temporary files are
-         removed; a killed save's leftovers go with the next save into the folder."""
+         removed; a killed save's leftovers go with the next save into the folder;
+      4. with `compress`, the report is stored compressed (kernlog.store.xz: the .xz written
+         and verified before the plain file goes; either form loads, so a kill between is safe)."""
     if not records:
         raise ValueError("save_profiles: no records")
     first = records[0]
@@ -137,15 +140,17 @@ def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool
                 ncu = dict(rec["ncu"], report=name, report_bytes=size, report_sha256=sha)
                 write_atomic(json_path, dump_json(dict(rec, ncu=ncu)))
             _tidy(folder, stems)
+            if compress:
+                xz.compress(folder / name)
         except BaseException:
             _tidy(folder, stems)  # once more: what the failed step left (the tidy's own included)
             raise
     return paths
 
 
-def save_profile(root: Path, record: dict, report_tmp: Path, force: bool) -> Path:
+def save_profile(root: Path, record: dict, report_tmp: Path, force: bool, compress: bool = False) -> Path:
     """save_profiles of one record: a profile and its own report."""
-    return save_profiles(root, [record], report_tmp, force)[0]
+    return save_profiles(root, [record], report_tmp, force, compress)[0]
 
 
 class ProfileError(KernlogError):
