@@ -1,5 +1,6 @@
 """The CLI through click's CliRunner: happy paths and every bad input -> one line, non-zero."""
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -241,11 +242,41 @@ def test_an_optional_kernel_shows_as_optional_in_help(command):
 
 
 def test_every_command_is_registered_once_with_its_name():
-    assert sorted(main.commands) == ["bench", "check", "compare", "diff", "history", "import", "list", "misses",
-                                     "noise", "profile", "prune", "report", "show"]
+    assert sorted(main.commands) == ["bench", "check", "compare", "compress", "diff", "history", "import", "list",
+                                     "misses", "noise", "open", "profile", "prune", "report", "show", "triage"]
 
 
 def test_check_on_the_cpu_skips_cuda_revisions_and_says_so(repo):
     result = run(repo, "check", "softmax", "--rev", "v0_naive", "--device", "cpu")
     assert result.exit_code == 0, result.output
     assert result.output == "v0_naive: skipped on the CPU\n"
+
+
+def test_compress_then_open_gives_the_recorded_report_back(repo):
+    """`kernlog compress` stores every plain report as .xz (the JSONs untouched); `kernlog open`
+    gives a path to bytes with the recorded size and sha256, from a cache git ignores."""
+    import hashlib
+
+    jsons = {p: p.read_bytes() for p in (repo / "profiles").rglob("*.json")}
+    rec = json.loads(next(p for p in jsons if p.name.startswith("torch.")).read_text())
+    plain = sorted((repo / "profiles").rglob("*.ncu-rep"))  # the two profiles share one report's bytes
+    r = run(repo, "compress")
+    assert r.exit_code == 0 and r.stdout.startswith(f"compressed {len(plain)} report(s):"), r.output
+    assert not list((repo / "profiles").rglob("*.ncu-rep"))
+    assert sorted((repo / "profiles").rglob("*.xz")) == [p.with_name(p.name + ".xz") for p in plain]
+    assert all(p.read_bytes() == body for p, body in jsons.items())
+    assert run(repo, "list").exit_code == 0 and "softmax/torch" in run(repo, "show", "softmax/torch").output
+    opened = run(repo, "open", "softmax/torch")
+    path = Path(opened.stdout.strip())
+    assert opened.exit_code == 0 and path.is_relative_to(repo / ".cache")
+    body = path.read_bytes()
+    assert len(body) == rec["ncu"]["report_bytes"] and hashlib.sha256(body).hexdigest() == rec["ncu"]["report_sha256"]
+    assert run(repo, "compress").stdout.startswith("compressed 0 report(s)")  # nothing left to do
+
+
+def test_open_names_a_corrupt_compressed_report_in_one_line(repo):
+    run(repo, "compress")
+    xz = next((repo / "profiles").rglob("*.xz"))
+    xz.write_bytes(xz.read_bytes()[:200])
+    r = run(repo, "open", "softmax/torch")
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "does not decompress" in r.stderr

@@ -11,16 +11,19 @@ from kernlog.commands import (
     bench,
     check,
     compare,
+    compress,
     diff,
     history,
     import_,
     list_,
     misses,
     noise,
+    open_,
     profile,
     prune,
     report,
     show,
+    triage,
 )
 
 
@@ -36,5 +39,5 @@ def main(ctx, root):
 
 for command in (list_.list_cmd, check.check, profile.profile, prune.prune, bench.bench, show.show,
                 history.history, diff.diff, compare.compare, import_.import_cmd, noise.noise, report.report,
-                misses.misses):
+                misses.misses, open_.open_cmd, compress.compress, triage.triage):
     main.add_command(command)
