@@ -1,7 +1,9 @@
 """Where a profile sits on the roofline, and the bottleneck that placement argues.
 
-Arithmetic intensity is the kernel's operations over the DRAM bytes ncu measured for the
-profiled launch. Operations: the kernel's FLOP model (`Kernel.flops`, e.g. 2MNK for
+Arithmetic intensity is the kernel's operations over its MINIMUM bytes (each input read once,
+the output written once: `bytes_moved`), so DRAM traffic beyond the minimum lowers % of roofline
+instead of moving the point to a roof it does not earn; the excess (measured DRAM bytes over the
+minimum) is its own figure, "excess". Operations: the kernel's FLOP model (`Kernel.flops`, e.g. 2MNK for
 matmul), else `Kernel.flops_per_element` times the output's elements (a model of the
 arithmetic per element: exp, max, sum, scale for softmax), else unknown. The ceilings: the
 copy bandwidth measured on the GPU (profiles/<gpu>/ceilings.json), and for compute the
@@ -54,12 +56,14 @@ def place(rec: dict, kernel=None) -> dict:
     peak_name = "cuBLAS bf16 matmul (measured)" if tensor else "fp32 CUDA-core peak (spec)"
     out = {"flops": flops, "flops_source": source, "dram_bytes": dram_bytes, "bandwidth_gbps": bw,
            "peak_tflops": peak, "peak_name": peak_name, "intensity": None, "ridge": None,
-           "attainable": None, "achieved": None, "unit": None, "pct_of_roof": None, "side": None}
+           "attainable": None, "achieved": None, "unit": None, "pct_of_roof": None, "side": None,
+           "excess": None}
     if not bw:
         out["label"] = "not placed: no copy bandwidth measured on this GPU"
         return out
-    if flops and dram_bytes:
-        ai = flops / dram_bytes
+    out["excess"] = dram_bytes / rec["bytes_moved"] if dram_bytes and rec.get("bytes_moved") else None
+    if flops and rec.get("bytes_moved"):
+        ai = flops / rec["bytes_moved"]
         roof = bw * 1e9 * ai / 1e12  # TFLOP/s the bandwidth allows at this intensity
         attainable = min(peak, roof) if peak else roof
         achieved = flops / seconds / 1e12

@@ -258,3 +258,41 @@ def rate(rec: dict) -> dict:
         out["tflops"] = rec["flops"] / ms / 1e9
         out["pct_matmul"] = 100.0 * out["tflops"] / matmul if matmul else None
     return out
+
+
+# --- the log's single definitions (issue 38) -------------------------------------------------------
+
+# Below this median time a launch is launch-bound: the log judges it in time, not in GB/s or % of
+# a ceiling (at 1x4096 a copy's own rate is a few % of the 2 GiB copy's).
+LAUNCH_BOUND_US = 10.0
+# A hot source line is shown where it holds this many warp samples or more (fewer say nothing
+# about where the time goes: a 1-2 sample line is a coin toss).
+HOT_MIN_SAMPLES = 50
+# Two profiles ran the same compiled kernel and launch when their longest kernel's name and launch
+# configuration are equal and their executed instructions within this fraction (a persistent
+# kernel's tile order moves the count by ~0.03%: matmul v1 and v2, measured).
+SAME_INSTRUCTIONS = 0.001
+
+
+def launch_bound(us: float | None) -> bool:
+    return us is not None and us < LAUNCH_BOUND_US
+
+
+def same_kernel(a: dict, b: dict) -> bool:
+    """`b` ran the compiled kernel and launch configuration `a` ran (kernlog profiles)."""
+    ka, kb = (r.get("facts", {}).get("main_kernel") for r in (a, b))
+    if not ka or ka != kb or config_of(a["metrics"]) != config_of(b["metrics"]):
+        return False
+    ia, ib = a["metrics"].get("instructions"), b["metrics"].get("instructions")
+    return ia is not None and ib is not None and abs(ia - ib) <= SAME_INSTRUCTIONS * max(abs(ia), abs(ib))
+
+
+def of_copy(op_rate: float | None, copy_rate: float | None) -> float | None:
+    """The one "% of copy": the op's minimum bytes per second over a same-size copy timed in the
+    same run (bench.csv's copy column); None where no such copy was timed."""
+    return 100.0 * op_rate / copy_rate if op_rate is not None and copy_rate else None
+
+
+def excess_traffic(dram_bytes: float | None, min_bytes: float | None) -> float | None:
+    """Measured DRAM bytes over the op's minimum: 1.0 moves nothing extra."""
+    return dram_bytes / min_bytes if dram_bytes and min_bytes else None

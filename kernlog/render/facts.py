@@ -13,8 +13,9 @@ from kernlog.judge import predictions, roofline
 from kernlog.judge.diff import metric_rows
 from kernlog.judge.history import timeline
 from kernlog.judge.plausible import impossible
-from kernlog.judge.verdicts import Bands, rate, stale, timing_verdict
+from kernlog.judge.verdicts import HOT_MIN_SAMPLES, Bands, rate, same_kernel, stale, timing_verdict
 from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
+from kernlog.render import arc
 from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import profiles as store
@@ -69,7 +70,7 @@ def across_gpus(ladders: list[dict]) -> list[dict]:
                 continue
             base = cells[0]["rec"]["metrics"]["wall_ms"]
             rows.append({"revision": rev, "cells": [{"us": c["rate"]["us"], "pct_copy": c["rate"]["pct_copy"],
-                                                     "gbps": c["rate"]["gbps"],
+                                                     "gbps": c["rate"]["gbps"], "stale": c["stale"],
                                                      "speed": base / c["rec"]["metrics"]["wall_ms"]} for c in cells]})
         out.append({"shape": shape, "dtype": dtype, "gpus": [lad["gpu"] for lad in lads],
                     "copy_gbps": [lad["ceilings"]["copy_gbps"] for lad in lads], "rows": rows})
@@ -80,8 +81,12 @@ HOT_LINES = 3  # source lines per revision in the log
 
 
 def hot_lines(rec: dict) -> list[dict]:
-    """A profile's most sampled source lines, as the log lists them under the revision."""
-    return hotspots.lines_table(rec["hotspots"], HOT_LINES) if rec.get("hotspots") else []
+    """A profile's most sampled source lines, as the log lists them under the revision: at most
+    HOT_LINES, each holding HOT_MIN_SAMPLES warp samples or more."""
+    hot = rec.get("hotspots")
+    if not hot:
+        return []
+    return [h for h in hotspots.lines_table(hot, HOT_LINES) if h["share"] * hot["samples"] >= HOT_MIN_SAMPLES]
 
 
 def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None, kernel=None,
@@ -96,7 +101,7 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
     steps = [r for r in recs if r["role"] == "step"]
     refs = [r for r in recs if r["role"] == "reference"]
     ref = refs[0] if refs else None
-    rows, prev = [], None
+    rows, prev, rows_of = [], None, {}
     for r in recs:
         roof = roofline.place(r, kernel)
         label = roof["label"]
@@ -113,7 +118,10 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
         row["vs_ref"] = 100.0 * ref["metrics"]["wall_ms"] / wall if ref else None
         row["vs_naive"] = steps[0]["metrics"]["wall_ms"] / wall if steps else None
         base = prev if r["role"] == "step" else (steps[-1] if steps and r["role"] == "counterpart" else None)
-        if base is not None and base is not r:
+        if r["role"] == "step" and prev is not None and same_kernel(prev, r):
+            # the same compiled kernel and launch as the step before: no change to claim
+            row.update(same_as=rows_of[prev["revision"]].get("same_as") or prev["revision"])
+        elif base is not None and base is not r:
             v = timing_verdict(base["timing"]["samples_ms"], r["timing"]["samples_ms"], bands("wall_ms"))
             speedup = base["metrics"]["wall_ms"] / wall
             row.update(base=base["revision"], speedup=speedup, verdict=v.verdict,
@@ -121,6 +129,7 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
         if r["role"] == "step":
             prev = r
         rows.append(row)
+        rows_of[r["revision"]] = row
     by_rev = {row["rec"]["revision"]: row for row in rows}
     arc = _arc(rows, by_rev, bands("wall_ms"), steps[0]["revision"] if steps else None)
     for row in rows:  # each prediction judged against this ladder's measurements
@@ -204,7 +213,21 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
             placed = any(row["roof"]["intensity"] is not None for row in lad["rows"])
             lad["roofline"] = (f"reports/{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
                                if placed else None)
-        sections.append({"kernel": kernel, "order": order, "ladders": ladders,
+        matmul = kernel.ceiling == "matmul"
+        for lad in ladders:
+            sw = arc.sweep_of(sweeps, lad["gpu"]["name"])
+            lad["arc_rows"] = arc.arc_rows(lad, sw, matmul)
+            lad["arc_plot"] = f"reports/{kernel.name}_arc_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
+        main = ladders[0] if ladders else None
+        pay = arc.payoff(ladders)
+        steps = [r.name for r in kernel.revisions if r.role == "step"]
+        main_sw = arc.sweep_of(sweeps, main["gpu"]["name"]) if main else (sweeps[0] if sweeps else None)
+        dtype = kernel.dtypes[0]
+        shape = arc.front_shape(main_sw, format_shape(kernel.profile_shape), dtype)
+        front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None),
+                 "shape": shape, "dtype": dtype}
+        sections.append({"kernel": kernel, "order": order, "ladders": ladders, "front": front,
+                         "arcs": [lad for lad in (main, pay) if lad is not None],
                          "across": across_gpus(ladders),
                          "sweeps": sweeps,
                          "revisions": {r.name: r for r in kernel.revisions},

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kernlog.render.charts import arc_figures
+
 
 def _pyplot():
     """matplotlib's pyplot, headless, its SVG ids salted so a re-render writes the same bytes."""
@@ -21,7 +23,7 @@ def _pyplot():
 # Each SVG carries a digest of the data it was drawn from (its <dc:description>), so `report
 # --check` can tell a stale plot from a current one without drawing. PLOT_VERSION is part of the
 # digest: bump it when a plot's drawing changes, and every committed plot reads as out of date.
-PLOT_VERSION = 1
+PLOT_VERSION = 2
 _DIGEST = re.compile(r"kernlog-data ([0-9a-f]{64})")
 
 
@@ -42,14 +44,26 @@ def _save(plt, fig, path: Path, digest: str) -> None:
     plt.close(fig)
 
 
-def _sweep_lines(ax, sw: dict, xs, rows: list[dict]) -> None:
-    """A line per revision of the sweep through (x, its value) of each row it was measured at
-    (colour, marker and line style all vary: no two of 12+ series alike), and the ceiling."""
+def _style(i: int) -> dict:
+    """Series i's colour (tab20: 20 distinct), marker and line style: no two of 20+ alike."""
+    import matplotlib
+
+    return {"color": matplotlib.colormaps["tab20"](i % 20), "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": ("-", "--", "-.", ":")[i // 5 % 4]}
+
+
+def _sweep_lines(ax, sw: dict, xs, rows: list[dict], categorical: bool = False) -> None:
+    """A series per revision of the sweep at each row it was measured at, and the ceiling; on a
+    categorical axis (shapes of a family) points only, each series dodged sideways, no lines."""
+    n = len(sw["revisions"])
     for i, rev in enumerate(sw["revisions"]):
         pts = sorted((x, r["values"][rev]) for x, r in zip(xs, rows, strict=True) if r["values"][rev] is not None)
         if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=MARKERS[i % len(MARKERS)],
-                    linestyle=("-", "--", "-.", ":")[i // 10 % 4], color=f"C{i % 10}", label=rev)
+            style = _style(i)
+            if categorical:
+                style["linestyle"] = "none"
+                pts = [(x + 0.5 * (i - (n - 1) / 2) / n, y) for x, y in pts]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=rev, **style)
     ax.axhline(sw["ceiling"], color="grey", linestyle="--", label="ceiling")
 
 
@@ -62,7 +76,7 @@ def _plot_families(plt, s: dict, sw: dict):
     for axrow, g in zip(axes, groups, strict=True):
         for ax, dtype in zip(axrow, dtypes, strict=True):
             rows = [r for r in g["rows"] if r["dtype"] == dtype]
-            _sweep_lines(ax, sw, range(len(rows)), rows)
+            _sweep_lines(ax, sw, range(len(rows)), rows, categorical=True)
             ax.set_xticks(range(len(rows)), [r["shape"] for r in rows], rotation=20, fontsize=7)
             ax.set_ylabel(sw["unit"])
             ax.set_title(f"{s['kernel'].name} {g['name'] or 'bench shapes'} {dtype} ({sw['gpu']})", fontsize=9)
@@ -137,13 +151,15 @@ def _roofline(plt, s: dict, lad: dict, rows: list[dict]):
         ax.plot(*pt, linestyle="none", marker=MARKERS[i % len(MARKERS)], markersize=8, color=f"C{i % 10}",
                 markerfacecolor="none" if ref else f"C{i % 10}",
                 label=f"{rec['revision']} ({100 * r['roof']['pct_of_roof']:.0f}% of roof)")
+        ax.annotate(rec["revision"].split("_")[0] if rec["role"] == "step" else rec["revision"], pt,
+                    xytext=(6, (-1) ** i * (4 + 3 * (i % 4))), textcoords="offset points", fontsize=6)
         if rec["role"] == "step":
             steps.append(pt)
     for a, b in zip(steps, steps[1:], strict=False):
         ax.annotate("", xy=b, xytext=a, arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8})
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("FLOP per DRAM byte (measured bytes)")
+    ax.set_xlabel("FLOP per byte (the op's minimum bytes)")
     ax.set_ylabel("TFLOP/s achieved (wall time)")
     ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}")
     ax.legend(fontsize=7, loc="lower right")
@@ -169,25 +185,30 @@ def plot_rooflines(root: Path, sections: list[dict]) -> list[Path]:
 
 
 def _history(plt, s: dict, lad: dict, hist: dict):
-    """Each revision's median time at the kernel's profile shape across the commits that stored
-    or profiled it (kernlog history), steps circled."""
+    """Small multiples: one panel per revision, its median time at the kernel's profile shape
+    across the commits that stored or profiled it (kernlog history), steps beyond noise ringed."""
     import datetime
 
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for i, (rev, points) in enumerate(hist["revisions"].items()):
+    revs = list(hist["revisions"].items())
+    cols = min(4, len(revs))
+    nrows = -(-len(revs) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.3 * nrows + 0.6), squeeze=False)
+    for ax in axes.flat[len(revs):]:
+        ax.set_visible(False)
+    for ax, (rev, points) in zip(axes.flat, revs, strict=False):
         xs = [datetime.datetime.fromisoformat(w) for w, _, _ in points]
         ys = [ms * 1e3 for _, ms, _ in points]
-        ax.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=f"C{i % 10}", label=rev, linewidth=1)
+        ax.plot(xs, ys, marker="o", markersize=3, linewidth=1, color="C0")
         for x, y, (_, _, step) in zip(xs, ys, points, strict=True):
             if step:
-                ax.plot(x, y, marker="o", markersize=13, markerfacecolor="none", color="red")
-    ax.set_yscale("log")
-    ax.set_ylabel("median time (us, log)")
-    ax.set_xlabel("date of the commit profiled")
-    ax.set_title(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} on {lad['gpu']['name']}: history "
-                 "(red rings: steps beyond noise)")
-    ax.legend(fontsize=7, loc="upper right")
-    fig.autofmt_xdate()
+                ax.plot(x, y, marker="o", markersize=9, markerfacecolor="none", color="red")
+        ax.set_title(rev, fontsize=8)
+        ax.tick_params(labelsize=6)
+        ax.set_ylabel("us", fontsize=7)
+        for label in ax.get_xticklabels():
+            label.set_rotation(30)
+    fig.suptitle(f"{s['kernel'].name} {lad['shape']} {lad['dtype']} ({lad['gpu']['name']}): median time per "
+                 "commit; red rings: steps beyond noise", fontsize=9)
     return fig
 
 
@@ -208,6 +229,7 @@ def plot_histories(root: Path, sections: list[dict]) -> list[Path]:
 
 
 def _figures(sections: list[dict]):
+    yield from arc_figures(sections)
     yield from _sweep_figures(sections)
     yield from _roofline_figures(sections)
     yield from _history_figures(sections)
@@ -235,3 +257,10 @@ def plot_all(root: Path, sections: list[dict]) -> list[Path]:
 
 def _x(shape: str, axis: int) -> int:
     return int(shape.split("x")[axis])
+
+
+def orphans(root: Path, sections: list[dict]) -> list[str]:
+    """The SVGs under reports/ that no page links (no figure of the sections draws them)."""
+    linked = {rel for rel, _, _ in _figures(sections)}
+    return sorted(rel for rel in (str(p.relative_to(root)) for p in (root / "reports").glob("*.svg"))
+                  if rel not in linked)

@@ -9,7 +9,8 @@ report` fills from the stored profiles:
 tflops, pct_roof, speedup:REV (REV's wall time over this one's), share:REGEX (% of the
 launch's GPU time in kernels whose names match, from its CUPTI kernel_times), launches
 (kernels per launch, from the same), or any metric
-of the profile; a format, default .3g). Re-rendering rewrites the value, so `report --check`
+of the profile; a format, default .3g). A value drawn from a profile taken on an older source of
+its revision carries the stale mark, STALE_MARK, after it. Re-rendering rewrites the value, so `report --check`
 fails as soon as a stored figure moves and the prose has not been re-rendered.
 
 A figure that is a record of its time (what a dead end measured, a sweep of an older
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from kernlog.errors import KernlogError
 from kernlog.judge.roofline import place
-from kernlog.judge.verdicts import rate
+from kernlog.judge.verdicts import of_copy, rate, stale
 
 FIG = re.compile(r"<!--fig (?P<spec>[^>]*?)-->(?P<value>.*?)<!--/fig-->", re.S)
 HISTORY = re.compile(r"<!--history (?P<when>[^>]*?)-->.*?<!--/history-->", re.S)
@@ -33,16 +34,18 @@ CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 # A number followed by a unit a measurement carries (not a shape like 8192x4096: no digit after the x).
 FIGURE = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)?\s?(?:%|x(?![\w\d])|us\b|µs|ms\b|TB/s|GB/s|TFLOP/s|MB\b)")
 MAX_LISTED = 8
+STALE_MARK = "†"
 
 
 def quantity(root: Path, rec: dict, what: str, resolve) -> float:
     m = rec["metrics"]
     ms = m["wall_ms"]
     r = rate(rec)
-    simple = {"us": r["us"], "ms": ms, "tbps": r["gbps"] / 1e3, "gbps": r["gbps"], "pct_copy": r["pct_copy"],
-              "tflops": r.get("tflops")}
+    simple = {"us": r["us"], "ms": ms, "tbps": r["gbps"] / 1e3, "gbps": r["gbps"], "tflops": r.get("tflops")}
     if what in simple:
         value = simple[what]
+    elif what == "pct_copy":  # the log's one % of copy: over a same-size copy timed in the sweep
+        value = of_copy(r["gbps"], same_size_copy(root, rec))
     elif what == "pct_roof":
         from kernlog.registry import load_kernel
 
@@ -64,10 +67,32 @@ def quantity(root: Path, rec: dict, what: str, resolve) -> float:
     return value
 
 
+def same_size_copy(root: Path, rec: dict) -> float | None:
+    """The copy GB/s bench.csv timed at the profile's shape and dtype on its GPU, if any."""
+    from kernlog.spec import COPY, format_shape
+    from kernlog.store import profiles as store
+
+    path = store.kernel_dir(root, rec["gpu"]["slug"], rec["kernel"]) / "bench.csv"
+    if not path.exists():
+        return None
+    df = store.read_bench(root, path)
+    hit = df[(df["revision"] == COPY) & (df["metric"] == "gbps") & (df["dtype"] == rec["dtype"])
+             & (df["shape"] == format_shape(tuple(rec["shape"])))]
+    return float(hit["value"].iloc[0]) if len(hit) else None
+
+
 def fill(root: Path, text: str) -> str:
     """`text` with every figure marker's value rendered from the stored profiles; a marker
     that names no profile or quantity is an error naming it."""
+    from kernlog.registry import load_kernel
     from kernlog.store.lookup import parse_side, resolve_one
+
+    sources: dict = {}
+
+    def is_stale(rec) -> bool:
+        if rec["kernel"] not in sources:
+            sources[rec["kernel"]] = {r.name: r.sha256() for r in load_kernel(root, rec["kernel"]).revisions}
+        return stale(rec.get("source_sha256"), sources[rec["kernel"]], rec["revision"])
 
     def sub(match):
         spec = match.group("spec").split()
@@ -81,8 +106,8 @@ def fill(root: Path, text: str) -> str:
         def other(rev):
             return resolve_one(root, parse_side(f"{side.kernel}/{rev}" + (f"@{sel}" if sel else "")))
 
-        value = quantity(root, rec, spec[1], other)
-        return f"<!--fig {match.group('spec')}-->{format(value, spec[2] if len(spec) == 3 else '.3g')}<!--/fig-->"
+        value = format(quantity(root, rec, spec[1], other), spec[2] if len(spec) == 3 else ".3g")
+        return f"<!--fig {match.group('spec')}-->{value}{STALE_MARK if is_stale(rec) else ''}<!--/fig-->"
 
     return FIG.sub(sub, text)
 

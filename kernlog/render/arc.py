@@ -1,0 +1,138 @@
+"""The judged facts the front page and each ladder's arc show, one function per figure, so the
+front page, the arc tables and the sweeps can never say two things about one point:
+
+- `point(sw, shape, dtype)`: a sweep point's best step, the best reference, the x against it and
+  the % of copy, all from the sweep row's bars (kernlog.render.sweeps, the same cells the sweep
+  table prints);
+- `arc_rows(lad, sweeps)`: the ladder's arc table (one row per revision), % of copy from the
+  same-size copy of the sweep at that point, never from the 2 GiB ceilings.json copy;
+- `contradictions(sections)`: where two renderings of one fact disagree (`report --check`).
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from kernlog.judge.verdicts import launch_bound, of_copy, same_kernel
+from kernlog.spec import COPY
+
+CHANGE_WORDS = 64  # characters of a revision's `change` the arc table shows
+
+
+def short_change(text: str | None) -> str:
+    """A revision's `change`, its first clause, at most CHANGE_WORDS characters."""
+    text = (text or "").strip()
+    first = re.split(r"; |: | \(|\. ", text, maxsplit=1)[0].strip().rstrip(",.")
+    if len(first) > CHANGE_WORDS:
+        first = first[:CHANGE_WORDS].rsplit(" ", 1)[0] + "…"
+    return first.replace("|", "\\|")
+
+
+def sweep_of(sweeps: list[dict], gpu_name: str) -> dict | None:
+    return next((sw for sw in sweeps if sw["gpu"] == gpu_name), None)
+
+
+def sweep_row(sw: dict | None, shape: str, dtype: str) -> dict | None:
+    if sw is None:
+        return None
+    return next((r for r in sw["rows"] if r["shape"] == shape and r["dtype"] == dtype), None)
+
+
+def front_shape(sw: dict | None, shape: str, dtype: str) -> str:
+    """The sweep's point for the front page: the profile shape, else the swept shape of the
+    dtype nearest it in elements (a 1-D op's profile size may not be swept)."""
+    rows = [r for r in (sw or {}).get("rows", []) if r["dtype"] == dtype]
+    if not rows or any(r["shape"] == shape for r in rows):
+        return shape
+    n = 1
+    for part in shape.split("x"):
+        n *= int(part)
+    return min(rows, key=lambda r: (abs(math.log(r["elems"] / n)), -r["elems"]))["shape"]
+
+
+def point(sw: dict | None, shape: str, dtype: str, first_step: str | None) -> dict | None:
+    """The front page's figures at one sweep point: the first step's and the best step's rates,
+    the best reference and the best step's speed against it, its % of the same run's copy."""
+    row = sweep_row(sw, shape, dtype)
+    if row is None or not row["bars"] or row["bars"][0]["name"] is None:
+        return None
+    bar = row["bars"][0]
+    vals = row["values"]
+    naive = vals.get(first_step) if first_step else None
+    return {"shape": shape, "dtype": dtype, "best": bar["name"], "rate": vals[bar["name"]],
+            "naive": first_step if naive is not None else None, "naive_rate": naive,
+            "vs_naive": vals[bar["name"]] / naive if naive else None,
+            "best_ref": bar["best_ref"], "vs_ref": bar["vs_ref"], "ref_met": bar["ref_met"],
+            "pct_copy": None if bar["of_copy"] is None else 100.0 * bar["of_copy"],
+            "pct_matmul": 100.0 * vals[bar["name"]] / sw["ceiling"] if sw["unit"] == "TFLOP/s" else None,
+            "stale": bar["name"] in row["stale"], "unit": sw["unit"]}
+
+
+def arc_rows(lad: dict, sw: dict | None, matmul: bool) -> list[dict]:
+    """One row per revision of the ladder, in ladder order: what the arc table prints."""
+    srow = sweep_row(sw, lad["shape"], lad["dtype"])
+    copy = srow["values"].get(COPY) if srow else None
+    refs = [r for r in lad["rows"] if r["rec"]["role"] == "reference"]
+    best_ref = min(refs, key=lambda r: r["rec"]["metrics"]["wall_ms"]) if refs else None
+    out = []
+    for row in lad["rows"]:
+        rec, rt = row["rec"], row["rate"]
+        lb = launch_bound(rt["us"])
+        pct = rt.get("pct_matmul") if matmul else of_copy(rt["gbps"], copy)
+        out.append({
+            "revision": rec["revision"], "role": rec["role"], "change": short_change(rec.get("change")),
+            "us": rt["us"], "rate": rt.get("tflops") if matmul else rt["gbps"], "launch_bound": lb,
+            "pct": None if lb else pct, "roof": None if lb or row["roof"]["pct_of_roof"] is None
+            else 100.0 * row["roof"]["pct_of_roof"], "excess": row["roof"].get("excess"),
+            "verdict": ("same kernel as " + row["same_as"]) if row.get("same_as") else row.get("verdict"),
+            "speedup": None if row.get("same_as") else row.get("speedup"), "base": row.get("base"),
+            "vs_ref": (best_ref["rec"]["metrics"]["wall_ms"] / rec["metrics"]["wall_ms"]) if best_ref else None,
+            "best_ref": best_ref["rec"]["revision"] if best_ref else None, "stale": row["stale"]})
+    return out
+
+
+def payoff(lads: list[dict]) -> dict | None:
+    """Where the later steps pay off: the first other ladder on the same GPU whose fastest
+    revision is a later step than the profile shape's fastest (None where none is)."""
+    if not lads or not lads[0]["arc"]:
+        return None
+    first = lads[0]
+    order = [r["rec"]["revision"] for r in first["rows"]]
+    best = first["arc"]["best"]["rec"]["revision"]
+    for lad in lads[1:]:
+        a = lad["arc"]
+        steps = [r for r in lad["rows"] if r["rec"]["role"] == "step"]
+        if not a or len(steps) < 2 or lad["gpu"]["slug"] != first["gpu"]["slug"]:
+            continue
+        b = a["best"]["rec"]["revision"]
+        if b != best and a["best"]["rec"]["role"] == "step" and (b not in order or order.index(b) > order.index(best)):
+            return lad
+    return None
+
+
+def contradictions(sections: list[dict]) -> list[str]:
+    """Each place two figures of the log describe one point differently: the front page's
+    point and its sweep row's bars, a step claiming a change over the compiled kernel and launch
+    of the step before (recomputed from the profiles, not from the row's own flag)."""
+    out = []
+    for s in sections:
+        front = s.get("front")
+        if front and front.get("point"):
+            p = front["point"]
+            again = point(front["sweep"], p["shape"], p["dtype"], p["naive"])
+            for key in ("best", "best_ref", "vs_ref", "pct_copy"):
+                if again is None or again[key] != p[key]:
+                    out.append(f"{s['kernel'].name}: the front page's {key} at {p['shape']} {p['dtype']} "
+                               f"({p[key]}) is not the sweep's ({None if again is None else again[key]})")
+        for lad in s["ladders"]:
+            prev = None
+            for row in lad["rows"]:
+                rec = row["rec"]
+                if rec["role"] != "step":
+                    continue
+                if prev is not None and same_kernel(prev, rec) and (row.get("verdict") or row.get("deltas")):
+                    out.append(f"{s['kernel'].name} {lad['shape']} {lad['dtype']}: {rec['revision']} claims a "
+                               f"change ({row.get('verdict')}) over {prev['revision']}, the same compiled kernel "
+                               "and launch")
+                prev = rec
+    return out

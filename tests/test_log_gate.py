@@ -1,0 +1,49 @@
+"""Issue 38's gate: `report --check` fails on a contradiction between two renderings of one
+fact, a step claiming a change over an identical kernel, and a stale prose figure unmarked."""
+from pathlib import Path
+
+from kernlog.registry import kernel_names, load_kernel
+from kernlog.render import arc, report
+from kernlog.render.facts import collect
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _sections():
+    return collect(ROOT, [load_kernel(ROOT, n) for n in kernel_names(ROOT)])
+
+
+def test_the_committed_log_has_no_contradiction():
+    assert arc.contradictions(_sections()) == []
+
+
+def test_check_fails_when_the_front_page_and_its_sweep_disagree():
+    sections = _sections()
+    s = next(s for s in sections if s["kernel"].name == "softmax")
+    s["front"]["point"] = dict(s["front"]["point"], best="v0_naive")  # a summary that ranks another best
+    found = report.stale_plots(ROOT, sections)
+    assert any("contradiction: softmax: the front page's best" in p for p in found)
+
+
+def test_check_fails_on_a_step_claiming_a_change_over_the_same_kernel():
+    sections = _sections()
+    s = next(s for s in sections if s["kernel"].name == "softmax")
+    row = next(r for r in s["ladders"][0]["rows"] if r["rec"]["revision"] == "v8_split")
+    assert row["same_as"] == "v5_tuned" and "verdict" not in row  # the renderer claims nothing
+    row["verdict"] = "faster"
+    assert any("v8_split claims a change (faster) over v7_bf16_packed" in c for c in arc.contradictions(sections))
+
+
+def test_a_prose_figure_from_a_stale_profile_carries_the_mark_and_check_fails_without_it():
+    sections = _sections()
+    text = report.pages(ROOT, [s for s in sections if s["kernel"].name == "softmax"])["reports/softmax.md"]
+    stale_fig = "<!--fig softmax/v5_tuned@8192x4096.fp32.nvidia-h200 tbps .2f-->"
+    assert stale_fig in text and text.split(stale_fig)[1].split("<!--/fig-->")[0].endswith("†")
+    page = ROOT / "reports/softmax.md"
+    assert page.read_text() == text  # committed with its marks
+    unmarked = text.replace("†<!--/fig-->", "<!--/fig-->")
+    try:
+        page.write_text(unmarked)
+        assert "reports/softmax.md is out of date" in report.stale_plots(ROOT, sections)
+    finally:
+        page.write_text(text)
