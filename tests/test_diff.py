@@ -7,7 +7,7 @@ import pytest
 
 from kernlog import units
 from kernlog.errors import KernlogError
-from kernlog.judge import diff, verdicts
+from kernlog.judge import bands, diff, verdicts
 from kernlog.judge.plausible import impossible
 from kernlog.metrics import CATALOG, metric
 from kernlog.store import calibrations, lookup
@@ -386,23 +386,23 @@ def _band(spread_wall, runs=5):
 def test_a_calibration_sets_the_band_and_says_so(tmp_path):
     root = scratch_repo(tmp_path)
     a, b = make_record("torch"), make_record("torch_compile", seed=1)
-    assert calibrations.bands_for(root, a, b)("wall_ms").source == "default (time)"
+    assert bands.bands_for(root, a, b)("wall_ms").source == "default (time)"
     _calibration(root, 0.04, revision="v0_naive")
-    band = calibrations.bands_for(root, a, b)("wall_ms")
+    band = bands.bands_for(root, a, b)("wall_ms")
     assert band.rel == pytest.approx(_band(0.04))
     assert band.source == "calibrated on nvidia-h100-80gb-hbm3: softmax/v0_naive"
     _calibration(root, 0.06, revision="torch")  # the widest of the GPU's calibrations
-    assert calibrations.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.06))
+    assert bands.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.06))
     _calibration(root, 0.01, revision="torch")  # a side's own narrower calibration does not narrow it
-    assert calibrations.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.04))
+    assert bands.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.04))
     # a spread measured on a value near zero is no relative band: the default stays
-    assert calibrations.bands_for(root, a, b)("stall_wait").source == "default (stall)"
+    assert bands.bands_for(root, a, b)("stall_wait").source == "default (stall)"
 
 
 def test_a_calibrated_time_band_is_never_under_the_floor(tmp_path):
     root = scratch_repo(tmp_path)
     _calibration(root, 0.001)
-    band = calibrations.bands_for(root, make_record("torch"), make_record("torch", seed=1))("wall_ms")
+    band = bands.bands_for(root, make_record("torch"), make_record("torch", seed=1))("wall_ms")
     assert band.rel == verdicts.FLOOR["time"] and band.source.startswith("calibrated")
 
 
@@ -428,7 +428,7 @@ def test_across_gpus_the_default_bands_apply(tmp_path):
     _calibration(root, 0.001)
     a, b = make_record("torch"), make_record("torch", seed=1)
     b["gpu"] = dict(b["gpu"], slug="nvidia-h200", name="NVIDIA H200")
-    assert calibrations.bands_for(root, a, b)("wall_ms").source == "default (time)"
+    assert bands.bands_for(root, a, b)("wall_ms").source == "default (time)"
 
 
 # --- impossible numbers ----------------------------------------------------------------------------
@@ -575,5 +575,5 @@ def test_bands_of_a_gpu_are_those_bands_for_gives_a_pair_on_it(tmp_path):
     root = scratch_repo(tmp_path)
     _calibration(root, 0.05)
     a, b = make_record("torch"), make_record("torch", seed=1)
-    assert calibrations.bands_of(root, a["gpu"]["slug"])("wall_ms") == calibrations.bands_for(root, a, b)("wall_ms")
-    assert calibrations.bands_of(root, "nvidia-h200")("wall_ms").source == "default (time)"
+    assert bands.bands_of(root, a["gpu"]["slug"])("wall_ms") == bands.bands_for(root, a, b)("wall_ms")
+    assert bands.bands_of(root, "nvidia-h200")("wall_ms").source == "default (time)"

@@ -7,6 +7,7 @@ import pytest
 
 from kernlog.capture import hotspots
 from kernlog.capture import ncu as ncurep
+from kernlog.judge import hotlines
 from kernlog.render import show
 
 from .helpers import FIXTURES, FULL_REP, ROOT, make_record
@@ -23,7 +24,7 @@ def test_cuda_c_lines_are_named_in_the_repository_with_their_text_and_stall():
     lines = hot["lines"]
     assert hot["kernel"] == "softmax_fp32"
     assert hot["samples"] == sum(ln["samples"] for ln in lines)  # every sampled line kept (v0 has under KEEP)
-    assert [hotspots.where(ln) for ln in lines[:3]] == [
+    assert [hotlines.where(ln) for ln in lines[:3]] == [
         "kernels/softmax/v0_naive.cu:24", "kernels/softmax/v0_naive.cu:19", "kernels/softmax/v0_naive.cu:21"]
     assert lines[0]["samples"] > lines[1]["samples"] > lines[2]["samples"]
     assert lines[0]["stall"] == "long_scoreboard" and lines[0]["stall_share"] == pytest.approx(0.9033, abs=1e-4)
@@ -52,7 +53,7 @@ def test_a_kernel_without_line_info_is_split_per_instruction(monkeypatch):
     hot = _hot(FULL_REP)
     monkeypatch.setattr(type(ncurep.read_report(FULL_REP)[0]), "source_info", real)
     assert len(hot["lines"]) == hotspots.KEEP and all(ln["file"] is None for ln in hot["lines"])
-    assert all(hotspots.where(ln).startswith("SASS +0x") and ln["sass"] for ln in hot["lines"])
+    assert all(hotlines.where(ln).startswith("SASS +0x") and ln["sass"] for ln in hot["lines"])
     assert len({ln["line"] for ln in hot["lines"]}) == hotspots.KEEP
 
 
@@ -61,14 +62,14 @@ def test_moved_matches_lines_by_text_and_ranks_by_the_size_of_the_move():
                    {"file": "a.cu", "line": 20, "share": 0.1, "stall": "barrier", "text": "sync();"}]}
     b = {"lines": [{"file": "b.cu", "line": 12, "share": 0.2, "stall": "long_scoreboard", "text": "x  = load(p);"},
                    {"file": "b.cu", "line": 30, "share": 0.5, "stall": "wait", "text": "y = exp(x);"}]}
-    rows = hotspots.moved(a, b)
+    rows = hotlines.moved(a, b)
     assert [(r["text"], r["share_a"], r["share_b"]) for r in rows] == [
         ("y = exp(x);", None, 0.5), ("x = load(p);", 0.6, 0.2), ("sync();", 0.1, None)]
     assert rows[1]["where_a"] == "a.cu:10" and rows[1]["where_b"] == "b.cu:12"
-    assert hotspots.moved(a, None) == [] and hotspots.moved(a, a) == []  # nothing moved, nothing listed
+    assert hotlines.moved(a, None) == [] and hotlines.moved(a, a) == []  # nothing moved, nothing listed
     a["lines"][1]["share"] = 0.205  # 0.5 points from b's line of the same text: under MOVE_MIN
     b["lines"].append({"file": "b.cu", "line": 40, "share": 0.2, "stall": "barrier", "text": "sync();"})
-    assert [r["text"] for r in hotspots.moved(a, b)] == ["y = exp(x);", "x = load(p);"]
+    assert [r["text"] for r in hotlines.moved(a, b)] == ["y = exp(x);", "x = load(p);"]
 
 
 def test_show_lists_the_hot_lines_or_says_why_there_are_none():

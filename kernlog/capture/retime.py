@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kernlog import timing
 from kernlog.errors import GateFailure, KernlogError, NoGpu
+from kernlog.judge.diff import run as judged
 from kernlog.registry import load_kernel
 from kernlog.run import gate
 
@@ -83,3 +84,9 @@ def retime(root: Path, a: dict, b: dict, rounds: int) -> dict:
     return {"a": sa, "b": sb, "rounds": rounds, "round_ratios": [round(r, 4) for r in ratios],
             "clocks": timer.clocks.summary(), "gpu": slug,
             "stale": [f"{s['kernel']}/{s['revision']}" for s in stale]}
+
+
+def diff_retimed(root: Path, side_a, side_b, rounds: int) -> dict:
+    """`kernlog diff --retime`: the two stored sides compared on samples taken again here, both
+    interleaved (kernlog.judge.diff judges them as it judges stored ones)."""
+    return judged(root, side_a, side_b, retimed=lambda a, b: retime(root, a, b, rounds))

@@ -23,11 +23,12 @@ def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows, retime, rounds):
     REV is [COMMIT:]KERNEL/REVISION[@SHAPE.DTYPE.GPU] (any part optional, any order), e.g.
     softmax/v7_bf16_packed@8192x4096.bf16, HEAD~3:softmax/v5_tuned (as that commit stored it),
     or a profile's .json path."""
+    from kernlog.capture.retime import diff_retimed
     from kernlog.judge.diff import render, run
     from kernlog.store.lookup import parse_side
 
-    d = run(root_of(ctx), parse_side(rev_a, shape, dtype, gpu), parse_side(rev_b, shape, dtype, gpu),
-            retime_rounds=rounds if retime else 0)
+    sides = (root_of(ctx), parse_side(rev_a, shape, dtype, gpu), parse_side(rev_b, shape, dtype, gpu))
+    d = diff_retimed(*sides, rounds) if retime else run(*sides)
     click.echo(render(d, fmt, all_rows))
     for side in (d["a"], d["b"]):
         warn_skipped(side)

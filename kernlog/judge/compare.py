@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kernlog.judge.bands import bands_for
 from kernlog.judge.plausible import achieved_gbps
 from kernlog.judge.verdicts import ALPHA, regression, timing_verdict
 from kernlog.spec import format_shape
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
-from kernlog.store.calibrations import bands_for
 
 THRESHOLD = 0.03  # and beyond the band: see the README (two H100 leases moved unchanged references by 2.5%)
 

@@ -11,12 +11,12 @@ import math
 from dataclasses import asdict, dataclass
 
 from kernlog import units
-from kernlog.capture import hotspots
+from kernlog.judge import hotlines
+from kernlog.judge.bands import bands_for
 from kernlog.judge.plausible import impossible
 from kernlog.judge.verdicts import VERDICT_ROW, Band, Bands, Verdict, apart, judge, timing_verdict
 from kernlog.metrics import CATALOG, metric
 from kernlog.spec import format_shape
-from kernlog.store.calibrations import bands_for
 from kernlog.store.keys import ProfileKey
 from kernlog.store.lookup import resolve_pair
 
@@ -167,7 +167,7 @@ def diff(a: dict, b: dict, bands: Bands | None = None, retimed: dict | None = No
             "timing": dict(asdict(verdict), source="interleaved re-timing" if retimed else "stored samples",
                            **({k: retimed.get(k) for k in ("rounds", "round_ratios", "clocks")} if retimed else {})),
             "rows": [asdict(r) for r in rows], "findings_appeared": appeared, "findings_gone": gone,
-            "hot_lines": hotspots.moved(a.get("hotspots"), b.get("hotspots")),
+            "hot_lines": hotlines.moved(a.get("hotspots"), b.get("hotspots")),
             "warnings": warns, "flags": flags}
 
 
@@ -279,13 +279,8 @@ def render(d: dict, fmt: str = "text", all_rows: bool = False) -> str:
     return "\n".join(out)
 
 
-def run(root, side_a, side_b, retime_rounds: int = 0) -> dict:
-    """`kernlog diff`: resolve both sides to stored profiles, take the noise bands for them,
-    re-time both interleaved on this GPU if `retime_rounds`, and compare."""
+def run(root, side_a, side_b, retimed=None) -> dict:
+    """`kernlog diff` of stored profiles: resolve both sides, take the noise bands for them, and
+    compare (on samples re-timed by the caller where `retimed(a, b)` is given: capture.retime)."""
     a, b = resolve_pair(root, side_a, side_b)
-    retimed = None
-    if retime_rounds:
-        from kernlog.capture.retime import retime
-
-        retimed = retime(root, a, b, retime_rounds)
-    return diff(a, b, bands_for(root, a, b), retimed)
+    return diff(a, b, bands_for(root, a, b), retimed(a, b) if retimed else None)

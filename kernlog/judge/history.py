@@ -14,12 +14,12 @@ from pathlib import Path
 
 from kernlog import units
 from kernlog.errors import KernlogError
+from kernlog.judge.bands import bands_for
 from kernlog.judge.plausible import achieved_gbps
 from kernlog.judge.verdicts import ALPHA, timing_verdict
 from kernlog.spec import format_shape
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
-from kernlog.store.calibrations import bands_for
 from kernlog.store.keys import FAILED
 from kernlog.store.lookup import Side, resolve_one
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernlog.capture import hotspots
 from kernlog.errors import KernlogError
-from kernlog.judge import predictions, roofline
+from kernlog.judge import hotlines, predictions, roofline
+from kernlog.judge.bands import bands_of
 from kernlog.judge.diff import metric_rows
 from kernlog.judge.history import timeline
 from kernlog.judge.plausible import impossible
@@ -19,7 +19,6 @@ from kernlog.render import arc
 from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import profiles as store
-from kernlog.store.calibrations import bands_of
 from kernlog.store.lookup import Side
 
 TOP_DELTAS = 5
@@ -86,7 +85,7 @@ def hot_lines(rec: dict) -> list[dict]:
     hot = rec.get("hotspots")
     if not hot:
         return []
-    return [h for h in hotspots.lines_table(hot, HOT_LINES) if h["share"] * hot["samples"] >= HOT_MIN_SAMPLES]
+    return [h for h in hotlines.lines_table(hot, HOT_LINES) if h["share"] * hot["samples"] >= HOT_MIN_SAMPLES]
 
 
 def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None, kernel=None,

@@ -6,15 +6,15 @@ from collections import Counter
 from pathlib import Path
 
 from kernlog import units
-from kernlog.capture import hotspots
 from kernlog.errors import KernlogError
+from kernlog.judge import hotlines
+from kernlog.judge.bands import bands_for
 from kernlog.judge.diff import gpu_choice_line
 from kernlog.judge.plausible import achieved_gbps, impossible
 from kernlog.judge.verdicts import stale
 from kernlog.metrics import metric, ncu_filter, time_shares
 from kernlog.registry import load_kernel
 from kernlog.spec import format_shape
-from kernlog.store.calibrations import bands_for
 
 
 def is_stale(root: Path, rec: dict) -> bool:
@@ -101,7 +101,7 @@ def hot_lines(rec: dict, top: int = 5) -> list[str]:
         return [f"source-line hot spots: not collected ({why})"]
     out = [f"source-line hot spots of {hot['kernel']} ({hot['samples']} warp samples; share of them, "
            "and the stall that leads on the line):"]
-    for row in hotspots.lines_table(hot, top):
+    for row in hotlines.lines_table(hot, top):
         stall = f"{row['stall']} {row['stall_share']:.0%}" if row["stall"] else "issuing"
         out.append(f"  {row['share']:>4.0%}  {row['where']:<40} {stall:<24} {row['text']}")
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernlog.judge.bands import bands_of
 from kernlog.judge.verdicts import COPY_BAR, COPY_BAR_BYTES, at_least, stale
 from kernlog.spec import (
     COPY,
@@ -18,7 +19,6 @@ from kernlog.spec import (
     parse_shape,
 )
 from kernlog.store import profiles as store
-from kernlog.store.calibrations import bands_of
 
 
 def _groups(rows: list[dict], families) -> list[dict]:

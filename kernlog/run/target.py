@@ -25,9 +25,19 @@ TARGET_SAYS = "kernlog target: "
 WARMUP = 3
 
 
+def _write_whole(path: str, obj) -> None:
+    """A JSON for the profiler that started this process, whole or absent when it reads it:
+    written aside, then renamed (a scratch file in its temporary folder, never a profile)."""
+    import json
+    import os
+
+    aside = Path(f"{path}.part")
+    aside.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    os.replace(aside, path)
+
+
 def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype: str, revs: list[str]) -> None:
     import functools
-    import json
 
     import torch
 
@@ -35,7 +45,6 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
     from kernlog.run import picker
     from kernlog.run.clocks import Clocks
     from kernlog.spec import parse_shape
-    from kernlog.store.profiles import dump_json, write_atomic
     from kernlog.timing import Timer
 
     kernel = load_kernel(Path(root), kernel_name)
@@ -53,7 +62,7 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
         results[name] = {"samples_ms": samples, "clocks": timer.clocks.summary(), "config": config}
         del inputs, out
         torch.cuda.empty_cache()
-    write_atomic(Path(out_path), dump_json(json.loads(json.dumps(results))))
+    _write_whole(out_path, results)
 
 
 def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name: str) -> None:
@@ -62,7 +71,6 @@ def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name:
     from kernlog.errors import Unsupported
     from kernlog.registry import load_kernel
     from kernlog.run.gate import verdict
-    from kernlog.store.profiles import dump_json, write_atomic
 
     kernel = load_kernel(Path(root), kernel_name)
     t0 = time.perf_counter()
@@ -70,8 +78,7 @@ def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name:
         outcome, detail = verdict(kernel, kernel.revision(name), device)
     except Unsupported as exc:
         outcome, detail = "unsupported", str(exc)
-    write_atomic(Path(out_path), dump_json({"outcome": outcome, "detail": detail,
-                                            "seconds": round(time.perf_counter() - t0, 2)}))
+    _write_whole(out_path, {"outcome": outcome, "detail": detail, "seconds": round(time.perf_counter() - t0, 2)})
 
 
 def main(argv: list[str]) -> int:
