@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernlog.capture import profiler
+from kernlog.capture import ncurun, options, profiler, timed
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.registry import load_kernel
 from kernlog.run import picker
@@ -378,7 +378,7 @@ def test_kernel_times_sum_every_op_and_fold_the_rest_into_other(monkeypatch):
     import torch
 
     x = torch.randn(128, 128)
-    monkeypatch.setattr(profiler, "KERNEL_TIMES_KEPT", 2)
+    monkeypatch.setattr(timed, "KERNEL_TIMES_KEPT", 2)
     got = profiler.kernel_times(lambda i, o: torch.softmax(i @ i, -1) + torch.relu(i) * 2, x, None)
     names = [k["name"] for k in got["kernels"]]
     assert len(names) == 3 and names[-1].startswith("other (") and "aten::mm" in names
@@ -421,7 +421,7 @@ def test_a_killed_profile_s_scratch_folder_is_removed_by_the_next_but_a_live_one
     for folder in (dead, live):
         folder.mkdir()
         (folder / "report.ncu-rep").write_bytes(b"half")
-    assert profiler.clear_abandoned_staging(root) == [dead]
+    assert ncurun.clear_abandoned_staging(root) == [dead]
     assert not dead.exists() and (live / "report.ncu-rep").exists()
 
 
@@ -771,7 +771,7 @@ def test_warming_the_references_leaves_the_code_under_test_alone_and_a_failure_t
     kernel = load_kernel(root, "toy")
     broken = dataclasses.replace(kernel.revision("ref"), name="broken_ref", load=lambda: 1 / 0)
     declined = dataclasses.replace(kernel.revision("ref"), name="declined_ref", refuses=lambda s: "no")
-    profiler.warm_references(kernel, [broken, *kernel.revisions, declined], (7, 33), "fp32")
+    profiler.warm_references(kernel, [broken, *kernel.revisions, declined], (7, 33), "fp32", "cpu")
     assert sys.modules["kernels.toy"].LAUNCHED == [("ref", (7, 33))]
 
 
@@ -929,7 +929,7 @@ def _parsed(argv):
     from kernlog.commands.profile import profile as command
 
     ctx = command.make_context("profile", ["softmax", *argv])
-    return profiler.Options.from_cli(**{f.field: ctx.params[f.field] for f in profiler.FLAGS})
+    return profiler.Options.from_cli(**{f.field: ctx.params[f.field] for f in options.FLAGS})
 
 
 @pytest.mark.parametrize("opts", [
@@ -963,7 +963,7 @@ def test_every_flag_is_an_option_of_the_profile_command_and_a_field_of_options()
 
     fields = {f.name for f in dataclasses.fields(profiler.Options)}
     names = {p.name: p.opts for p in command.params}
-    for flag in profiler.FLAGS:
+    for flag in options.FLAGS:
         assert flag.field in fields and names[flag.field] == [flag.name]
 
 

@@ -5,14 +5,14 @@ import dataclasses
 
 import click
 
-from kernlog.capture.profiler import FLAGS, Options
+from kernlog.capture.options import FLAGS, Options
 from kernlog.commands.common import REVS, echo_err, handled, paths, revisions, root_of, shape_arg
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Options)}
 
 
 def _click_option(flag):
-    """The click option of one of profiler.FLAGS."""
+    """The click option of one of options.FLAGS."""
     kw = {"help": flag.help, "metavar": flag.metavar}
     if flag.kind == "shape":
         kw["callback"] = shape_arg
@@ -30,7 +30,7 @@ def _click_option(flag):
 
 
 def profile_options(fn):
-    """The options that make an Options (profiler.FLAGS), in their order."""
+    """The options that make an Options (options.FLAGS), in their order."""
     for flag in reversed(FLAGS):
         fn = _click_option(flag)(fn)
     return fn
