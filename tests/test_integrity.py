@@ -118,6 +118,7 @@ CASES = {
                                       "does not have the sha256 torch.8192x4096.fp32.json recorded"),
     "missing samples field": (drop("timing", "samples_ms"), "lacks the field timing.samples_ms"),
     "missing metrics": (drop("metrics"), "lacks the field metrics"),
+    "a catalog metric removed": (drop("metrics", "dram_gbps"), "lacks the field metrics.dram_gbps"),
     "missing gpu name": (drop("gpu", "name"), "lacks the field gpu.name"),
     "shape of wrong type": (setting("8192x4096", "shape"), "has shape a str, expected list"),
     "metrics of wrong type": (setting([1.0], "metrics"), "has metrics a list, expected dict"),

@@ -371,3 +371,18 @@ def test_the_typed_record_refuses_what_load_profile_refuses(change, message):
     change(rec)
     with pytest.raises(KernlogError, match=message):
         Profile.from_dict(rec)
+
+
+def test_a_schema_1_profile_must_hold_every_metric_the_catalog_had_then():
+    """A key taken out of `metrics` (not a null: ncu's "not collected") is a hand edit and names
+    itself; the list of schema 1 is the catalog's own keys, so no catalog metric goes unasked."""
+    from kernlog.metrics import CATALOG
+    from kernlog.store import record
+
+    assert set(record.SCHEMA1_METRICS) <= {m.key for m in CATALOG}
+    rec = make_record("torch")
+    assert store.record_problem(rec) is None
+    rec["metrics"]["dram_gbps"] = None
+    assert store.record_problem(rec) is None  # not collected: a value of its own
+    del rec["metrics"]["dram_gbps"]
+    assert store.record_problem(rec).startswith("lacks the field metrics.dram_gbps")

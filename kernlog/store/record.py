@@ -52,6 +52,18 @@ def _what(value) -> str:
     return "null" if value is None else f"a {type(value).__name__}"
 
 
+# Every catalog metric a schema-1 profile records, null where ncu did not collect it (every
+# profile kernlog or its import wrote since the catalog took this form): a key gone is a file
+# edited by hand, not a metric "not collected". A metric the catalog gains later is not asked of
+# schema-1 files, which predate it.
+SCHEMA1_METRICS = (
+    "wall_ms", "duration_us", "dram_mb", "dram_gbps", "dram_pct", "memory_pct", "compute_pct",
+    "achieved_occupancy_pct", "theoretical_occupancy_pct", "issue_active_pct", "instructions",
+    "registers_per_thread", "smem_per_block", "block_size", "grid_size", "ld_sectors_per_request", "ld_sectors",
+    "l1_hit_pct", "l2_hit_pct", "spill_insts", "local_sectors",
+)
+
+
 def _problems(rec: dict) -> Iterator[tuple[str, str]]:
     """(short, problem) for each way `rec` breaks what readers rely on; the first is reported."""
     for name, kinds in FIELDS.items():
@@ -63,6 +75,10 @@ def _problems(rec: dict) -> Iterator[tuple[str, str]]:
         if not _type_ok(parent[leaf], kinds):
             yield "field of wrong type", f"has {name} {_what(parent[leaf])}, expected {kinds.replace('|', ' or ')}"
             return
+    lacking = next((k for k in SCHEMA1_METRICS if k not in rec["metrics"]), None)
+    if lacking is not None:
+        yield "field missing", f"lacks the field metrics.{lacking} (a metric ncu did not collect is stored as null)"
+        return
     if rec["role"] not in ROLES:
         yield "field of wrong value", f"has role {rec['role']!r}, expected one of {', '.join(ROLES)}"
     shape = rec["shape"]
