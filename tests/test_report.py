@@ -134,6 +134,8 @@ def test_summary_of_a_shape_profiled_without_a_reference_says_so(tmp_path):
     assert row.split("|")[-2] == " – " and "| x reference |" in other  # no reference profiled there
     assert "None" not in text
     assert text.index("### Step by step at 8192x4096 fp32") < text.index("**1024x131072 bf16")  # declared first
+    lines = text.splitlines()  # a table straight under a paragraph line is no table in Markdown
+    assert [i for i, ln in enumerate(lines) if ln.startswith("| step |") and lines[i - 1] != ""] == []
 
 
 def _bench(root, points):
