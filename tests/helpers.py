@@ -83,3 +83,12 @@ def git_repo(path: Path) -> Path:
     git(root, "config", "user.email", "t@example.com")
     git(root, "config", "user.name", "t")
     return root
+
+
+def kernel_page(root: Path, name: str = "softmax", sections: list | None = None) -> str:
+    """reports/NAME.md as `kernlog report` writes it (the per-kernel page: arc, evidence, sweeps)."""
+    from kernlog.render import report
+
+    if sections is None:
+        sections = report.collect(root, [load_kernel(root, name)])
+    return report.pages(root, sections)[report.page_path(name)]

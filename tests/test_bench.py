@@ -7,7 +7,7 @@ import pytest
 
 from kernlog.capture import bench
 
-from .helpers import GPU, scratch_repo
+from .helpers import GPU, kernel_page, scratch_repo
 
 
 def _row(rev, shape, value):
@@ -107,7 +107,6 @@ def test_a_declined_shape_is_refused_without_a_launch_and_a_raise_is_wrong():
 
 def test_a_refused_point_shows_as_refused_with_its_reason(tmp_path):
     from kernlog.registry import load_kernel
-    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -118,7 +117,7 @@ def test_a_refused_point_shows_as_refused_with_its_reason(tmp_path):
             dict(_row("liger", "4096x50257", 2500.0), **common), dict(_row("torch", "4096x50257", 2400.0), **common),
             dict(_row("torch", "4096x50257", float("nan")), metric="fails_gate", note="3 of 9 elements over", **common)]
     bench._write(root, GPU, kernel, rows)
-    text = report.render(root, [kernel])
+    text = kernel_page(root, kernel.name)
     assert "| fp32 | 16x1048576 | 2000 | refused |" in text
     assert "| fp32 | 4096x50257 | 2400‡ | 2500 |" in text
     assert ("‡ torch fails kernlog's gate at 4096x50257 fp32 (timed all the same: it is what a user runs): "
@@ -129,7 +128,6 @@ def test_a_refused_point_shows_as_refused_with_its_reason(tmp_path):
 
 def test_the_sweep_shows_a_same_size_copy_last_and_never_judges_it_stale(tmp_path):
     from kernlog.registry import load_kernel
-    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -140,7 +138,7 @@ def test_the_sweep_shows_a_same_size_copy_last_and_never_judges_it_stale(tmp_pat
     rows = [dict(_row(rev, "8192x4096", v), source_sha256=sha, gpu=GPU["name"], copy_gbps=3000.0, matmul_tflops=700.0)
             for rev, v, sha in points]
     bench._write(root, GPU, kernel, rows)
-    text = report.render(root, [kernel])
+    text = kernel_page(root, kernel.name)
     assert "| dtype | shape | v7_bf16_packed | torch | v9_gone | copy |" in text
     assert "| fp32 | 8192x4096 | 2700† | 2200 | 100 | 2750 |" in text
     assert "*copy*: a device-to-device copy of as many bytes" in text
@@ -196,7 +194,6 @@ def test_each_row_shows_the_best_step_and_the_counterpart_against_the_bars(tmp_p
     reference (a gap inside the wall-time band is a tie) and against the copy, where the tensor
     holds 64 MB or more."""
     from kernlog.registry import load_kernel
-    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -206,7 +203,7 @@ def test_each_row_shows_the_best_step_and_the_counterpart_against_the_bars(tmp_p
               "1x50257": (("v7_bf16_packed", 60.0), ("triton", 59.8), ("torch", 60.0), (bench.COPY, 88.0))}
     rows = [dict(_row(rev, shape, v), **common) for shape, pts in points.items() for rev, v in pts]
     bench._write(root, GPU, kernel, rows)
-    text = report.render(root, [kernel])
+    text = kernel_page(root, kernel.name)
     # 823 MB: both bars apply; v7 is the best step (v5 slower), torch the best reference
     assert "| v7_bf16_packed | 0.77x ✗ | 54% ✗ | triton | 1.07x | 75% ✗ |" in text
     # 0.4 MB: no copy bar; triton 0.3% under torch is a tie
@@ -240,7 +237,6 @@ def test_a_point_of_several_runs_is_the_median_of_their_medians_with_their_sprea
 
 def test_a_gap_inside_the_measured_run_to_run_spread_is_a_tie(tmp_path):
     from kernlog.registry import load_kernel
-    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -250,7 +246,7 @@ def test_a_gap_inside_the_measured_run_to_run_spread_is_a_tie(tmp_path):
             # 12% run-to-run spread measured for torch at the first point only
             dict(_row("torch", "8x128256", 0.12), metric="run_spread", **common)]
     bench._write(root, GPU, kernel, rows)
-    text = report.render(root, [kernel])
+    text = kernel_page(root, kernel.name)
     assert "| v8_split | 0.90x |" in text  # 10% slower, inside the 12% spread: a tie
     assert "| v8_split | 0.90x ✗ |" in text  # the same gap with no spread measured: a miss
 
@@ -259,7 +255,6 @@ def test_a_ratio_of_two_runs_is_marked_with_the_run_that_would_time_it_side_by_s
     """`kernlog bench --rev` merges one run into bench.csv: a ratio whose step and reference (or
     copy) come from different runs carries their drift, and the log says so with the command."""
     from kernlog.registry import load_kernel
-    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
@@ -274,7 +269,7 @@ def test_a_ratio_of_two_runs_is_marked_with_the_run_that_would_time_it_side_by_s
             dict(_row("v5_tuned", "2048x32768", 500.0), run="r3", **common),  # at no marked point
             dict(_row("torch", "2048x32768", 500.0), run="r3", **common)]
     bench._write(root, GPU, kernel, rows)
-    text = report.render(root, [kernel])
+    text = kernel_page(root, kernel.name)
     assert "| v8_split | 0.90x§ ✗ | 90% |" in text  # step and copy of r1, torch of r2
     assert "| v8_split | 0.99x | 99%§ |" in text  # step and torch of r1, copy of r2
     # every revision timed at the two points, so the run leaves no ratio there across runs
@@ -286,7 +281,6 @@ def test_a_kernel_s_own_speed_bar_names_its_reference_and_its_ratio_per_shape(tm
     """matmul_relu's bar (issue 20): 0.95x of relu(A@B) eager, torch.compile not counted; 1.0x on
     squares from 2048 up."""
     from kernlog.registry import load_kernel
-    from kernlog.render import report
 
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "matmul_relu")
@@ -297,7 +291,7 @@ def test_a_kernel_s_own_speed_bar_names_its_reference_and_its_ratio_per_shape(tm
     rows = [dict(_row(rev, shape, v), kernel="matmul_relu", dtype="bf16", metric="tflops", **common)
             for shape, pts in points.items() for rev, v in pts]
     bench._write(root, GPU, kernel, rows)
-    text = report.render(root, [kernel])
+    text = kernel_page(root, kernel.name)
     assert "| v2_split_k | 0.97x (bar 0.95x) |" in text  # against torch alone: compile's 400 is not the bar
     assert "| v2_split_k | 0.89x (bar 0.95x) ✗ |" in text
     assert "| v2_split_k | 0.94x ✗ |" in text  # a square of 4096: the bar is 1.0x

@@ -181,14 +181,16 @@ def test_report_renders_the_others_names_the_bad_one_and_fails(repo, case):
     r = run(repo, "report")
     assert one_bad_line(r, fragment).startswith("kernlog: left out of KERNEL_LOG.md: ")
     after = snapshot(repo)
-    log = after.pop("KERNEL_LOG.md").decode()
+    after.pop("KERNEL_LOG.md")
     before.pop("KERNEL_LOG.md")
-    charts = [k for k in after if "_roofline_" in k]  # drawn from the profiles the log kept
-    assert charts and all(after.pop(k) for k in charts)
-    assert after == {k: v for k, v in before.items() if "_roofline_" not in k}
-    section = log.split("<!-- kernlog:begin softmax -->")[1]
-    assert "| torch_compile | reference |" in section and "| v0_naive | step |" in section
-    assert "| torch | reference |" not in section
+    section = after["reports/softmax.md"].decode()  # the kernel page, from the profiles kept
+    charts = [k for k in after if "_roofline_" in k or "_arc_" in k]  # drawn from the profiles the log kept
+    written = {k for k in after if k.startswith("reports/")}  # each kernel's page and these charts
+    assert charts and all(after[k] for k in charts) and all(k.endswith(".md") or k in charts for k in written)
+    assert {k: v for k, v in after.items() if k not in written} == {
+        k: v for k, v in before.items() if not k.startswith("reports/")}
+    assert "#### torch_compile (reference)" in section and "#### v0_naive\n" in section
+    assert "#### torch (reference)" not in section and "| torch (reference) |" not in section
     assert "**Left out, failing verification**" in section and f"`{FIX}`" in section and fragment in section
     one_bad_line(run(repo, "report", "--check"), fragment)  # what was written does not pass
 
@@ -207,8 +209,8 @@ def test_one_line_per_bad_file_and_the_good_ones_still_listed(repo):
                 and "softmax/torch.8192x4096.fp32.json names, is 1000 bytes" in lines[0])
     listed = run(repo, "list").stdout
     assert "nvidia-h100-80gb-hbm3: 4096x1024 fp32, 8192x4096 fp32 UNREADABLE" in listed
-    log = (repo / "KERNEL_LOG.md").read_text()
-    assert "### softmax 4096x1024 fp32" in log and "| torch_compile | reference |" in log
+    page = (repo / "reports" / "softmax.md").read_text()
+    assert "**4096x1024 fp32 on NVIDIA H100 80GB HBM3**" in page and "#### torch_compile (reference)" in page
 
 
 def test_a_bad_file_of_one_revision_does_not_block_show_of_another(repo):

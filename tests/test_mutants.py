@@ -14,11 +14,11 @@ from kernlog.commands.main import main
 from kernlog.judge import diff, verdicts
 from kernlog.metrics import metric
 from kernlog.registry import load_kernel
-from kernlog.render import facts, report
+from kernlog.render import facts
 from kernlog.run import gate
 from kernlog.store import profiles as store
 
-from .helpers import GPU, ROOT, SECTIONS_REP, make_record, scratch_repo
+from .helpers import GPU, ROOT, SECTIONS_REP, kernel_page, make_record, scratch_repo
 
 # --- a metric's good direction --------------------------------------------------------------------
 
@@ -152,6 +152,8 @@ def test_a_write_that_fails_leaves_the_old_file_and_no_temporary(tmp_path, monke
 def _ladder():
     recs = [make_record("v0_naive", median_ms=0.2), make_record("v1_block_smem", median_ms=0.1, seed=1),
             make_record("triton", median_ms=0.08, seed=2), make_record("torch", median_ms=0.12, seed=3)]
+    # every record holds the one fixture report's kernel: v1 its own, or it is "same kernel as v0_naive"
+    recs[1]["facts"]["main_kernel"] = "softmax_block_smem"
     order = [r.name for r in load_kernel(ROOT, "softmax").revisions]
     return recs, facts.ladder(list(reversed(recs)), order)
 
@@ -180,10 +182,25 @@ def test_the_log_shows_the_step_speedup_and_the_counterpart_row(tmp_path):
     recs, _ = _ladder()
     for rec in recs:
         put(root, rec)
-    text = report.render(root, [load_kernel(root, "softmax")])
+    text = kernel_page(root)
     speedup = recs[0]["metrics"]["wall_ms"] / recs[1]["metrics"]["wall_ms"]
-    assert f"| {speedup:.2f}x (faster, vs v0_naive) |" in text
-    assert "| triton | counterpart |" in text
+    assert f"| {speedup:.2f}x faster |" in text.split("| v1_block_smem |")[1].split("\n")[0]  # the arc row
+    assert f"- **Outcome:** {speedup:.2f}x vs v0_naive (faster)" in text
+    assert "| triton (counterpart) |" in text and "#### triton (counterpart)" in text
+
+
+def test_a_step_running_the_previous_step_s_kernel_claims_no_change(tmp_path):
+    from .helpers import put
+
+    root = scratch_repo(tmp_path)
+    recs, _ = _ladder()
+    recs[1]["facts"]["main_kernel"] = recs[0]["facts"]["main_kernel"]  # v1's profile of v0's compiled kernel
+    for rec in recs:
+        put(root, rec)
+    text = kernel_page(root)
+    row = text.split("| v1_block_smem |")[1].split("\n")[0]
+    assert "| same kernel as v0_naive |" in row and "faster" not in row
+    assert "- **Outcome:** same kernel as v0_naive" in text and "vs v0_naive (faster)" not in text
 
 
 # --- medians --------------------------------------------------------------------------------------
@@ -262,7 +279,7 @@ def test_the_sweep_table_has_a_row_per_dtype(tmp_path):
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
     bench._write(root, GPU, kernel, [_point("bf16", 2000.0), _point("fp32", 1000.0)])
-    text = report.render(root, [kernel])
+    text = kernel_page(root)
     assert "| bf16 | 4096x1024 | 2000 |" in text and "| fp32 | 4096x1024 | 1000 |" in text
 
 
