@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from kernlog.commands.main import main
 
-from .helpers import git, git_repo, make_record, put
+from .helpers import git, git_repo, kernel_page, make_record, put
 
 
 def run(root, *args):
@@ -129,13 +129,13 @@ def test_the_log_plots_a_revision_with_two_committed_entries(repo):
     hist = section["ladders"][0]["history"]
     assert [ms for _, ms, _ in hist["revisions"]["torch"]] == pytest.approx([0.12, 0.10], rel=0.05)
     assert hist["revisions"]["torch"][1][2] is True  # 0.12 -> 0.10 ms: a step
-    text = report.render(repo, [load_kernel(repo, "softmax")], [section])
-    assert f"![history of softmax 8192x4096 fp32]({hist['plot']})" in text
+    page = kernel_page(repo, sections=[section])  # reports/softmax.md links its sibling plot
+    assert f"![history of softmax 8192x4096 fp32]({hist['plot'].removeprefix('reports/')})" in page
     assert plots.plot_histories(repo, [section]) == [repo / hist["plot"]] and (repo / hist["plot"]).stat().st_size
-    assert not [p for p in report.stale_plots(repo, [section]) if "history" in p]
+    assert not [p for p in report.out_of_date(repo, [section]) if "history" in p]
     commit(repo, version(0.11, 3, "c"), "third")  # one more entry in git: the plot no longer shows the history
     (section,) = report.collect(repo, [load_kernel(repo, "softmax")])
-    assert f"{hist['plot']} was drawn from other data than profiles/ holds" in report.stale_plots(repo, [section])
+    assert f"{hist['plot']} was drawn from other data than profiles/ holds" in report.out_of_date(repo, [section])
 
 
 def test_what_a_commit_holds_is_read_once_but_a_moving_ref_each_time(repo):

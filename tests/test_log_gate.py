@@ -21,7 +21,7 @@ def test_check_fails_when_the_front_page_and_its_sweep_disagree():
     sections = _sections()
     s = next(s for s in sections if s["kernel"].name == "softmax")
     s["front"]["point"] = dict(s["front"]["point"], best="v0_naive")  # a summary that ranks another best
-    found = report.stale_plots(ROOT, sections)
+    found = report.out_of_date(ROOT, sections)
     assert any("contradiction: softmax: the front page's best" in p for p in found)
 
 
@@ -44,6 +44,6 @@ def test_a_prose_figure_from_a_stale_profile_carries_the_mark_and_check_fails_wi
     unmarked = text.replace("†<!--/fig-->", "<!--/fig-->")
     try:
         page.write_text(unmarked)
-        assert "reports/softmax.md is out of date" in report.stale_plots(ROOT, sections)
+        assert "reports/softmax.md is out of date" in report.out_of_date(ROOT, sections)
     finally:
         page.write_text(text)

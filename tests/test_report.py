@@ -38,13 +38,13 @@ def test_render_is_deterministic_and_check_detects_staleness(tmp_path):
     (root / report.LOG).write_text(front)
     report.plot_all(root, sections)
     assert report.render(root, kernels) == front and kernel_page(root) == first
-    assert report.stale_plots(root, report.collect(root, kernels)) == []
+    assert report.out_of_date(root, report.collect(root, kernels)) == []
     path = next((root / "profiles").rglob("torch.8192x4096.fp32.json"))
     rec = json.loads(path.read_text())
     rec["metrics"]["wall_ms"] = 0.2
     path.write_text(json.dumps(rec))
     assert kernel_page(root) != first
-    assert "reports/softmax.md is out of date" in report.stale_plots(root, report.collect(root, kernels))
+    assert "reports/softmax.md is out of date" in report.out_of_date(root, report.collect(root, kernels))
 
 
 def test_prose_outside_generated_blocks_survives(tmp_path):
@@ -109,15 +109,15 @@ def test_sweep_table_and_plot_from_bench_csv(tmp_path):
     # the plot's digest is that of the data: current now; a value, a shape or a family grouping
     # moved in bench.csv makes it stale (report --check), drawing it again mends it
     sections = report.collect(root, kernels)
-    assert [p for p in report.stale_plots(root, sections) if "sweep" in p] == []
+    assert [p for p in report.out_of_date(root, sections) if "sweep" in p] == []
     for changed in (dict(rows[0], shape="64x50257", value=901.0), dict(rows[0], shape="65x50257", value=900.0),
                     dict(rows[0], shape="64x50256", value=900.0)):
         pd.DataFrame(rows + [changed]).to_csv(path, index=False)
         sections = report.collect(root, kernels)
-        assert "reports/softmax_sweep.svg was drawn from other data than profiles/ holds" in report.stale_plots(
+        assert "reports/softmax_sweep.svg was drawn from other data than profiles/ holds" in report.out_of_date(
             root, sections), changed
     plots.plot_sweeps(root, sections)
-    assert [p for p in report.stale_plots(root, sections) if "sweep" in p] == []
+    assert [p for p in report.out_of_date(root, sections) if "sweep" in p] == []
 
 
 def test_summary_of_a_shape_profiled_without_a_reference_says_so(tmp_path):
@@ -211,13 +211,13 @@ def test_a_sweep_merged_from_two_runs_says_which_revisions_each_timed(tmp_path):
 
 
 def test_a_metric_a_profile_lacks_renders_as_not_collected(tmp_path):
-    """A catalog metric missing from a stored profile (one taken before the catalog grew) is
-    "–" in the log, never a template error."""
+    """A catalog metric ncu did not collect (stored as null) is "–" in the log, never a template
+    error; a metric missing outright is a hand edit, refused by the schema (test_store)."""
     root = scratch_repo(tmp_path)
     _profiles(root)
     path = next((root / "profiles").rglob("torch.8192x4096.fp32.json"))
     rec = json.loads(path.read_text())
-    del rec["metrics"]["theoretical_occupancy_pct"], rec["metrics"]["dram_mb"]
+    rec["metrics"].update(theoretical_occupancy_pct=None, dram_mb=None)
     path.write_text(json.dumps(rec))
     section = kernel_page(root)
     row = next(line for line in section.splitlines() if line.startswith("| torch (reference) |"))

@@ -1,4 +1,5 @@
-"""Roofline placement, by hand: intensity from measured DRAM bytes and the FLOP model, the
+"""Roofline placement, by hand: intensity from the minimum bytes (each input read once, the
+output written once) and the FLOP model, so traffic beyond the minimum costs % of roofline, the
 attainable rate under the bandwidth slope or the compute ceiling, % of roofline, and the
 label that follows from where the kernel sits (not from one percentage)."""
 import pytest
@@ -33,8 +34,11 @@ def test_a_memory_bound_softmax_sits_under_the_bandwidth_slope():
 def test_far_under_its_roof_a_kernel_is_latency_bound_and_says_what_holds_it():
     p = roofline.place(rec_with(1.0, 536.870912, dram_pct=11.0, achieved_occupancy_pct=6.0,
                                 stall_long_scoreboard=37.5, stall_wait=1.0), SOFTMAX)
-    assert p["pct_of_roof"] == pytest.approx((5 * 8192 * 4096 / 1e-3 / 1e12) / (0.3125 * 3000 / 1e3))  # 18%
-    assert p["label"] == ("latency-bound: 18% of the bandwidth roof it sits under; occupancy 6%, top stall "
+    # the minimum bytes place it (intensity 0.625, not the 0.3125 its doubled DRAM traffic gives):
+    # twice the traffic halves % of roofline instead of moving the point to a lower roof
+    assert p["intensity"] == pytest.approx(0.625) and p["excess"] == pytest.approx(2.0)
+    assert p["pct_of_roof"] == pytest.approx((5 * 8192 * 4096 / 1e-3 / 1e12) / (0.625 * 3000 / 1e3))  # 9%
+    assert p["label"] == ("latency-bound: 9% of the bandwidth roof it sits under; occupancy 6%, top stall "
                           "long scoreboard (37.5 cycles/inst); DRAM traffic 2.0x the minimum")
 
 
@@ -44,7 +48,8 @@ def test_a_matmul_right_of_the_ridge_is_judged_against_the_measured_tensor_rate(
     rec["metrics"].update(wall_ms=0.18358, dram_mb=215.144448, compute_pct=87.0)
     rec["ceilings"] = {"copy_gbps": 3000.0, "matmul_bf16_tflops": 777.3}
     p = roofline.place(rec, MATMUL)
-    assert p["intensity"] == pytest.approx(2 * 4096 ** 3 / 215.144448e6)
+    assert p["intensity"] == pytest.approx(2 * 4096 ** 3 / (3 * 2 * 4096 ** 2))  # minimum bytes, not DRAM's
+    assert p["excess"] == pytest.approx(215.144448e6 / (3 * 2 * 4096 ** 2))
     assert p["ridge"] == pytest.approx(777.3e12 / 3000e9) and p["side"] == "compute"
     assert p["attainable"] == 777.3 and p["achieved"] == pytest.approx(2 * 4096 ** 3 / 0.18358e-3 / 1e12)
     assert p["label"].startswith("compute-bound: 96% of the cuBLAS bf16 matmul (measured) roof (SM 87% of peak)")

@@ -381,6 +381,8 @@ def test_a_schema_1_profile_must_hold_every_metric_the_catalog_had_then():
 
     assert set(record.SCHEMA1_METRICS) <= {m.key for m in CATALOG}
     rec = make_record("torch")
+    rec["schema"] = store.SCHEMA
+    rec["ncu"].update(report_bytes=1)
     assert store.record_problem(rec) is None
     rec["metrics"]["dram_gbps"] = None
     assert store.record_problem(rec) is None  # not collected: a value of its own

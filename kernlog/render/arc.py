@@ -80,7 +80,8 @@ def arc_rows(lad: dict, sw: dict | None, matmul: bool) -> list[dict]:
         lb = launch_bound(rt["us"])
         pct = rt.get("pct_matmul") if matmul else of_copy(rt["gbps"], copy)
         out.append({
-            "revision": rec["revision"], "role": rec["role"], "change": short_change(rec.get("change")),
+            "revision": rec["revision"], "role": rec["role"], "imported": "imported" in rec,
+            "change": short_change(rec.get("change")),
             "us": rt["us"], "rate": rt.get("tflops") if matmul else rt["gbps"], "launch_bound": lb,
             "pct": None if lb else pct, "roof": None if lb or row["roof"]["pct_of_roof"] is None
             else 100.0 * row["roof"]["pct_of_roof"], "excess": row["roof"].get("excess"),

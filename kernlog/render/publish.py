@@ -27,9 +27,9 @@ def publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
         if not bad and (not path.exists() or path.read_text() != text):
             raise KernlogError(f"{rpt.LOG} is out of date: run `kernlog report` and commit the result")
         prose.check(text)
-        stale_plots = [] if bad else rpt.stale_plots(root, sections)
-        if stale_plots:
-            raise KernlogError(f"{len(stale_plots)} plot(s) out of date ({'; '.join(stale_plots)}): "
+        problems = [] if bad else rpt.out_of_date(root, sections)
+        if problems:
+            raise KernlogError(f"the log's pages and plots disagree with profiles/ ({'; '.join(problems)}): "
                                "run `kernlog report` and commit the result")
         if not bad:
             echo(f"{rpt.LOG} and its plots are up to date")

@@ -16,10 +16,10 @@ from kernlog.render.arc import contradictions
 from kernlog.render.facts import collect, stale_figures, unreadable
 
 # What `kernlog report` calls beside render: the facts (collect, unreadable, stale_figures) live in
-# kernlog.render.facts; stale_plots and plot_all cover every file the front page links (the
+# kernlog.render.facts; out_of_date and plot_all cover every file the front page links (the
 # kernel pages and the plots), so `report --check` gates them all.
 __all__ = ["LOG", "HEADER", "collect", "unreadable", "stale_figures", "render", "render_blocks", "splice",
-           "stale_plots", "plot_all"]
+           "out_of_date", "plot_all"]
 
 LOG = "KERNEL_LOG.md"
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
@@ -99,7 +99,7 @@ def render(root: Path, kernels: list, sections: list[dict] | None = None) -> str
     return prose.fill(root, splice(text, render_blocks(collect(root, kernels) if sections is None else sections)))
 
 
-def stale_plots(root: Path, sections: list[dict]) -> list[str]:
+def out_of_date(root: Path, sections: list[dict]) -> list[str]:
     """What `report --check` fails on beside KERNEL_LOG.md: a kernel page out of date or holding
     an unsourced figure, a plot missing or drawn from other data, an SVG in reports/ linked from
     nowhere, and a contradiction between two renderings of one fact."""
