@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernels.common import TUNING_SOURCE, LazyModule
+from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Family, Kernel, Revision, SpeedBar, torch_dtype
 
@@ -66,7 +67,9 @@ def _load_v3():
     return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
 
 
+# The CUDA C ladder (cu0-cu7, cuda_ladder.py) first, naive to wgmma, then the Triton revisions.
 REVISIONS = (
+    *CUDA_REVISIONS,
     Revision("v0_tiled", "triton", (HERE / "v0_tiled.py", TUNING_SOURCE), _load_v0,
              "tiled tl.dot, grouped program order (GROUP_M=8), ReLU + bf16 cast in the epilogue; "
              "tiles and stages autotuned",

@@ -234,6 +234,28 @@ def encode_tensor_maps(a, b) -> bytes:
     return ctypes.string_at(base, 256)
 
 
+class OptIn:
+    """A cupy.RawKernel that kernlog.cuda.launch can opt into more than 48 KB of dynamic shared
+    memory: launch remembers the size it set as an attribute, which CuPy's RawKernel (a compiled
+    class without an instance dict) refuses, so cu6 and cu7 (over 48 KB a block) failed there."""
+    __slots__ = ("fn", "_kl_smem")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._kl_smem = 0
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        return self.fn.max_dynamic_shared_size_bytes
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value: int) -> None:
+        self.fn.max_dynamic_shared_size_bytes = value
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
 def loader(revision: str) -> Callable[[], Callable]:
     """Revision.load for the rung `revision`, planned by PLANS[revision]."""
     _, plan, names = PLANS[revision]
@@ -286,9 +308,9 @@ def loader(revision: str) -> Callable[[], Callable]:
                     if caps.capability != (9, 0):
                         raise Unsupported(f"needs sm_90a (wgmma: compute capability 9.0 exactly), "
                                           f"this GPU ({caps.name}) is {caps.capability[0]}.{caps.capability[1]}")
-                    kernels.update(load_sm90a(src, names))
+                    kernels.update({n: OptIn(f) for n, f in load_sm90a(src, names).items()})
                 else:
-                    kernels.update(cuda.load_module(src, names))
+                    kernels.update({n: OptIn(f) for n, f in cuda.load_module(src, names).items()})
             dims = (numpy.int32(M), numpy.int32(N), numpy.int32(K))
             if step.tma:
                 args = (cuda.ptr(tensor_maps(a, b)), cuda.ptr(out), *dims)
