@@ -47,3 +47,25 @@ def test_a_prose_figure_from_a_stale_profile_carries_the_mark_and_check_fails_wi
         assert "reports/softmax.md is out of date" in report.out_of_date(ROOT, sections)
     finally:
         page.write_text(text)
+
+
+def test_a_fresh_clone_is_clean_after_make_log(tmp_path):
+    """`make log` on a fresh clone rewrites KERNEL_LOG.md, every page and every plot byte for byte
+    (a plot's float printed one digit differently would leave the clone modified). The render
+    runs in a process of its own with another hash seed and an empty matplotlib cache."""
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--shared", str(ROOT), str(clone)], check=True)
+    env = dict(os.environ, PYTHONHASHSEED="12345", MPLCONFIGDIR=str(tmp_path / "mpl"))
+    done = subprocess.run([sys.executable, "-m", "kernlog", "report"], cwd=clone, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout
+    assert status == "", status
