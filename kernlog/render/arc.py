@@ -60,7 +60,7 @@ def point(sw: dict | None, shape: str, dtype: str, first_step: str | None) -> di
     vals = row["values"]
     naive = vals.get(first_step) if first_step else None
     return {"shape": shape, "dtype": dtype, "best": bar["name"], "rate": vals[bar["name"]],
-            "naive": first_step if naive is not None else None, "naive_rate": naive,
+            "naive": first_step, "naive_rate": naive,  # a first step the sweep lacks is named, unrated
             "vs_naive": vals[bar["name"]] / naive if naive else None,
             "best_ref": bar["best_ref"], "vs_ref": bar["vs_ref"], "ref_met": bar["ref_met"],
             "pct_copy": None if bar["of_copy"] is None else 100.0 * bar["of_copy"],
