@@ -322,3 +322,27 @@ def test_taking_a_trace_without_a_gpu_is_the_one_line_no_gpu_error(tmp_path):
     with pytest.raises(NoGpu, match="no CUDA GPU visible"):
         take_trace(lambda: None, tmp_path / "t.json")
     assert not (tmp_path / "t.json").exists()
+
+
+def test_a_stored_triage_gets_its_page_linked_from_the_front_page_and_check_gates_it(tmp_path):
+    from kernlog.registry import kernel_names, load_kernel
+    from kernlog.render import report
+    from tests.helpers import scratch_repo
+
+    root = scratch_repo(tmp_path)
+    kernels = [load_kernel(root, n) for n in kernel_names(root)]
+    sections = report.collect(root, kernels)
+    assert report.TRIAGE_PAGE not in report.pages(root, sections)  # nothing stored: no page, no link
+    assert "reports/triage.md" not in report.render(root, kernels, sections)
+    store.save_triage(root, _record())
+    page = report.pages(root, sections)[report.TRIAGE_PAGE]
+    assert page.startswith("<!-- kernlog:begin triage -->\n# Triage: which kernel to write next")
+    assert "| 1 | fuse aten::add -> aten::gelu (12x) | 20.0 us | 1.250x |" in page
+    assert "[reports/triage.md](reports/triage.md)" in report.render(root, kernels, sections)
+    report.plot_all(root, sections)
+    assert (root / report.TRIAGE_PAGE).read_text() == page
+    assert f"{report.TRIAGE_PAGE} is out of date" not in report.out_of_date(root, sections)
+    store.save_triage(root, _record(candidates=[]))  # re-taken: the committed page no longer says it
+    assert f"{report.TRIAGE_PAGE} is out of date" in report.out_of_date(root, sections)
+    (root / "profiles" / "fake-gpu" / "triage" / "other.json").write_text("{")
+    assert "**Left out:**" in report.pages(root, sections)[report.TRIAGE_PAGE]

@@ -11,9 +11,10 @@ from pathlib import Path
 import jinja2
 
 from kernlog.judge.verdicts import COPY_BAR, HOT_MIN_SAMPLES, LAUNCH_BOUND_US
-from kernlog.render import plots, prose
+from kernlog.render import plots, prose, triage
 from kernlog.render.arc import contradictions
 from kernlog.render.facts import collect, stale_figures, unreadable
+from kernlog.store.triages import all_stored
 
 # What `kernlog report` calls beside render: the facts (collect, unreadable, stale_figures) live in
 # kernlog.render.facts; out_of_date and plot_all cover every file the front page links (the
@@ -32,12 +33,12 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render_blocks(sections: list[dict]) -> dict[str, str]:
-    """The front page's generated block."""
+def render_blocks(sections: list[dict], triaged: bool = False) -> dict[str, str]:
+    """The front page's generated block (`triaged`: reports/triage.md exists, and is linked)."""
     env = _env()
     return {"front": env.get_template("front.md.j2").render(
         sections=sections, stale=stale_figures(sections), copy_bar=COPY_BAR, launch_bound_us=LAUNCH_BOUND_US,
-        hot_min=HOT_MIN_SAMPLES)}
+        hot_min=HOT_MIN_SAMPLES, triaged=triaged)}
 
 
 def page_blocks(s: dict) -> dict[str, str]:
@@ -60,7 +61,14 @@ def pages(root: Path, sections: list[dict]) -> dict[str, str]:
         path = root / rel
         text = path.read_text() if path.exists() else PAGE
         out[rel] = prose.fill(root, splice(text, page_blocks(s)))
+    block = triage.page_block(root)
+    if block is not None:
+        path = root / TRIAGE_PAGE
+        out[TRIAGE_PAGE] = splice(path.read_text() if path.exists() else "", {"triage": block}).lstrip("\n")
     return out
+
+
+TRIAGE_PAGE = "reports/triage.md"
 
 
 def splice(text: str, blocks: dict[str, str]) -> str:
@@ -96,7 +104,8 @@ def render(root: Path, kernels: list, sections: list[dict] | None = None) -> str
     """KERNEL_LOG.md as it should read; pass `sections` (from collect) to reuse them."""
     path = root / LOG
     text = path.read_text() if path.exists() else HEADER
-    return prose.fill(root, splice(text, render_blocks(collect(root, kernels) if sections is None else sections)))
+    sections = collect(root, kernels) if sections is None else sections
+    return prose.fill(root, splice(text, render_blocks(sections, triaged=bool(all_stored(root)))))
 
 
 def out_of_date(root: Path, sections: list[dict]) -> list[str]:

@@ -1,7 +1,9 @@
-"""A stored triage as a short table (the terminal) and as a Markdown section (the log, later)."""
+"""A stored triage as a short table (the terminal) and as a Markdown section (reports/triage.md)."""
 from __future__ import annotations
 
-from kernlog.store.triages import TriageRecord
+from pathlib import Path
+
+from kernlog.store.triages import TriageError, TriageRecord, all_stored, load_triage
 
 TOP = 5
 
@@ -58,3 +60,28 @@ def markdown(rec: TriageRecord, top: int = TOP) -> str:
         out.append(f"| {i} | {title} | {_us(c['saved_us'])} | {c['speedup']:.3f}x | "
                    f"{_evidence(c).replace('|', '/')} |")
     return "\n".join(out) + "\n"
+
+
+PAGE_INTRO = """# Triage: which kernel to write next
+
+`kernlog triage TARGET` traces a PyTorch program on a GPU, profiles under ncu the kernels that cover
+most of its GPU time, places each on its roofline at its minimum bytes and FLOPs, and ranks what a
+new kernel could save: an op's time above its roof, or a chain of memory-bound kernels passing a
+tensor through DRAM that one fused kernel would keep on chip. Each candidate's speedup is the whole
+program's (Amdahl on the measured time per call); the savings of two candidates overlap and do not add.
+[Front page](../KERNEL_LOG.md)."""
+
+
+def page_block(root: Path) -> str | None:
+    """reports/triage.md's generated block: every stored triage's section, a record that cannot be
+    read named in one line; None where no triage is stored."""
+    paths = all_stored(root)
+    if not paths:
+        return None
+    parts = [PAGE_INTRO]
+    for path in paths:
+        try:
+            parts.append(markdown(load_triage(path)).rstrip())
+        except TriageError as e:
+            parts.append(f"**Left out:** {e}")
+    return "\n\n".join(parts) + "\n"

@@ -140,3 +140,8 @@ def stored(root: Path, target: str) -> list[Path]:
     """The stored triages of `target`, one per GPU that has one, by GPU name."""
     name = f"{target_slug(target)}.json"
     return sorted(p for p in (root / "profiles").glob(f"*/{FOLDER}/{name}") if p.is_file())
+
+
+def all_stored(root: Path) -> list[Path]:
+    """Every stored triage, of every target on every GPU, by GPU then target."""
+    return sorted(p for p in (root / "profiles").glob(f"*/{FOLDER}/*.json") if p.is_file())
