@@ -15,7 +15,7 @@ from kernlog.judge.history import timeline
 from kernlog.judge.plausible import impossible
 from kernlog.judge.verdicts import HOT_MIN_SAMPLES, Bands, rate, same_kernel, stale, timing_verdict
 from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
-from kernlog.render import arc, excerpts
+from kernlog.render import agree, arc, excerpts
 from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import profiles as store
@@ -218,6 +218,7 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
             sw = arc.sweep_of(sweeps, lad["gpu"]["name"])
             lad["arc_rows"] = arc.arc_rows(lad, sw, matmul)
             lad["arc_plot"] = f"reports/{kernel.name}_arc_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
+        agree.of_ladders(root, kernel.name, ladders)  # profile vs sweep beyond noise: a note under the arc
         main = ladders[0] if ladders else None
         pay = arc.payoff(ladders)
         steps = [r.name for r in kernel.revisions if r.role == "step"]
