@@ -61,8 +61,8 @@ def _sweep_points(root: Path, slug: str, kernel: str) -> dict:
 def disagreements(lad: dict, points: dict, band: Band) -> list[dict]:
     """The ladder's revisions whose profiled median wall time and swept median at the same
     point, measured on the same source, lie further apart than `band` (widened to the point's
-    measured spread): revision, both times in us, how far apart and the band, relative; "launch_bound": the launch-bound threshold in us where
-    either time is under it (else None)."""
+    measured spread): revision, both times in us, how far apart and the band, relative;
+    "launch_bound": the launch-bound threshold in us where either time is under it, else None."""
     out = []
     for row in lad["rows"]:
         rec = row["rec"]
