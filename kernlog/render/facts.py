@@ -15,7 +15,7 @@ from kernlog.judge.history import timeline
 from kernlog.judge.plausible import impossible
 from kernlog.judge.verdicts import HOT_MIN_SAMPLES, Bands, rate, same_kernel, stale, timing_verdict
 from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
-from kernlog.render import arc
+from kernlog.render import agree, arc, excerpts
 from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import profiles as store
@@ -208,6 +208,7 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
                        (kv[0][1], kv[0][2]) != (format_shape(kernel.profile_shape), kernel.dtypes[0]), kv[0]))]
         for i, lad in enumerate(ladders):  # the first: the kernel's profile shape and first dtype, first GPU
             lad["history"] = _histories(root, kernel.name, lad) if histories and i == 0 else None
+            lad["excerpts"] = excerpts.of_ladder(lad, kernel) if i == 0 else {}  # its steps' source diffs
         for lad in ladders:
             placed = any(row["roof"]["intensity"] is not None for row in lad["rows"])
             lad["roofline"] = (f"reports/{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
@@ -217,6 +218,7 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
             sw = arc.sweep_of(sweeps, lad["gpu"]["name"])
             lad["arc_rows"] = arc.arc_rows(lad, sw, matmul)
             lad["arc_plot"] = f"reports/{kernel.name}_arc_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
+        agree.of_ladders(root, kernel.name, ladders)  # profile vs sweep beyond noise: a note under the arc
         main = ladders[0] if ladders else None
         pay = arc.payoff(ladders)
         steps = [r.name for r in kernel.revisions if r.role == "step"]

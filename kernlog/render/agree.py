@@ -1,0 +1,82 @@
+"""Where a ladder's profiles and its GPU's sweep measured one point apart: the same revision,
+source hash, shape, dtype and GPU, timed by `kernlog profile` (its timing pass) and by
+`kernlog bench`, with medians further apart than noise. The page prints each under the arc
+table, with both figures and the band, instead of showing two figures silently.
+
+The band is the one the sweep's bars judge by: the GPU's calibrated wall-time band
+(kernlog.judge.bands), widened to the point's run-to-run spread where `kernlog bench --repeat`
+measured a wider one. Absolute medians are compared: the profile's wall time comes from
+kernlog's own timing pass (not ncu's clock-locked replay), and on the committed H100 data the
+two agree to a median ratio of 1.00 with no systematic offset, so a ratio against a reference
+would only add the reference's noise. An imported profile (ncu's duration stands for its time)
+is not compared. A disagreement is a measurement fact, not a broken log: a visible note, never
+a `report --check` failure.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernlog.errors import KernlogError
+from kernlog.judge.bands import bands_of
+from kernlog.judge.verdicts import LAUNCH_BOUND_US, Band, launch_bound
+from kernlog.spec import RUN_SPREAD
+from kernlog.store import profiles as store
+
+TIME = "median_ms"  # bench.csv's metric of a point's median time
+
+
+def _field(rec, name: str, default=None):
+    """A profile record's field, whether the record is a dict or an object."""
+    if isinstance(rec, dict):
+        return rec.get(name, default)
+    return getattr(rec, name, default)
+
+
+def of_ladders(root: Path, kernel: str, ladders: list[dict]) -> None:
+    """Sets each ladder's "disagree": its points where profile and sweep disagree beyond noise."""
+    points: dict = {}
+    for lad in ladders:
+        slug = lad["gpu"]["slug"]
+        if slug not in points:
+            points[slug] = _sweep_points(root, slug, kernel)
+        lad["disagree"] = disagreements(lad, points[slug], bands_of(root, slug)("wall_ms")) if points[slug] else []
+
+
+def _sweep_points(root: Path, slug: str, kernel: str) -> dict:
+    """(revision, shape, dtype) -> (median ms, source hash, run-to-run spread) of the GPU's bench.csv."""
+    path = store.kernel_dir(root, slug, kernel) / "bench.csv"
+    if not path.exists():
+        return {}
+    try:
+        df = store.read_bench(root, path)
+    except KernlogError:  # the sweep section names a broken file
+        return {}
+    spread = {(r, sh, d): v for r, sh, d, v, m in zip(df["revision"], df["shape"], df["dtype"], df["value"],
+                                                      df["metric"], strict=True) if m == RUN_SPREAD}
+    return {(r, sh, d): (v, sha, spread.get((r, sh, d)) or 0.0)
+            for r, sh, d, v, sha, m in zip(df["revision"], df["shape"], df["dtype"], df["value"],
+                                           df["source_sha256"], df["metric"], strict=True) if m == TIME}
+
+
+def disagreements(lad: dict, points: dict, band: Band) -> list[dict]:
+    """The ladder's revisions whose profiled median wall time and swept median at the same
+    point, measured on the same source, lie further apart than `band` (widened to the point's
+    measured spread): revision, both times in us, how far apart and the band, relative;
+    "launch_bound": the launch-bound threshold in us where either time is under it, else None."""
+    out = []
+    for row in lad["rows"]:
+        rec = row["rec"]
+        rev = _field(rec, "revision")
+        point = points.get((rev, lad["shape"], lad["dtype"]))
+        sha = _field(rec, "source_sha256")
+        if point is None or _field(rec, "imported") or not sha or point[1] != sha:
+            continue
+        swept, _, spread = point
+        profiled = _field(rec, "metrics")["wall_ms"]
+        wide = Band(max(band.rel, spread), band.abs, band.source)
+        if wide.holds(profiled, swept):
+            continue
+        out.append({"revision": rev, "profile_us": profiled * 1e3, "sweep_us": swept * 1e3,
+                    "apart": abs(profiled - swept) / max(profiled, swept), "band": wide.rel,
+                    "launch_bound": LAUNCH_BOUND_US if launch_bound(min(profiled, swept) * 1e3) else None})
+    return out
