@@ -105,17 +105,18 @@ def ranked_stalls(values: dict) -> list[tuple[str, float]]:
                   key=lambda kv: (kv[1], kv[0]), reverse=True)
 
 
-def ncu_filter(rec: dict) -> str | None:
-    """The regex of kernel names the profile's ncu pass was limited to (Kernel.ncu_kernels), or None."""
-    cmd = rec["ncu"].get("command") or []
+def ncu_filter(prof) -> str | None:
+    """The regex of kernel names the profile's ncu pass (a kernlog.store.record.Profile) was
+    limited to (Kernel.ncu_kernels), or None."""
+    cmd = prof.ncu.command or []
     i = cmd.index("--kernel-name") if "--kernel-name" in cmd else -1
     return cmd[i + 1].removeprefix("regex:") if 0 <= i < len(cmd) - 1 else None
 
 
-def time_shares(rec: dict, n: int = 8) -> list[dict]:
-    """The launch's kernels by GPU time from its CUPTI trace (kernel_times), the longest `n`
-    and the rest as one row: name (shortened), launches, microseconds, share of the total."""
-    kt = rec.get("kernel_times") or {}
+def time_shares(prof, n: int = 8) -> list[dict]:
+    """The launch's kernels by GPU time from its CUPTI trace (a Profile's kernel_times), the
+    longest `n` and the rest as one row: name (shortened), launches, microseconds, share of the total."""
+    kt = prof.kernel_times or {}
     total = kt.get("total_us") or 0.0
     rows = list(kt.get("kernels") or [])
     if not total or not rows:

@@ -12,6 +12,7 @@ from kernlog.capture.profiler import build_record
 from kernlog.cuda import DeviceCaps
 from kernlog.registry import find_root, load_kernel
 from kernlog.store import profiles as store
+from kernlog.store.record import Profile
 
 ROOT = find_root(Path(__file__).parent)
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
@@ -50,6 +51,20 @@ def make_record(revision: str, report: Path = FULL_REP, median_ms: float = 0.1, 
                check={"cases": 1, "worst_rel_error": 0.0})
     rec["ncu"].update(report=f"{revision}.ncu-rep", clock_control="none", sections=[], command=["ncu"])
     return rec
+
+
+def profile_of(rec: dict, check: bool = True) -> Profile:
+    """A record as built (make_record's, or one edited from it) as the typed Profile a loader
+    gives; its report's size, which a save records, is 0 where the record has none yet. With
+    `check` false it is typed unchecked (Profile.from_checked): a record a test cut down to the
+    fields a renderer shows, which no loader would accept."""
+    rec = dict(rec, ncu={"report_bytes": 0, **rec["ncu"]})
+    return Profile.from_dict(rec) if check else Profile.from_checked(rec)
+
+
+def make_profile(revision: str, **kw) -> Profile:
+    """make_record's record as a Profile (profile_of)."""
+    return profile_of(make_record(revision, **kw))
 
 
 def scratch_repo(tmp_path: Path) -> Path:

@@ -12,7 +12,7 @@ from kernlog.judge.plausible import impossible
 from kernlog.metrics import CATALOG, metric
 from kernlog.store import calibrations, lookup
 
-from .helpers import ROOT, SECTIONS_REP, make_record, put, samples, scratch_repo
+from .helpers import ROOT, SECTIONS_REP, make_profile, make_record, profile_of, put, samples, scratch_repo
 
 # --- the timing verdict ---------------------------------------------------------------------------
 
@@ -134,7 +134,7 @@ def test_verdict_is_deterministic():
 def test_the_wall_time_row_always_agrees_with_the_verdict(factor):
     a = make_record("torch", median_ms=0.1)
     b = make_record("torch_compile", median_ms=0.1 * factor, seed=1)
-    d = diff.diff(a, b)
+    d = diff.diff(profile_of(a), profile_of(b))
     row = next(r for r in d["rows"] if r["metric"] == "wall_ms")
     assert row["judgement"] == verdicts.VERDICT_ROW.get(d["timing"]["verdict"], d["timing"]["verdict"])
 
@@ -143,7 +143,7 @@ def test_too_few_samples_reaches_the_row():
     a = make_record("torch")
     b = make_record("torch_compile", seed=1)
     b["timing"]["samples_ms"] = b["timing"]["samples_ms"][:1]
-    d = diff.diff(a, b)
+    d = diff.diff(profile_of(a), profile_of(b))
     assert d["timing"]["verdict"] == "too few samples"
     assert next(r for r in d["rows"] if r["metric"] == "wall_ms")["judgement"] == "too few samples"
     assert "too few samples (n=60 vs 1" in diff.render(d)
@@ -213,7 +213,7 @@ def test_a_real_step_on_the_committed_profiles_reads_right():
 def test_an_a_a_diff_is_all_same():
     a = make_record("torch", median_ms=0.1, seed=1)
     b = make_record("torch", median_ms=0.1, seed=2)
-    d = diff.diff(a, b)
+    d = diff.diff(profile_of(a), profile_of(b))
     assert d["timing"]["verdict"] == "same"
     assert {r["judgement"] for r in d["rows"]} <= {"same", "not collected"}
 
@@ -222,7 +222,7 @@ def test_an_a_a_diff_is_all_same():
 
 def test_every_numeric_json_row_has_its_fields_and_a_unit():
     a, b = make_record("torch", median_ms=0.12), make_record("torch_compile", report=SECTIONS_REP, seed=1)
-    d = json.loads(diff.render(diff.diff(a, b), "json"))
+    d = json.loads(diff.render(diff.diff(profile_of(a), profile_of(b)), "json"))
     assert d["rows"]
     for r in d["rows"]:
         assert {"metric", "unit", "a", "b", "delta", "ratio", "judgement", "band"} <= set(r)
@@ -250,7 +250,7 @@ def test_both_sides_share_one_readable_unit(unit, a, b, shown):
 
 def test_text_rows_print_units():
     a, b = make_record("torch", median_ms=0.012), make_record("torch_compile", median_ms=1.2, seed=1)
-    text = diff.render(diff.diff(a, b))
+    text = diff.render(diff.diff(profile_of(a), profile_of(b)))
     wall = next(ln for ln in text.splitlines() if ln.startswith("wall time (median"))
     assert " ms " in wall and "1.2" in wall and "0.012" in wall
 
@@ -269,7 +269,7 @@ def test_selector_parts_in_any_order():
 def test_committed_references_diff_with_no_options():
     a, b = lookup.resolve_pair(ROOT, lookup.parse_side("softmax/torch@nvidia-h100-80gb-hbm3"),
                                lookup.parse_side("softmax/torch_compile@nvidia-h100-80gb-hbm3"))
-    assert tuple(a["shape"]) == tuple(b["shape"]) == (8192, 4096) and a["dtype"] == b["dtype"] == "fp32"
+    assert tuple(a.shape) == tuple(b.shape) == (8192, 4096) and a.dtype == b.dtype == "fp32"
 
 
 def test_committed_fp32_against_bf16_of_one_revision():
@@ -279,7 +279,7 @@ def test_committed_fp32_against_bf16_of_one_revision():
     assert "dtype fp32 vs bf16" in d["differs"] and "shape 8192x4096 vs 1024x131072" in d["differs"]
     wall = next(r for r in d["rows"] if r["metric"] == "wall_ms")
     assert wall["per"] == "element" and wall["unit"] == "ps/elem"
-    assert wall["a"] == pytest.approx(a["metrics"]["wall_ms"] * 1e9 / (8192 * 4096))
+    assert wall["a"] == pytest.approx(a.metrics["wall_ms"] * 1e9 / (8192 * 4096))
 
 
 def test_one_settled_side_picks_the_others_profile(tmp_path):
@@ -288,7 +288,7 @@ def test_one_settled_side_picks_the_others_profile(tmp_path):
     put(root, make_record("torch", shape=(1024, 4096)))
     put(root, make_record("triton", shape=(1024, 4096)))
     a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
-    assert tuple(a["shape"]) == (1024, 4096)
+    assert tuple(a.shape) == (1024, 4096)
 
 
 def test_remaining_ambiguity_lists_copy_pasteable_choices(tmp_path):
@@ -303,7 +303,7 @@ def test_remaining_ambiguity_lists_copy_pasteable_choices(tmp_path):
     choice = "softmax/torch@1024x4096.fp32.nvidia-h100-80gb-hbm3"
     assert choice in msg
     a, _ = lookup.resolve_pair(root, lookup.parse_side(choice), lookup.parse_side("softmax/triton"))
-    assert tuple(a["shape"]) == (1024, 4096)
+    assert tuple(a.shape) == (1024, 4096)
 
 
 @pytest.mark.parametrize("text,fragment", [
@@ -322,7 +322,7 @@ def test_errors_name_the_fix(text, fragment):
 def test_a_profile_path_is_a_side():
     path = next((ROOT / "profiles").rglob("v0_naive.8192x4096.fp32.json"))
     rec = lookup.resolve_one(ROOT, lookup.parse_side(str(path)))
-    assert rec["revision"] == "v0_naive"
+    assert rec.revision == "v0_naive"
 
 
 def test_the_header_says_what_differs_and_warns():
@@ -330,7 +330,7 @@ def test_the_header_says_what_differs_and_warns():
     b = make_record("torch_compile", seed=1)
     b["kernel"] = "layernorm"
     b["gpu"] = dict(b["gpu"], name="NVIDIA H200", slug="nvidia-h200", driver="590.1")
-    d = diff.diff(a, b)
+    d = diff.diff(profile_of(a), profile_of(b))
     assert "kernel softmax vs layernorm" in d["differs"] and "GPU NVIDIA H100 80GB HBM3 vs NVIDIA H200" in d["differs"]
     assert "driver 580.159.04 vs 590.1" in d["differs"]
     assert any("different kernels" in w for w in d["warnings"])
@@ -341,11 +341,11 @@ def test_clocks_apart_beyond_the_band_warn():
     a, b = make_record("torch"), make_record("torch", seed=1)
     a["timing"]["clocks"] = {"sm_mhz": {"median": 1980.0}, "mem_mhz": {"median": 2619.0}}
     b["timing"]["clocks"] = {"sm_mhz": {"median": 1755.0}, "mem_mhz": {"median": 2619.0}}
-    d = diff.diff(a, b)
+    d = diff.diff(profile_of(a), profile_of(b))
     assert any("SM clock 1980 vs 1755 MHz" == x for x in d["differs"])
     assert any("SM clocks 1980 and 1755 MHz" in w for w in d["warnings"])
     b["timing"]["clocks"]["sm_mhz"]["median"] = 1975.0
-    assert not [w for w in diff.diff(a, b)["warnings"] if "clock" in w]
+    assert not [w for w in diff.diff(profile_of(a), profile_of(b))["warnings"] if "clock" in w]
 
 
 # --- noise bands -----------------------------------------------------------------------------------
@@ -386,23 +386,23 @@ def _band(spread_wall, runs=5):
 def test_a_calibration_sets_the_band_and_says_so(tmp_path):
     root = scratch_repo(tmp_path)
     a, b = make_record("torch"), make_record("torch_compile", seed=1)
-    assert bands.bands_for(root, a, b)("wall_ms").source == "default (time)"
+    assert bands.bands_for(root, profile_of(a), profile_of(b))("wall_ms").source == "default (time)"
     _calibration(root, 0.04, revision="v0_naive")
-    band = bands.bands_for(root, a, b)("wall_ms")
+    band = bands.bands_for(root, profile_of(a), profile_of(b))("wall_ms")
     assert band.rel == pytest.approx(_band(0.04))
     assert band.source == "calibrated on nvidia-h100-80gb-hbm3: softmax/v0_naive"
     _calibration(root, 0.06, revision="torch")  # the widest of the GPU's calibrations
-    assert bands.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.06))
+    assert bands.bands_for(root, profile_of(a), profile_of(b))("wall_ms").rel == pytest.approx(_band(0.06))
     _calibration(root, 0.01, revision="torch")  # a side's own narrower calibration does not narrow it
-    assert bands.bands_for(root, a, b)("wall_ms").rel == pytest.approx(_band(0.04))
+    assert bands.bands_for(root, profile_of(a), profile_of(b))("wall_ms").rel == pytest.approx(_band(0.04))
     # a spread measured on a value near zero is no relative band: the default stays
-    assert bands.bands_for(root, a, b)("stall_wait").source == "default (stall)"
+    assert bands.bands_for(root, profile_of(a), profile_of(b))("stall_wait").source == "default (stall)"
 
 
 def test_a_calibrated_time_band_is_never_under_the_floor(tmp_path):
     root = scratch_repo(tmp_path)
     _calibration(root, 0.001)
-    band = bands.bands_for(root, make_record("torch"), make_record("torch", seed=1))("wall_ms")
+    band = bands.bands_for(root, make_profile("torch"), make_profile("torch", seed=1))("wall_ms")
     assert band.rel == verdicts.FLOOR["time"] and band.source.startswith("calibrated")
 
 
@@ -428,20 +428,20 @@ def test_across_gpus_the_default_bands_apply(tmp_path):
     _calibration(root, 0.001)
     a, b = make_record("torch"), make_record("torch", seed=1)
     b["gpu"] = dict(b["gpu"], slug="nvidia-h200", name="NVIDIA H200")
-    assert bands.bands_for(root, a, b)("wall_ms").source == "default (time)"
+    assert bands.bands_for(root, profile_of(a), profile_of(b))("wall_ms").source == "default (time)"
 
 
 # --- impossible numbers ----------------------------------------------------------------------------
 
 def test_bandwidth_over_the_copy_ceiling_is_flagged():
     rec = make_record("torch", median_ms=0.1)
-    assert impossible(rec, 0.035) == []
+    assert impossible(profile_of(rec), 0.035) == []
     rec["metrics"]["wall_ms"] = rec["bytes_moved"] / 3300e6  # 3.3 TB/s against a 3.0 copy
-    flags = impossible(rec, 0.035)
+    flags = impossible(profile_of(rec), 0.035)
     assert len(flags) == 1 and "exceeds the measured copy ceiling" in flags[0]
     rec["metrics"]["wall_ms"] = rec["bytes_moved"] / 3400e6  # past the H100's 3.35 TB/s spec
-    assert "spec peak" in impossible(rec, 0.035)[0]
-    d = diff.diff(make_record("torch"), rec)
+    assert "spec peak" in impossible(profile_of(rec), 0.035)[0]
+    d = diff.diff(make_profile("torch"), profile_of(rec))
     assert d["flags"] and "IMPOSSIBLE" in diff.render(d)
 
 
@@ -450,39 +450,39 @@ def test_a_broken_profile_of_another_shape_does_not_block(tmp_path):
     put(root, make_record("torch"))
     bad = put(root, make_record("torch", shape=(4096, 1024)))
     bad.write_text("{not json")
-    assert lookup.resolve_one(root, lookup.parse_side("softmax/torch@8192x4096"))["dtype"] == "fp32"
+    assert lookup.resolve_one(root, lookup.parse_side("softmax/torch@8192x4096")).dtype == "fp32"
     with pytest.raises(KernlogError, match="torch.4096x1024.fp32.json"):
         lookup.resolve_one(root, lookup.parse_side("softmax/torch@4096x1024"))
     rec = lookup.resolve_one(root, lookup.parse_side("softmax/torch@fp32"))  # the declared shape: the bad one named
-    assert tuple(rec["shape"]) == (8192, 4096) and "torch.4096x1024.fp32.json" in rec["_skipped"][0]
+    assert tuple(rec.shape) == (8192, 4096) and "torch.4096x1024.fp32.json" in rec.skipped[0]
 
 
 def test_another_tuned_config_is_named_in_the_header():
     a, b = make_record("torch"), make_record("torch", seed=1)
     a["config"] = {"'v7'|8192|4096|'fp32'|True": "Launch(block=128)"}
     b["config"] = {"'v7'|8192|4096|'fp32'|True": "Launch(block=256)"}
-    d = diff.diff(a, b)
+    d = diff.diff(profile_of(a), profile_of(b))
     assert any(x.startswith("tuned config 'v7'|8192|4096|'fp32'|True: Launch(block=128) vs Launch(block=256)")
                for x in d["differs"])
     assert any("picked another config" in w for w in d["warnings"])
     b["config"] = dict(a["config"])
-    assert not [x for x in diff.diff(a, b)["differs"] if "config" in x]
+    assert not [x for x in diff.diff(profile_of(a), profile_of(b))["differs"] if "config" in x]
 
 
 def test_an_imported_profile_is_bounded_by_the_spec_not_the_event_timed_copy():
     rec = make_record("torch", median_ms=0.1)
     rec["metrics"]["wall_ms"] = rec["bytes_moved"] / 3200e6  # 3.2 TB/s: over the 3.0 copy, under the 3.35 spec
-    assert impossible(rec, 0.035)
+    assert impossible(profile_of(rec), 0.035)
     rec["timing"]["source"] = "ncu duration"
-    assert impossible(rec, 0.035) == []
+    assert impossible(profile_of(rec), 0.035) == []
     rec["metrics"]["wall_ms"] = rec["bytes_moved"] / 3400e6
-    assert "spec peak" in impossible(rec, 0.035)[0]
+    assert "spec peak" in impossible(profile_of(rec), 0.035)[0]
 
 
 def test_an_unknown_driver_is_no_difference():
     a, b = make_record("torch"), make_record("torch", seed=1)
     b["gpu"] = dict(b["gpu"], driver="unknown")
-    assert not [x for x in diff.diff(a, b)["differs"] if x.startswith("driver")]
+    assert not [x for x in diff.diff(profile_of(a), profile_of(b))["differs"] if x.startswith("driver")]
 
 
 def test_two_ambiguous_sides_meet_on_the_one_key_they_share(tmp_path):
@@ -492,7 +492,7 @@ def test_two_ambiguous_sides_meet_on_the_one_key_they_share(tmp_path):
     for shape in ((1024, 4096), (2048, 2048)):
         put(root, make_record("triton", shape=shape))
     a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
-    assert tuple(a["shape"]) == tuple(b["shape"]) == (1024, 4096)
+    assert tuple(a.shape) == tuple(b.shape) == (1024, 4096)
 
 
 def test_the_declared_profile_shape_wins_before_anything_else(tmp_path):
@@ -501,9 +501,9 @@ def test_the_declared_profile_shape_wins_before_anything_else(tmp_path):
         put(root, make_record("torch", shape=shape))
         put(root, make_record("triton", shape=shape))
     a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
-    assert tuple(a["shape"]) == tuple(b["shape"]) == (8192, 4096)
+    assert tuple(a.shape) == tuple(b.shape) == (8192, 4096)
     a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch@1024x4096"), lookup.parse_side("softmax/triton"))
-    assert tuple(a["shape"]) == (1024, 4096) and tuple(b["shape"]) == (8192, 4096)  # each side its own default
+    assert tuple(a.shape) == (1024, 4096) and tuple(b.shape) == (8192, 4096)  # each side its own default
 
 
 def test_a_settled_side_is_followed_on_dtype_and_gpu_when_the_shape_differs(tmp_path):
@@ -512,7 +512,7 @@ def test_a_settled_side_is_followed_on_dtype_and_gpu_when_the_shape_differs(tmp_
     put(root, make_record("triton", shape=(2048, 2048), dtype="fp32"))
     put(root, make_record("triton", shape=(2048, 2048), dtype="bf16"))
     a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
-    assert b["dtype"] == "fp32" and tuple(a["shape"]) == (4096, 1024)
+    assert b.dtype == "fp32" and tuple(a.shape) == (4096, 1024)
 
 
 def test_a_revision_profiled_on_two_gpus_asks_which_where_no_default_gpu_has_it(monkeypatch):
@@ -564,10 +564,11 @@ def test_stale_only_where_the_revision_is_known_and_its_hash_differs():
 
 
 def test_rate_of_a_profile():
-    rec = {"metrics": {"wall_ms": 0.5}, "bytes_moved": 1e9, "ceilings": {"copy_gbps": 4000.0,
-                                                                        "matmul_bf16_tflops": None}}
-    assert verdicts.rate(rec) == {"us": 500.0, "gbps": 2000.0, "pct_copy": 50.0}
-    r = verdicts.rate(dict(rec, flops=1e9, ceilings={"copy_gbps": None, "matmul_bf16_tflops": 400.0}))
+    rec = make_record("torch")
+    rec.update(metrics=dict(rec["metrics"], wall_ms=0.5), bytes_moved=int(1e9), flops=None,
+               ceilings={"copy_gbps": 4000.0, "matmul_bf16_tflops": None})
+    assert verdicts.rate(profile_of(rec)) == {"us": 500.0, "gbps": 2000.0, "pct_copy": 50.0}
+    r = verdicts.rate(profile_of(dict(rec, flops=1e9, ceilings={"copy_gbps": None, "matmul_bf16_tflops": 400.0})))
     assert r["pct_copy"] is None and r["tflops"] == pytest.approx(2.0) and r["pct_matmul"] == pytest.approx(0.5)
 
 
@@ -575,5 +576,6 @@ def test_bands_of_a_gpu_are_those_bands_for_gives_a_pair_on_it(tmp_path):
     root = scratch_repo(tmp_path)
     _calibration(root, 0.05)
     a, b = make_record("torch"), make_record("torch", seed=1)
-    assert bands.bands_of(root, a["gpu"]["slug"])("wall_ms") == bands.bands_for(root, a, b)("wall_ms")
+    a, b = profile_of(a), profile_of(b)
+    assert bands.bands_of(root, a.gpu.slug)("wall_ms") == bands.bands_for(root, a, b)("wall_ms")
     assert bands.bands_of(root, "nvidia-h200")("wall_ms").source == "default (time)"

@@ -10,7 +10,7 @@ from kernlog.capture import ncu as ncurep
 from kernlog.judge import hotlines
 from kernlog.render import show
 
-from .helpers import FIXTURES, FULL_REP, ROOT, make_record
+from .helpers import FIXTURES, FULL_REP, ROOT, make_record, profile_of
 
 CUDA_V0 = FIXTURES / "cuda_softmax_v0_naive_8192x4096_fp32.ncu-rep"  # kernlog profile softmax --rev v0_naive
 
@@ -75,12 +75,12 @@ def test_moved_matches_lines_by_text_and_ranks_by_the_size_of_the_move():
 def test_show_lists_the_hot_lines_or_says_why_there_are_none():
     rec = make_record("v0_naive")
     rec["hotspots"] = _hot(CUDA_V0, ROOT / "kernels/softmax/v0_naive.cu")
-    text = "\n".join(show.hot_lines(rec))
+    text = "\n".join(show.hot_lines(profile_of(rec)))
     assert "kernels/softmax/v0_naive.cu:24" in text and "long_scoreboard 90%" in text
     rec.pop("hotspots")
-    assert "not collected (profiled before kernlog extracted them; re-profile)" in show.hot_lines(rec)[0]
+    assert "not collected (profiled before kernlog extracted them; re-profile)" in show.hot_lines(profile_of(rec))[0]
     rec["hotspots"] = None
-    assert "holds no PC samples" in show.hot_lines(rec)[0]
+    assert "holds no PC samples" in show.hot_lines(profile_of(rec))[0]
 
 
 def test_the_capture_stores_hot_spots_in_the_profile():
@@ -101,7 +101,7 @@ def test_diff_renders_the_moved_lines_in_text_and_markdown():
     b["hotspots"] = {"kernel": "k", "samples": 10, "lines": [
         {"file": "kernlog/include/kl_cuda.cuh", "line": 103, "share": 0.14, "stall": "short_scoreboard",
          "text": "s = a | b;"}]}
-    d = diff.diff(a, b)
+    d = diff.diff(profile_of(a), profile_of(b))
     text = diff.render(d).splitlines()
     i = text.index("source lines whose share of the warp samples moved (before -> after, leading stall):")
     assert text[i + 1].split() == ["34%", "->", "-", "kernels/softmax/v4_vectorized.cu:49", "long_scoreboard",

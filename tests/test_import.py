@@ -42,21 +42,21 @@ def test_import_then_show_says_not_collected_and_provenance_comes_from_the_repor
     assert r.exit_code == 0, r.output
     assert r.output.strip() == f"{GPU_DIR}/ncu_probe.8192x4096.fp32.json"
     rec = store.load_profile(repo, repo / r.output.strip())  # the integrity loader every read uses
-    assert rec["gpu"]["name"] == "NVIDIA H100 80GB HBM3" and rec["gpu"]["sm_count"] == 132
-    assert rec["gpu"]["capability"] == "9.0" and rec["gpu"]["cuda"] == "13.0"
-    assert rec["gpu"]["driver"] == "unknown"  # ncu 2025.3.1 records none
-    assert rec["versions"]["ncu"] == "2025.3.1.0"
-    assert rec["captured_at"].startswith("2026-11-22T")
-    assert rec["ncu"]["clock_control"] == "none" and rec["ncu"]["cache_control"] == "all"
-    assert rec["ncu"]["sections"] == ["SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats",
-                                      "MemoryWorkloadAnalysis"]
+    assert rec.gpu.name == "NVIDIA H100 80GB HBM3" and rec.gpu.rest["sm_count"] == 132
+    assert rec.gpu.rest["capability"] == "9.0" and rec.gpu.rest["cuda"] == "13.0"
+    assert rec.gpu.driver == "unknown"  # ncu 2025.3.1 records none
+    assert rec.versions["ncu"] == "2025.3.1.0"
+    assert rec.captured_at.startswith("2026-11-22T")
+    assert rec.ncu.clock_control == "none" and rec.ncu.rest["cache_control"] == "all"
+    assert rec.ncu.rest["sections"] == ["SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats",
+                                        "MemoryWorkloadAnalysis"]
     sha = hashlib.sha256(SECTIONS_REP.read_bytes()).hexdigest()
-    assert rec["imported"]["sha256"] == sha == rec["ncu"]["report_sha256"]
-    assert rec["imported"]["file"] == SECTIONS_REP.name
-    assert rec["source_sha256"] is None and rec["role"] == "reference"
-    assert rec["timing"]["samples_ms"] == [pytest.approx(0.08464)] and rec["timing"]["source"] == "ncu duration"
-    assert rec["metrics"]["dram_mb"] is None and rec["metrics"]["instructions"] is None
-    assert rec["ceilings"]["copy_gbps"] is None  # this GPU has no ceilings.json here
+    assert rec.imported["sha256"] == sha == rec.ncu.report_sha256
+    assert rec.imported["file"] == SECTIONS_REP.name
+    assert rec.source_sha256 is None and rec.role == "reference"
+    assert rec.timing.samples_ms == [pytest.approx(0.08464)] and rec.timing.source == "ncu duration"
+    assert rec.metrics["dram_mb"] is None and rec.metrics["instructions"] is None
+    assert rec.ceilings["copy_gbps"] is None  # this GPU has no ceilings.json here
     out = run(repo, "show", "softmax/ncu_probe")
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
@@ -128,7 +128,7 @@ def test_an_existing_profile_is_kept_without_force(repo):
     r = imp(repo, FULL_REP, "ncu_probe", "--range", "kl", "--force")
     assert r.exit_code == 0, r.output
     assert json.loads(path.read_text())["imported"]["file"] == FULL_REP.name
-    assert store.load_profile(repo, path)["ncu"]["report_bytes"] == FULL_REP.stat().st_size
+    assert store.load_profile(repo, path).ncu.report_bytes == FULL_REP.stat().st_size
 
 
 def test_several_launches_without_a_range_are_all_the_revisions_kernels(repo, monkeypatch):

@@ -296,10 +296,12 @@ def test_prune_removes_at_reports_and_their_profiles_still_load(tmp_path):
     assert result.exit_code == 0 and (at / rep.name).exists() and "would free" in result.output
     result = CliRunner().invoke(main, ["--root", str(root), "prune"])
     assert result.exit_code == 0, result.output
-    assert not list(at.glob("*.ncu-rep")) and store.load_profile(root, now)["ncu"].get("pruned") is None
+    assert not list(at.glob("*.ncu-rep")) and store.load_profile(root, now).ncu.pruned is None
     rec = store.load_profile(root, at / tmp.name)  # its report gone on purpose: still loads
-    assert "--at " + "c" * 40 in rec["ncu"]["pruned"]["again"] and rec["metrics"]["wall_ms"] > 0
-    (at / tmp.name).write_text(json.dumps(dict(rec, ncu={k: v for k, v in rec["ncu"].items() if k != "pruned"})))
+    assert "--at " + "c" * 40 in rec.ncu.pruned["again"] and rec.metrics["wall_ms"] > 0
+    data = rec.to_dict()
+    del data["ncu"]["pruned"]
+    (at / tmp.name).write_text(json.dumps(data))
     with pytest.raises(store.ProfileError, match="is missing"):  # without the mark a missing report is an error
         store.load_profile(root, at / tmp.name)
 
@@ -331,4 +333,4 @@ def test_the_cpu_remedy_is_a_command_that_restores_the_committed_files(tmp_path,
     assert str(path.relative_to(root)) in named
     assert (str(report.relative_to(root)) in named) == (damage == "truncate the report")
     git(root, *shlex.split(command)[1:])
-    assert store.load_profile(root, path)["revision"] == "torch"
+    assert store.load_profile(root, path).revision == "torch"

@@ -28,7 +28,7 @@ def test_check_fails_when_the_front_page_and_its_sweep_disagree():
 def test_check_fails_on_a_step_claiming_a_change_over_the_same_kernel():
     sections = _sections()
     s = next(s for s in sections if s["kernel"].name == "softmax")
-    row = next(r for r in s["ladders"][0]["rows"] if r["rec"]["revision"] == "v8_split")
+    row = next(r for r in s["ladders"][0]["rows"] if r["rec"].revision == "v8_split")
     assert row["same_as"] == "v5_tuned" and "verdict" not in row  # the renderer claims nothing
     row["verdict"] = "faster"
     assert any("v8_split claims a change (faster) over v7_bf16_packed" in c for c in arc.contradictions(sections))

@@ -11,7 +11,7 @@ from kernlog.store import keys, lookup
 from kernlog.store import profiles as store
 from kernlog.store.keys import ProfileKey
 
-from .helpers import GPU, ROOT, git, git_repo, make_record, put, scratch_repo
+from .helpers import GPU, ROOT, git, git_repo, make_record, profile_of, put, scratch_repo
 
 H100, H200 = "nvidia-h100-80gb-hbm3", "nvidia-h200"
 
@@ -56,8 +56,9 @@ def test_an_unknown_part_names_the_text_as_typed_with_its_ref():
 
 
 def test_a_key_of_a_record_and_of_a_path(tmp_path):
-    rec = dict(make_record("torch"), _commit="a" * 40)
-    k = ProfileKey.of(rec)
+    prof = profile_of(dict(make_record("torch"), _commit="a" * 40))
+    k = ProfileKey.of(prof)
+    assert prof.key == k
     assert k == ProfileKey("softmax", "torch", (8192, 4096), "fp32", H100, "a" * 40)
     path = keys.profile_json(tmp_path, k)
     assert path == tmp_path / "profiles" / H100 / "softmax" / "torch.8192x4096.fp32.json"
@@ -85,19 +86,19 @@ def test_every_path_is_one_function(tmp_path):
 
 def test_this_machines_gpu_wins_then_the_primary(monkeypatch):
     rec = lookup.resolve_one(ROOT, lookup.parse_side("softmax/v5_tuned"))
-    assert rec["gpu"]["slug"] == H100
-    assert rec["_gpu_choice"] == {"chosen": H100, "why": "primary GPU", "others": [H200]}
+    assert rec.gpu.slug == H100
+    assert rec.gpu_choice == {"chosen": H100, "why": "primary GPU", "others": [H200]}
     monkeypatch.setattr(lookup, "this_gpu", lambda: H200)
     rec = lookup.resolve_one(ROOT, lookup.parse_side("softmax/v5_tuned"))
-    assert rec["_gpu_choice"] == {"chosen": H200, "why": "this machine's GPU", "others": [H100]}
+    assert rec.gpu_choice == {"chosen": H200, "why": "this machine's GPU", "others": [H100]}
     a, b = lookup.resolve_pair(ROOT, lookup.parse_side("softmax/v0_naive"), lookup.parse_side("softmax/v1_block_smem"))
-    assert a["gpu"]["slug"] == b["gpu"]["slug"] == H200
-    assert "_gpu_choice" not in lookup.resolve_one(ROOT, lookup.parse_side("softmax/v5_tuned@nvidia-h200"))
+    assert a.gpu.slug == b.gpu.slug == H200
+    assert lookup.resolve_one(ROOT, lookup.parse_side("softmax/v5_tuned@nvidia-h200")).gpu_choice is None
 
 
 def test_no_choice_is_recorded_where_none_was_made(monkeypatch):
     rec = lookup.resolve_one(ROOT, lookup.parse_side("softmax/v7_bf16_packed@1024x131072.bf16.nvidia-h100-80gb-hbm3"))
-    assert "_gpu_choice" not in rec and "_skipped" not in rec
+    assert rec.gpu_choice is None and rec.skipped == []
 
 
 def test_the_primary_gpu_is_the_setting_else_the_most_profiled(tmp_path):
@@ -112,15 +113,15 @@ def test_the_primary_gpu_is_the_setting_else_the_most_profiled(tmp_path):
 
 
 def test_a_short_gpu_name_means_the_one_stored_slug_it_is_part_of(tmp_path):
-    assert lookup.resolve_one(ROOT, lookup.parse_side("softmax/v5_tuned@h200"))["gpu"]["slug"] == H200
-    assert lookup.resolve_one(ROOT, lookup.parse_side("softmax/v5_tuned", gpu="h100"))["gpu"]["slug"] == H100
+    assert lookup.resolve_one(ROOT, lookup.parse_side("softmax/v5_tuned@h200")).gpu.slug == H200
+    assert lookup.resolve_one(ROOT, lookup.parse_side("softmax/v5_tuned", gpu="h100")).gpu.slug == H100
     root = scratch_repo(tmp_path)
     put(root, on(H100, make_record("torch")))
     put(root, on("nvidia-h100-pcie", make_record("torch")))
     with pytest.raises(KernlogError, match=f"GPU 'h100' in softmax/torch@h100 matches several stored GPUs: "
                                            f"{H100}, nvidia-h100-pcie"):
         lookup.resolve_one(root, lookup.parse_side("softmax/torch@h100"))
-    assert lookup.resolve_one(root, lookup.parse_side("softmax/torch@pcie"))["gpu"]["slug"] == "nvidia-h100-pcie"
+    assert lookup.resolve_one(root, lookup.parse_side("softmax/torch@pcie")).gpu.slug == "nvidia-h100-pcie"
 
 
 def test_a_ref_side_keeps_its_ref_in_every_suggestion(tmp_path, monkeypatch):
@@ -138,7 +139,7 @@ def test_a_ref_side_keeps_its_ref_in_every_suggestion(tmp_path, monkeypatch):
         lookup.resolve_one(root, lookup.parse_side("HEAD:softmax/torch@bf16"))
     monkeypatch.setattr(lookup, "primary_gpu", lambda root: H200)
     rec = lookup.resolve_one(root, lookup.parse_side("HEAD:softmax/torch"))
-    assert rec["gpu"]["slug"] == H200 and rec["_gpu_choice"]["others"] == [H100]
+    assert rec.gpu.slug == H200 and rec.gpu_choice["others"] == [H100]
 
 
 # --- files that do not load --------------------------------------------------------------------------
@@ -151,10 +152,10 @@ def test_an_empty_profile_on_another_gpu_does_not_block_the_good_one(tmp_path):
     empty.parent.mkdir(parents=True)
     empty.write_text("")
     rec = lookup.resolve_one(root, lookup.parse_side("softmax/torch"))  # raised before: the empty file might be meant
-    assert rec["gpu"]["slug"] == H100 and len(rec["_skipped"]) == 1
-    assert f"profiles/{H200}/softmax/torch.8192x4096.fp32.json" in rec["_skipped"][0]
+    assert rec.gpu.slug == H100 and len(rec.skipped) == 1
+    assert f"profiles/{H200}/softmax/torch.8192x4096.fp32.json" in rec.skipped[0]
     a, b = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/triton"))
-    assert a["gpu"]["slug"] == b["gpu"]["slug"] == H100 and a["_skipped"] and "_skipped" not in b
+    assert a.gpu.slug == b.gpu.slug == H100 and a.skipped and b.skipped == []
     with pytest.raises(store.ProfileError, match="not valid JSON"):  # the only match is still an error
         lookup.resolve_one(root, lookup.parse_side("softmax/torch@h200"))
 
@@ -166,8 +167,8 @@ def test_stray_files_beside_a_good_profile_are_named_not_fatal(tmp_path):
     (good.parent / "torch.8192x4096.fp32.json.bak").write_bytes(b"")
     (good.parent / ".torch.8192x4096.fp32.json").write_bytes(b"")
     rec = lookup.resolve_one(root, lookup.parse_side("softmax/torch"))
-    assert rec["_path"] == str(good.relative_to(root))
-    assert len(rec["_skipped"]) == 1 and "torch.8192x4096.fp32.copy.json" in rec["_skipped"][0]
+    assert rec.path == str(good.relative_to(root))
+    assert len(rec.skipped) == 1 and "torch.8192x4096.fp32.copy.json" in rec.skipped[0]
     good.unlink()
     with pytest.raises(store.ProfileError, match="fp32.copy.json"):  # nothing else: the stray is the error
         lookup.resolve_one(root, lookup.parse_side("softmax/torch"))

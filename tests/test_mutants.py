@@ -18,7 +18,7 @@ from kernlog.render import facts
 from kernlog.run import gate
 from kernlog.store import profiles as store
 
-from .helpers import GPU, ROOT, SECTIONS_REP, kernel_page, make_record, scratch_repo
+from .helpers import GPU, ROOT, SECTIONS_REP, kernel_page, make_record, profile_of, scratch_repo
 
 # --- a metric's good direction --------------------------------------------------------------------
 
@@ -155,14 +155,14 @@ def _ladder():
     # every record holds the one fixture report's kernel: v1 its own, or it is "same kernel as v0_naive"
     recs[1]["facts"]["main_kernel"] = "softmax_block_smem"
     order = [r.name for r in load_kernel(ROOT, "softmax").revisions]
-    return recs, facts.ladder(list(reversed(recs)), order)
+    return recs, facts.ladder([profile_of(r) for r in reversed(recs)], order)
 
 
 def test_the_ladder_keeps_counterparts_and_says_speedup_vs_the_previous_step():
     recs, lad = _ladder()
     wall = {r["revision"]: r["metrics"]["wall_ms"] for r in recs}
-    rows = {row["rec"]["revision"]: row for row in lad["rows"]}
-    assert [row["rec"]["revision"] for row in lad["rows"]] == ["v0_naive", "v1_block_smem", "triton", "torch"]
+    rows = {row["rec"].revision: row for row in lad["rows"]}
+    assert [row["rec"].revision for row in lad["rows"]] == ["v0_naive", "v1_block_smem", "triton", "torch"]
     assert lad["ref"] == "torch" and lad["tuned"] == "v1_block_smem"
     assert "base" not in rows["v0_naive"] and "base" not in rows["torch"]
     v1 = rows["v1_block_smem"]
@@ -445,7 +445,7 @@ def _shown():
 def test_show_prints_every_value_with_its_unit():
     from kernlog.render import show
 
-    assert show.render(ROOT, _shown()).splitlines() == [
+    assert show.render(ROOT, profile_of(_shown(), check=False)).splitlines() == [
         "softmax/v1_block_smem  8192x4096 fp32  on NVIDIA H100 80GB HBM3  (profiles/x.json)",
         "captured 2026-11-22T00:00:00+00:00 at commit abc (dirty)",
         "change: one block per row",
@@ -475,7 +475,7 @@ def test_show_of_an_imported_report_says_what_is_unknown():
     rec.update(git={"commit": None, "dirty": "unknown"}, imported={"file": "a.ncu-rep", "sha256": "f" * 64},
                config=None, predicts="", facts={})
     rec["timing"].update(source="ncu duration", clocks={})
-    lines = show.render(ROOT, rec).splitlines()
+    lines = show.render(ROOT, profile_of(rec, check=False)).splitlines()
     assert lines[1:4] == [
         "captured 2026-11-22T00:00:00+00:00 at commit unknown (whether the tree was dirty: unknown)",
         "imported from a.ncu-rep (sha256 ffffffffffffffff...), not captured by kernlog: the source it ran is unknown",
@@ -483,10 +483,10 @@ def test_show_of_an_imported_report_says_what_is_unknown():
     assert lines[4] == "time: 100 us, ncu's duration of the profiled launch (no wall-time samples); 2.684 TB/s achieved"
     assert not any("wall time" in ln or "predicts" in ln or "config" in ln for ln in lines)
     assert "  occupancy limiter: not collected; kernels: " in lines
-    data = json.loads(show.render(ROOT, rec, fmt="json"))
+    data = json.loads(show.render(ROOT, profile_of(rec, check=False), fmt="json"))
     assert "_path" not in data and data["flags"] == [] and data["revision"] == "v1_block_smem"
     rec["metrics"]["wall_ms"] = 0.05  # 5.4 TB/s: over the H100's copy ceiling
-    assert show.render(ROOT, rec).splitlines()[-1].startswith("IMPOSSIBLE: ")
+    assert show.render(ROOT, profile_of(rec, check=False)).splitlines()[-1].startswith("IMPOSSIBLE: ")
 
 
 # --- kernlog diff's text and markdown -------------------------------------------------------------
@@ -499,7 +499,7 @@ def _step_pair():
                     "instructions": 10.0, "l2_hit_pct": 50.0}
     a["findings"] = [{"title": "Gone", "rule": "R1", "message": "m", "speedup_pct": 5.0}]
     b["findings"] = [{"title": "New", "rule": "R2", "message": "m", "speedup_pct": 5.0}]
-    return diff.diff(a, b)
+    return diff.diff(profile_of(a, check=False), profile_of(b, check=False))
 
 
 HEAD = ["wall time: FASTER: median ratio 0.500 (p=3.6e-21, band +-3.5% default (time), 60 vs 60 samples)"]
@@ -545,7 +545,7 @@ def test_diff_of_two_shapes_is_per_element_and_warns():
     a["metrics"] = {"wall_ms": a["metrics"]["wall_ms"], "dram_mb": 500.0}
     b["metrics"] = {"wall_ms": b["metrics"]["wall_ms"], "dram_mb": 125.0}
     b["bytes_moved"] *= 8  # 21 TB/s: impossible
-    d = diff.diff(a, b)
+    d = diff.diff(profile_of(a, check=False), profile_of(b, check=False))
     warn = "warning: shapes differ: times and amounts are compared per element"
     flag = ("IMPOSSIBLE: softmax/v0_naive: achieved bandwidth (bytes moved / wall time) 21471 GB/s exceeds the GPU's "
             "spec peak 3350 GB/s: a measurement bug, not a win")
@@ -598,6 +598,7 @@ def test_a_retimed_diff_judges_the_new_samples_and_says_so():
     a, b = make_record("v0_naive", median_ms=0.2), make_record("v1_block_smem", median_ms=0.1, seed=1)
     retimed = {"a": samples(0.1, seed=3), "b": samples(0.1, seed=4), "rounds": 3, "round_ratios": [1.0] * 3,
                "clocks": None, "stale": ["softmax/v0_naive"]}
+    a, b = profile_of(a), profile_of(b)
     d = diff.diff(a, b, retimed=retimed)
     assert d["timing"]["verdict"] == "same" and d["timing"]["rounds"] == 3
     text = diff.render(d).splitlines()
@@ -611,14 +612,15 @@ def test_diff_names_every_difference_of_the_sides_and_warns():
     a = make_record("v6_autotuned", median_ms=0.2)
     a.update(_path="p/a.json", config={"BLOCK": 256, "W": 4})
     a["timing"]["clocks"] = {"sm_mhz": {"median": 2000.0}, "mem_mhz": {"median": 2619.0}}
-    sa = diff.side(a)
+    sa = diff.side(profile_of(a))
     assert sa == {"label": "softmax/v6_autotuned", "kernel": "softmax", "revision": "v6_autotuned",
                   "shape": [8192, 4096], "dtype": "fp32", "gpu": "NVIDIA H100 80GB HBM3",
                   "gpu_slug": "nvidia-h100-80gb-hbm3", "driver": "580.159.04", "commit": "0" * 40, "path": "p/a.json",
                   "selector": "softmax/v6_autotuned@8192x4096.fp32.nvidia-h100-80gb-hbm3", "sm_mhz": 2000.0,
                   "mem_mhz": 2619.0, "config": {"BLOCK": 256, "W": 4}, "stored_in": None, "gpu_choice": None,
                   "_skipped": []}
-    assert diff.side(dict(a, git=None, timing={}))["commit"] is None
+    no_clocks = dict(a, git={"commit": None}, timing={k: v for k, v in a["timing"].items() if k != "clocks"})
+    assert diff.side(profile_of(no_clocks))["commit"] is None and diff.side(profile_of(no_clocks))["sm_mhz"] is None
     sb = dict(sa, sm_mhz=1500.0, mem_mhz=1593.0, config={"BLOCK": 512, "W": 8}, driver="590", dtype="bf16")
     assert diff.differences(sa, sb, 0.25) == (
         ["dtype fp32 vs bf16", "driver 580.159.04 vs 590", "tuned config BLOCK: 256 vs 512; W: 4 vs 8",
@@ -667,6 +669,7 @@ def test_a_metric_row_is_judged_in_the_calibrated_band_not_the_default():
     a, b = make_record("torch"), make_record("torch")
     for rec, gbps in ((a, 2000.0), (b, 2100.0)):
         rec["metrics"].update(dram_gbps=gbps, dram_mb=256.0)
+    a, b = profile_of(a), profile_of(b)
     row = next(r for r in diff.diff(a, b, bands)["rows"] if r["metric"] == "dram_gbps")
     assert abs(row["band"]["rel"] - 0.094) < 1e-6 and row["judgement"] == "same"
     row = next(r for r in diff.diff(a, b)["rows"] if r["metric"] == "dram_gbps")  # defaults: judged

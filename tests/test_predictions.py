@@ -1,6 +1,8 @@
 """Predictions judged: claims read from kernels/<op>/predictions.toml, each checked against
 a ladder row, a speed claim met within the noise band (a tie), dtype-limited claims, and the
 verdict met / partly / missed / not checkable; dtype- and shape-limited claims."""
+from types import SimpleNamespace
+
 import pytest
 
 from kernlog.errors import KernlogError
@@ -10,7 +12,9 @@ from .helpers import ROOT
 
 
 def row(rev, wall_ms, base=None, speedup=None, **metrics):
-    return {"rec": {"revision": rev, "shape": [8192, 4096], "metrics": dict(wall_ms=wall_ms, **metrics)}, "base": base,
+    # the parts of a Profile predictions read
+    prof = SimpleNamespace(revision=rev, shape=(8192, 4096), metrics=dict(wall_ms=wall_ms, **metrics))
+    return {"rec": prof, "base": base,
             "speedup": speedup,
             "rate": {"gbps": 2800.0, "pct_copy": 93.0}, "roof": {"pct_of_roof": 0.9}}
 
@@ -19,7 +23,7 @@ def ladder():
     rows = [row("v1", 1.0, stall_barrier=10.0, stall_long_scoreboard=3.0, ld_sectors=300.0),
             row("v2", 0.5, base="v1", speedup=2.0, stall_barrier=2.0, stall_long_scoreboard=4.0, ld_sectors=100.0),
             row("torch", 0.51)]
-    return rows, {r["rec"]["revision"]: r for r in rows}
+    return rows, {r["rec"].revision: r for r in rows}
 
 
 def test_every_claim_met_is_met_and_values_are_the_measured_ones():

@@ -262,7 +262,7 @@ def test_profile_end_to_end_on_gpu(tmp_path):
     written = profiler.profile(root, kernel, [kernel.revision("torch")], opts, lambda s: None)
     assert len(written) == 1
     rec = store.load_profile(root, written[0])
-    assert rec["metrics"]["duration_us"] > 0 and rec["timing"]["n"] >= 20
+    assert rec.metrics["duration_us"] > 0 and rec.timing.n >= 20
     assert store.report_path(root, rec).stat().st_size > 1000
     assert profiler.profile(root, kernel, [kernel.revision("torch")], opts, lambda s: None) == []
 
@@ -322,14 +322,14 @@ def test_one_ncu_process_profiles_the_whole_ladder_into_one_shared_report(tmp_pa
     assert calls == [(("v0_naive", "v5_tuned", "torch"),
                       {"v0_naive|key": "(1,)", "v5_tuned|key": "(1,)", "torch|key": "(1,)"})]
     recs = [store.load_profile(root, p) for p in written]
-    assert [r["revision"] for r in recs] == ["v0_naive", "v5_tuned", "torch"]
-    assert len({r["ncu"]["report"] for r in recs}) == 1 and recs[0]["ncu"]["process_revisions"] == [
+    assert [r.revision for r in recs] == ["v0_naive", "v5_tuned", "torch"]
+    assert len({r.ncu.report for r in recs}) == 1 and recs[0].ncu.rest["process_revisions"] == [
         "v0_naive", "v5_tuned", "torch"]
-    assert recs[1]["config"] == {"v5_tuned|key": "(1,)"}  # each its own pick, not the merged pins
+    assert recs[1].config == {"v5_tuned|key": "(1,)"}  # each its own pick, not the merged pins
     # one report, stored compressed: the JSONs name its .ncu-rep with the plain report's size and sha256
-    assert [p.name for p in written[0].parent.glob("*.ncu-rep*")] == [recs[0]["ncu"]["report"] + ".xz"]
+    assert [p.name for p in written[0].parent.glob("*.ncu-rep*")] == [recs[0].ncu.report + ".xz"]
     assert reports.verify_report(root, recs[0]) is None
-    command = recs[0]["ncu"]["command"]  # how to run ncu again, without this run's scratch path
+    command = recs[0].ncu.command  # how to run ncu again, without this run's scratch path
     assert command[0] == "ncu" and "--nvtx-include" in command and "--export" not in command
     assert not any(".kernlog-" in c for c in command)
 
@@ -355,7 +355,7 @@ def test_a_profile_records_only_the_picks_of_its_own_timing_pass(tmp_path, monke
     said = []
     (path,) = profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(shape=(4, 64)), said.append)
     rec = store.load_profile(root, path)
-    assert rec["config"] == {} and rec["captured_at"] >= "2026"
+    assert rec.config == {} and rec.captured_at >= "2026"
     assert any(s.startswith("[1/1] softmax/torch 4x64 fp32: done (") for s in said), said
     assert re.fullmatch(r"softmax: 1 profile\(s\) written in \d+ s", said[-1]), said
 
@@ -634,8 +634,8 @@ def test_the_ncu_process_warms_up_while_the_gates_run_then_profiles_only_what_pa
     # while the gates ran, each once (warmed up); once told, those that passed, warm-up and the profiled launch
     assert target == ["right", "one_bad_row", "ref"] + ["right"] * 4 + ["ref"] * 4
     recs = [store.load_profile(root, p) for p in sorted((root / "profiles").rglob("*.json"))]
-    assert sorted(r["revision"] for r in recs) == ["ref", "right"]
-    assert all(r["ncu"]["process_started_during_gates"] for r in recs)
+    assert sorted(r.revision for r in recs) == ["ref", "right"]
+    assert all(r.ncu.rest["process_started_during_gates"] for r in recs)
     assert not list((root / "profiles").glob(".kernlog-*"))  # its scratch folder is gone
     assert any("started while the gates ran" in s for s in said), said
 
@@ -669,7 +669,7 @@ def test_the_ncu_process_takes_the_timing_pass_picks_and_the_timing_waits_for_it
     # warm-up untimed (the first), then the timing pass's pick ("c"), which only the pins give there ("b")
     assert picks == ["picky:a"] + ["picky:c"] * 4
     rec = store.load_profile(root, next(p for p in written if p.name.startswith("picky.")))
-    assert rec["config"] == {"('picky', 7, 33)": "c"}
+    assert rec.config == {"('picky', 7, 33)": "c"}
 
 
 def test_an_ncu_process_still_warming_up_after_the_gates_is_stopped_and_started_again_later(

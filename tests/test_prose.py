@@ -8,7 +8,7 @@ from kernlog.commands.main import main
 from kernlog.errors import KernlogError
 from kernlog.render import prose
 
-from .helpers import make_record, put, scratch_repo
+from .helpers import make_record, profile_of, put, scratch_repo
 
 PROSE = ("# KERNEL_LOG\n\nThe tuned step runs at <!--fig softmax/torch_compile tbps .2f-->?<!--/fig--> TB/s, "
          "<!--fig softmax/torch_compile speedup:torch .2f-->?<!--/fig-->x eager.\n")
@@ -74,12 +74,12 @@ def test_a_share_figure_sums_the_matching_kernels_of_the_launch(tmp_path):
         {"name": "sm80_xmma_gemm_f32", "count": 2, "us": 120.0},
         {"name": "cunn_SoftMaxForward", "count": 1, "us": 50.0},
         {"name": "vectorized_layer_norm_kernel", "count": 1, "us": 30.0}]}
-    assert prose.quantity(tmp_path, rec, "share:gemm", None) == 60.0
-    assert prose.quantity(tmp_path, rec, "share:softmax|layer_norm", None) == 40.0
-    assert prose.quantity(tmp_path, rec, "launches", None) == 4
+    assert prose.quantity(tmp_path, profile_of(rec), "share:gemm", None) == 60.0
+    assert prose.quantity(tmp_path, profile_of(rec), "share:softmax|layer_norm", None) == 40.0
+    assert prose.quantity(tmp_path, profile_of(rec), "launches", None) == 4
     del rec["kernel_times"]
     with pytest.raises(KernlogError, match="not in its profile"):
-        prose.quantity(tmp_path, rec, "share:gemm", None)
+        prose.quantity(tmp_path, profile_of(rec), "share:gemm", None)
 
 
 def test_a_quoted_rate_is_the_stored_bytes_over_the_stored_time_to_the_last_digit(tmp_path):

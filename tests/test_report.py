@@ -6,7 +6,7 @@ import pytest
 from kernlog.registry import load_kernel
 from kernlog.render import facts, plots, report, sweeps
 
-from .helpers import SECTIONS_REP, kernel_page, make_record, put, scratch_repo
+from .helpers import SECTIONS_REP, kernel_page, make_record, profile_of, put, scratch_repo
 
 
 def _profiles(root):
@@ -318,11 +318,11 @@ def test_two_gpus_side_by_side_and_a_filtered_ncu_pass_judges_no_bottleneck(tmp_
     torch_row = next(r for r in x["rows"] if r["revision"] == "torch")
     assert torch_row["cells"][1]["speed"] == pytest.approx(torch_row["cells"][0]["us"] / torch_row["cells"][1]["us"])
     assert torch_row["cells"][1]["speed"] > 1.2
-    row = next(r for lad in section["ladders"] for r in lad["rows"] if r["rec"]["revision"] == "torch")
+    row = next(r for lad in section["ladders"] for r in lad["rows"] if r["rec"].revision == "torch")
     assert row["bottleneck"].startswith("not judged: ncu profiled") and row["roof"]["intensity"] is None
     assert [(k["share"], k["count"]) for k in row["shares"]] == [(70.0, 3), (30.0, 2)]
     assert row["shares"][0]["name"] == "sm80_xmma_gemm_f32"  # "void " dropped
-    other = next(r for lad in section["ladders"] for r in lad["rows"] if r["rec"]["revision"] == "torch_compile")
+    other = next(r for lad in section["ladders"] for r in lad["rows"] if r["rec"].revision == "torch_compile")
     assert not other["bottleneck"].startswith("not judged") and other["shares"] == []
     text = kernel_page(root)
     assert "### 8192x4096 fp32 across GPUs" in text
@@ -335,11 +335,11 @@ def test_show_says_where_the_time_goes_and_what_ncu_left_out(tmp_path):
     rec = make_record("torch")
     rec["ncu"]["command"] = ["ncu", "--kernel-name", "regex:.*softmax.*"]
     rec["kernel_times"] = KERNEL_TIMES
-    text = render(tmp_path, rec)
+    text = render(tmp_path, profile_of(rec))
     assert "where the time goes (5 kernels" in text and " 70.0%     3x" in text
     assert "ncu profiled only the kernels matching .*softmax.*" in text
     del rec["kernel_times"]
-    assert "where the time goes" not in render(tmp_path, rec)
+    assert "where the time goes" not in render(tmp_path, profile_of(rec))
 
 
 def test_a_sweep_is_one_table_per_shape_family_and_names_what_is_not_measured():

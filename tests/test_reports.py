@@ -39,7 +39,7 @@ def test_a_compressed_profile_loads_shows_and_diffs(root):
     put(root, make_record("torch_compile", seed=1), report=SECTIONS_REP)
     reports.compress(_rep(root, a))
     rec = store.load_profile(root, a)
-    assert rec["ncu"]["report_bytes"] == FULL_REP.stat().st_size  # the original's size, as recorded
+    assert rec.ncu.report_bytes == FULL_REP.stat().st_size  # the original's size, as recorded
     assert "softmax/torch" in render(root, lookup.resolve_one(root, lookup.parse_side("softmax/torch")), "text")
     ra, rb = lookup.resolve_pair(root, lookup.parse_side("softmax/torch"), lookup.parse_side("softmax/torch_compile"))
     assert diff.diff(ra, rb)["rows"]
@@ -52,7 +52,7 @@ def test_open_report_reads_plain_then_decompresses_once_into_the_cache(root, mon
     assert reports.open_report(root, rec) == _rep(root, path)  # plain: itself
     reports.compress(_rep(root, path))
     got = reports.open_report(root, rec)
-    assert got == root / ".cache" / "reports" / f"{rec['ncu']['report_sha256']}.ncu-rep"
+    assert got == root / ".cache" / "reports" / f"{rec.ncu.report_sha256}.ncu-rep"
     assert got.read_bytes() == FULL_REP.read_bytes()
     calls = []
     real = reports._decompress_to
@@ -110,7 +110,7 @@ def test_a_resave_removes_the_replaced_compressed_report(root):
     path = put(root, make_record("torch"), report=FULL_REP)
     xz = reports.compress(_rep(root, path))
     put(root, make_record("torch"), report=SECTIONS_REP)
-    assert not xz.exists() and store.load_profile(root, path)["ncu"]["report_bytes"] == SECTIONS_REP.stat().st_size
+    assert not xz.exists() and store.load_profile(root, path).ncu.report_bytes == SECTIONS_REP.stat().st_size
 
 
 def test_a_committed_compressed_report_loads_from_git(tmp_path):
@@ -121,4 +121,4 @@ def test_a_committed_compressed_report_loads_from_git(tmp_path):
     git(root, "commit", "-qm", "compressed")
     commit = git(root, "rev-parse", "HEAD")
     rec = gitrefs.load_at(root, commit, str(path.relative_to(root)))
-    assert rec["revision"] == "torch"
+    assert rec.revision == "torch"

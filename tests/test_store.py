@@ -34,8 +34,8 @@ def test_save_records_size_and_hash_and_load_verifies_them(root):
     rec = store.load_profile(root, path)
     size, sha = store.file_digest(FULL_REP)
     name = f"8192x4096.fp32.{sha[:16]}.ncu-rep"
-    assert rec["ncu"]["report"] == name and rec["_path"] == str(path.relative_to(root))
-    assert (rec["ncu"]["report_bytes"], rec["ncu"]["report_sha256"]) == (size, sha)
+    assert rec.ncu.report == name and rec.path == str(path.relative_to(root))
+    assert (rec.ncu.report_bytes, rec.ncu.report_sha256) == (size, sha)
     assert store.report_hashed(rec) and store.report_path(root, rec).read_bytes() == FULL_REP.read_bytes()
     assert sorted(p.name for p in path.parent.iterdir()) == [name, "torch.8192x4096.fp32.json"]
 
@@ -49,9 +49,9 @@ def test_revisions_of_one_run_share_one_report_and_each_verifies_it(root, tmp_pa
     shutil.copy(FULL_REP, rep)
     paths = store.save_profiles(root, _records("torch", "triton"), rep, force=False)
     recs = [store.load_profile(root, p) for p in paths]
-    assert {r["ncu"]["report"] for r in recs} == {recs[0]["ncu"]["report"]}
+    assert {r.ncu.report for r in recs} == {recs[0].ncu.report}
     assert sorted(p.name for p in paths[0].parent.iterdir()) == sorted(
-        [recs[0]["ncu"]["report"], "torch.8192x4096.fp32.json", "triton.8192x4096.fp32.json"])
+        [recs[0].ncu.report, "torch.8192x4096.fp32.json", "triton.8192x4096.fp32.json"])
     with pytest.raises(ValueError, match="share GPU, kernel, shape and dtype"):
         other = make_record("torch_compile")
         other["dtype"] = "bf16"
@@ -68,7 +68,7 @@ def test_a_shared_report_stays_while_a_profile_names_it_and_goes_with_the_last(r
         shutil.copy(rep, again)
         store.save_profile(root, make_record(rev, median_ms=0.5), again, force=True)
         assert shared.exists() == (rev == "torch")  # triton still named it; then nobody did
-    names = {store.load_profile(root, p)["ncu"]["report"] for p in (torch_json, triton_json)}
+    names = {store.load_profile(root, p).ncu.report for p in (torch_json, triton_json)}
     assert len(names) == 1  # the same bytes: the same hashed name
     with pytest.raises(KernlogError, match="exists; pass --force"):
         store.save_profiles(root, _records("torch", "torch_compile"), SECTIONS_REP, force=False)
@@ -108,7 +108,7 @@ def test_a_profile_from_before_report_hashes_loads_checked_by_size(root):
     data = bytearray(rep.read_bytes())
     data[100] ^= 0xFF
     rep.write_bytes(bytes(data))
-    assert store.load_profile(root, path)["revision"] == "torch"  # undetectable without a hash
+    assert store.load_profile(root, path).revision == "torch"  # undetectable without a hash
     rep.write_bytes(bytes(data[:-1]))
     with pytest.raises(store.ProfileError, match="is 123108 bytes, the profile recorded 123109"):
         store.load_profile(root, path)
@@ -150,7 +150,7 @@ def test_a_pair_copied_out_of_the_repository_loads(root, tmp_path):
         dest.mkdir(parents=True)
         shutil.copy(path, dest)
         shutil.copy(_report_of(root, path), dest)
-        assert store.load_profile(root, dest / path.name)["revision"] == "torch"
+        assert store.load_profile(root, dest / path.name).revision == "torch"
     (tmp_path / "loose" / path.name).rename(tmp_path / "loose" / "renamed.json")
     with pytest.raises(store.ProfileError, match="not what its path says"):
         store.load_profile(root, tmp_path / "loose" / "renamed.json")
@@ -162,7 +162,7 @@ def test_iter_profiles_yields_the_bad_file_in_its_place_or_raises(root):
     put(root, make_record("triton"))
     bad.write_text("{")
     got = list(store.iter_profiles(root, "softmax", bad="yield"))
-    assert [g["revision"] if isinstance(g, dict) else g.ident[2] for g in got] == ["torch", "torch_compile", "triton"]
+    assert [g.revision if isinstance(g, Profile) else g.ident[2] for g in got] == ["torch", "torch_compile", "triton"]
     err = got[1]
     assert isinstance(err, store.ProfileError) and err.short == "invalid JSON"
     assert err.ident == ("nvidia-h100-80gb-hbm3", "softmax", "torch_compile", (8192, 4096), "fp32")
@@ -215,7 +215,7 @@ def _state(root):
     """'old' or 'new': which pair the profile is, verified; fails on anything else."""
     path = next((root / "profiles").rglob("torch.*.json"))
     rec = store.load_profile(root, path)
-    which = {0.12: "old", 0.5: "new"}[round(rec["metrics"]["wall_ms"], 2)]
+    which = {0.12: "old", 0.5: "new"}[round(rec.metrics["wall_ms"], 2)]
     want = SECTIONS_REP if which == "old" else FULL_REP
     assert store.report_path(root, rec).read_bytes() == want.read_bytes()
     return which
@@ -298,7 +298,7 @@ def test_the_staged_state_a_killed_save_can_leave_is_a_whole_pair(root, tmp_path
     rec["ncu"].update(report=staged.name, report_bytes=size, report_sha256=sha)
     store.write_atomic(path, store.dump_json(rec))
     loaded = store.load_profile(root, path)
-    assert loaded["metrics"]["wall_ms"] == rec["metrics"]["wall_ms"]
+    assert loaded.metrics["wall_ms"] == rec["metrics"]["wall_ms"]
     assert store.report_path(root, loaded) == staged
     staged.write_bytes(SECTIONS_REP.read_bytes())  # the staged file is verified like any report
     with pytest.raises(store.ProfileError, match="is 123109 bytes, the profile recorded 1321356"):

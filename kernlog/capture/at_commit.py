@@ -32,6 +32,7 @@ from kernlog.errors import KernlogError
 from kernlog.run import fanout
 from kernlog.store import gitrefs, keys
 from kernlog.store import profiles as store
+from kernlog.store.record import Profile
 
 FAILED = keys.FAILED
 # What of a commit's tree a revision's hash can cover: the operator folders and the picker and
@@ -75,11 +76,11 @@ def known(root: Path, gpu: str, kernel: str) -> set[tuple[str, str]]:
     out = set()
     for path in [*folder.glob("*.json"), *folder.glob("at/*/*.json")]:
         try:
-            rec = json.loads(path.read_text())
-        except (OSError, ValueError):
+            prof = Profile.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, KernlogError):  # not a profile (failed.json), or a broken one
             continue
-        if isinstance(rec, dict) and isinstance(rec.get("revision"), str) and isinstance(rec.get("source_sha256"), str):
-            out.add((rec["revision"], rec["source_sha256"]))
+        if isinstance(prof.source_sha256, str):
+            out.add((prof.revision, prof.source_sha256))
     return out
 
 

@@ -20,12 +20,12 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
     if not json_path.exists():
         return "missing"
     try:
-        rec = store.load_profile(root, json_path)
+        prof = store.load_profile(root, json_path)
     except store.ProfileError:
         return "broken"
-    if rec.get("imported") and rec.get("source_sha256") is None:
+    if prof.imported and prof.source_sha256 is None:
         return "imported"
-    return "current" if rec.get("source_sha256") == rev.sha256() else "stale"
+    return "current" if prof.source_sha256 == rev.sha256() else "stale"
 
 
 def build_record(report: Path | list, rev: Revision, samples: list[float], range_name: str | None = None,

@@ -98,8 +98,8 @@ def calibrate(root: Path, revs: list[str], shape, dtype, runs: int,
                 profiler.run_ncu(profiler.ncu_command(ncu, opts, report, root, key[0], key[1], key[2], names),
                                  opts.ncu_timeout_s, env=env)
                 for name in names:
-                    rec = profiler.build_record(report, kernel.revision(name), timed[name]["samples_ms"])
-                    values.setdefault((*key, name), []).append(rec["metrics"])
+                    part = profiler.build_record(report, kernel.revision(name), timed[name]["samples_ms"])
+                    values.setdefault((*key, name), []).append(part["metrics"])  # a record part, no Profile yet
                     clocks.setdefault((*key, name), []).append(timed[name]["clocks"])
                     configs.setdefault((*key, name), timed[name].get("config", {}))
             finally:

@@ -236,8 +236,8 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
         if run is not None:
             run.stop()
         shutil.rmtree(tmpdir, ignore_errors=True)
-    for t, rec in zip(batch, records, strict=True):
-        progress(f"{t.tag}: done ({rec['ncu']['replay_passes']} passes; ncu process {ncu_s:.0f} s "
+    for t, record in zip(batch, records, strict=True):  # the records as built (dicts), now saved
+        progress(f"{t.tag}: done ({record['ncu']['replay_passes']} passes; ncu process {ncu_s:.0f} s "
                  f"for {len(batch)} revision(s))")
     return paths
 

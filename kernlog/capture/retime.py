@@ -17,21 +17,22 @@ from kernlog.errors import GateFailure, KernlogError, NoGpu
 from kernlog.judge.diff import run as judged
 from kernlog.registry import load_kernel
 from kernlog.run import gate
+from kernlog.store.record import Profile
 
 
-def _prepare(root: Path, rec: dict, gpu_slug: str):
+def _prepare(root: Path, prof: Profile, gpu_slug: str):
     import torch
 
-    if rec["gpu"]["slug"] != gpu_slug:
-        raise KernlogError(f"{rec['kernel']}/{rec['revision']} was profiled on {rec['gpu']['slug']}; this GPU is "
+    if prof.gpu.slug != gpu_slug:
+        raise KernlogError(f"{prof.kernel}/{prof.revision} was profiled on {prof.gpu.slug}; this GPU is "
                            f"{gpu_slug}: --retime times both sides here, so pick profiles of this GPU")
-    kernel = load_kernel(root, rec["kernel"])
+    kernel = load_kernel(root, prof.kernel)
     try:
-        rev = kernel.revision(rec["revision"])
+        rev = kernel.revision(prof.revision)
     except KeyError:
-        raise KernlogError(f"{rec['kernel']}/{rec['revision']} is no longer a revision: "
+        raise KernlogError(f"{prof.kernel}/{prof.revision} is no longer a revision: "
                            "it cannot be re-timed") from None
-    shape, dtype = tuple(rec["shape"]), rec["dtype"]
+    shape, dtype = tuple(prof.shape), prof.dtype
     launch = rev.load()
     results = gate.check_revision(kernel, rev, "cuda", shapes=[shape], dtypes=[dtype], launch=launch)
     bad = gate.first_failure(results)
@@ -47,11 +48,11 @@ def _prepare(root: Path, rec: dict, gpu_slug: str):
     picked = gate.recheck(kernel, rev, launch, inputs, out, dtype, shape)
     if not picked.ok:
         raise GateFailure(f"not re-timed: {picked.line()}")
-    stale = rev.sha256() != rec.get("source_sha256")
+    stale = rev.sha256() != prof.source_sha256
     return functools.partial(launch, inputs, out), stale
 
 
-def retime(root: Path, a: dict, b: dict, rounds: int) -> dict:
+def retime(root: Path, a: Profile, b: Profile, rounds: int) -> dict:
     """{"a": samples, "b": samples, "rounds", "round_ratios", "clocks", "stale"}: GPU time of
     each kept launch, ms."""
     try:
@@ -83,7 +84,7 @@ def retime(root: Path, a: dict, b: dict, rounds: int) -> dict:
     stale = [s for s, flag in ((a, stale_a), (b, stale_b)) if flag]
     return {"a": sa, "b": sb, "rounds": rounds, "round_ratios": [round(r, 4) for r in ratios],
             "clocks": timer.clocks.summary(), "gpu": slug,
-            "stale": [f"{s['kernel']}/{s['revision']}" for s in stale]}
+            "stale": [f"{s.kernel}/{s.revision}" for s in stale]}
 
 
 def diff_retimed(root: Path, side_a, side_b, rounds: int) -> dict:

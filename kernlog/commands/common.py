@@ -87,7 +87,8 @@ def one_profile_command(fn):
     return click.command()(fn)
 
 
-def warn_skipped(rec: dict) -> None:
-    """A stray or broken file passed over while resolving a side: named on stderr, one line each."""
-    for line in rec.get("_skipped") or ():
+def warn_skipped(skipped: list[str]) -> None:
+    """The stray or broken files passed over while resolving a side (a Profile's `skipped`):
+    named on stderr, one line each."""
+    for line in skipped or ():
         click.echo(f"kernlog: passed over: {line}", err=True)

@@ -31,4 +31,4 @@ def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows, retime, rounds):
     d = diff_retimed(*sides, rounds) if retime else run(*sides)
     click.echo(render(d, fmt, all_rows))
     for side in (d["a"], d["b"]):
-        warn_skipped(side)
+        warn_skipped(side["_skipped"])

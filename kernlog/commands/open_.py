@@ -18,7 +18,7 @@ def open_cmd(ctx, rev, shape, dtype, gpu, fmt):
     rec = resolve_one(root, parse_side(rev, shape, dtype, gpu))
     path = open_report(root, rec)
     click.echo(str(path) if fmt == "text" else f'{{"report": "{path}"}}')
-    warn_skipped(rec)
+    warn_skipped(rec.skipped)
 
 
 open_cmd.name = "open"

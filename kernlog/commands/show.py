@@ -15,4 +15,4 @@ def show(ctx, rev, shape, dtype, gpu, fmt):
     root = root_of(ctx)
     rec = resolve_one(root, parse_side(rev, shape, dtype, gpu))
     click.echo(render(root, rec, fmt))
-    warn_skipped(rec)
+    warn_skipped(rec.skipped)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kernlog.judge.verdicts import Bands, band_of_runs
 from kernlog.store.calibrations import load_calibrations
+from kernlog.store.record import Profile
 
 
 def _summed(cals: list[dict]) -> list[dict]:
@@ -24,10 +25,10 @@ def bands_of(root: Path, gpu: str) -> Bands:
     return Bands(_summed(load_calibrations(root, gpu)), gpu)
 
 
-def bands_for(root: Path, a: dict, b: dict) -> Bands:
-    """The bands for comparing profile records a and b. Across two GPUs the wider of the two
+def bands_for(root: Path, a: Profile, b: Profile) -> Bands:
+    """The bands for comparing profiles a and b. Across two GPUs the wider of the two
     calibrations is not known: defaults apply."""
-    ga, gb = a["gpu"]["slug"], b["gpu"]["slug"]
+    ga, gb = a.gpu.slug, b.gpu.slug
     if ga != gb:
         return Bands([], None)
     return bands_of(root, ga)

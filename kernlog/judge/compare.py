@@ -21,12 +21,13 @@ from kernlog.judge.verdicts import ALPHA, regression, timing_verdict
 from kernlog.spec import format_shape
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
+from kernlog.store.record import Profile
 
 THRESHOLD = 0.03  # and beyond the band: see the README (two H100 leases moved unchanged references by 2.5%)
 
 
-def _key(rec: dict) -> tuple:
-    return rec["gpu"]["slug"], rec["kernel"], rec["revision"], format_shape(tuple(rec["shape"])), rec["dtype"]
+def _key(prof: Profile) -> tuple:
+    return prof.gpu.slug, prof.kernel, prof.revision, format_shape(tuple(prof.shape)), prof.dtype
 
 
 def at_ref(root: Path, ref: str) -> tuple[str, dict]:
@@ -47,8 +48,8 @@ def in_tree(root: Path) -> dict:
     return out
 
 
-def _setup(rec: dict) -> tuple:
-    return rec["gpu"].get("name"), rec["gpu"].get("driver"), rec["versions"].get("ncu")
+def _setup(prof: Profile) -> tuple:
+    return prof.gpu.name, prof.gpu.driver, prof.versions.get("ncu")
 
 
 def compare(root: Path, base: str, head: str | None = None, threshold: float = THRESHOLD,
@@ -59,9 +60,9 @@ def compare(root: Path, base: str, head: str | None = None, threshold: float = T
     for key in sorted(set(a) | set(b)):
         ra, rb = a.get(key), b.get(key)
         row = {"gpu": key[0], "kernel": key[1], "revision": key[2], "shape": key[3], "dtype": key[4],
-               "base_ms": ra and ra["timing"]["median_ms"], "head_ms": rb and rb["timing"]["median_ms"],
+               "base_ms": ra and ra.timing.median_ms, "head_ms": rb and rb.timing.median_ms,
                "ratio": None, "p_value": None, "band": None, "judgement": None, "regression": False,
-               "source_changed": bool(ra and rb and ra["source_sha256"] != rb["source_sha256"]),
+               "source_changed": bool(ra and rb and ra.source_sha256 != rb.source_sha256),
                "head_gbps": rb and achieved_gbps(rb)}
         if ra is None or rb is None:
             row["judgement"] = "only in HEAD" if ra is None else "only in BASE"
@@ -71,7 +72,7 @@ def compare(root: Path, base: str, head: str | None = None, threshold: float = T
                                                            strict=True) if x != y)
         else:
             band = bands_for(root, ra, rb)("wall_ms")
-            v = timing_verdict(ra["timing"]["samples_ms"], rb["timing"]["samples_ms"], band)
+            v = timing_verdict(ra.timing.samples_ms, rb.timing.samples_ms, band)
             row.update(ratio=v.ratio, p_value=v.p_value, band=v.band, judgement=v.verdict,
                        regression=regression(v, threshold))
         rows.append(row)

@@ -17,8 +17,8 @@ from kernlog.judge.plausible import impossible
 from kernlog.judge.verdicts import VERDICT_ROW, Band, Bands, Verdict, apart, judge, timing_verdict
 from kernlog.metrics import CATALOG, metric
 from kernlog.spec import format_shape
-from kernlog.store.keys import ProfileKey
 from kernlog.store.lookup import resolve_pair
+from kernlog.store.record import Profile
 
 
 @dataclass(frozen=True)
@@ -94,17 +94,17 @@ def finding_changes(a: list[dict], b: list[dict]) -> tuple[list[dict], list[dict
             [f for f in a if (f["rule"], f["title"]) not in kb])
 
 
-def side(rec: dict) -> dict:
-    clocks = (rec.get("timing") or {}).get("clocks") or {}
-    stored_in = rec.get("_commit")  # read from git: the side is the profile as that commit stored it
-    return {"label": (f"{stored_in[:10]}:" if stored_in else "") + f"{rec['kernel']}/{rec['revision']}",
-            "kernel": rec["kernel"], "revision": rec["revision"], "stored_in": stored_in,
-            "gpu_choice": rec.get("_gpu_choice"), "_skipped": rec.get("_skipped", []),
-            "shape": list(rec["shape"]), "dtype": rec["dtype"], "gpu": rec["gpu"]["name"],
-            "gpu_slug": rec["gpu"]["slug"], "driver": rec["gpu"].get("driver"),
-            "commit": (rec.get("git") or {}).get("commit"), "path": rec.get("_path"),
-            "selector": ProfileKey.of(rec).text(), "sm_mhz": (clocks.get("sm_mhz") or {}).get("median"),
-            "mem_mhz": (clocks.get("mem_mhz") or {}).get("median"), "config": rec.get("config")}
+def side(prof: Profile) -> dict:
+    clocks = prof.timing.clocks
+    stored_in = prof.commit  # read from git: the side is the profile as that commit stored it
+    return {"label": (f"{stored_in[:10]}:" if stored_in else "") + f"{prof.kernel}/{prof.revision}",
+            "kernel": prof.kernel, "revision": prof.revision, "stored_in": stored_in,
+            "gpu_choice": prof.gpu_choice, "_skipped": prof.skipped,
+            "shape": list(prof.shape), "dtype": prof.dtype, "gpu": prof.gpu.name,
+            "gpu_slug": prof.gpu.slug, "driver": prof.gpu.driver,
+            "commit": prof.git.get("commit"), "path": prof.path,
+            "selector": prof.key.text(), "sm_mhz": (clocks.get("sm_mhz") or {}).get("median"),
+            "mem_mhz": (clocks.get("mem_mhz") or {}).get("median"), "config": prof.config}
 
 
 def differences(sa: dict, sb: dict, clock_band: float) -> tuple[list[str], list[str]]:
@@ -139,35 +139,35 @@ def differences(sa: dict, sb: dict, clock_band: float) -> tuple[list[str], list[
     return diffs, warns
 
 
-def diff(a: dict, b: dict, bands: Bands | None = None, retimed: dict | None = None) -> dict:
+def diff(a: Profile, b: Profile, bands: Bands | None = None, retimed: dict | None = None) -> dict:
     """The comparison of profile records a and b as a plain dict (the JSON output).
     `retimed`: {"a": samples, "b": samples, ...} from an interleaved re-timing, judged
     instead of the stored samples."""
     bands = bands or Bands([], None)
     sa, sb = side(a), side(b)
     time_band = bands("wall_ms")
-    scale = numel(a["shape"]) / numel(b["shape"])
-    samples_a = retimed["a"] if retimed else a["timing"]["samples_ms"]
-    samples_b = retimed["b"] if retimed else b["timing"]["samples_ms"]
+    scale = numel(a.shape) / numel(b.shape)
+    samples_a = retimed["a"] if retimed else a.timing.samples_ms
+    samples_b = retimed["b"] if retimed else b.timing.samples_ms
     verdict = timing_verdict(samples_a, samples_b, time_band, scale_b=scale)
-    ma, mb = dict(a["metrics"]), dict(b["metrics"])
+    ma, mb = dict(a.metrics), dict(b.metrics)
     if retimed:
         import statistics
 
         ma["wall_ms"], mb["wall_ms"] = statistics.median(samples_a), statistics.median(samples_b)
-    rows = metric_rows(ma, mb, bands, a["shape"], b["shape"], verdict)
-    appeared, gone = finding_changes(a.get("findings", []), b.get("findings", []))
+    rows = metric_rows(ma, mb, bands, a.shape, b.shape, verdict)
+    appeared, gone = finding_changes(a.findings, b.findings)
     diffs, warns = differences(sa, sb, time_band.rel)
     warns += [f"{x}: its source changed since it was profiled; the re-timing ran today's source"
               for x in (retimed or {}).get("stale", [])]
     warns += [f"{s['label']} is an imported ncu report: its wall time is ncu's duration of one launch"
-              for s, rec in ((sa, a), (sb, b)) if rec["timing"].get("source") == "ncu duration" and not retimed]
+              for s, prof in ((sa, a), (sb, b)) if prof.timing.source == "ncu duration" and not retimed]
     flags = impossible(a, bands("dram_gbps").rel) + impossible(b, bands("dram_gbps").rel)
     return {"a": sa, "b": sb, "differs": diffs, "bands": bands.describe(),
             "timing": dict(asdict(verdict), source="interleaved re-timing" if retimed else "stored samples",
                            **({k: retimed.get(k) for k in ("rounds", "round_ratios", "clocks")} if retimed else {})),
             "rows": [asdict(r) for r in rows], "findings_appeared": appeared, "findings_gone": gone,
-            "hot_lines": hotlines.moved(a.get("hotspots"), b.get("hotspots")),
+            "hot_lines": hotlines.moved(a.hotspots, b.hotspots),
             "warnings": warns, "flags": flags}
 
 

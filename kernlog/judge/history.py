@@ -10,6 +10,7 @@ the machine).
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernlog import units
@@ -22,74 +23,90 @@ from kernlog.store import gitrefs
 from kernlog.store import profiles as store
 from kernlog.store.keys import FAILED
 from kernlog.store.lookup import Side, resolve_one
+from kernlog.store.record import Profile
 
 
-def entries(root: Path, side: Side) -> tuple[dict, list[dict]]:
+@dataclass
+class Entry:
+    """One entry of a revision's history: the profile a commit, the work tree or an at/<commit>/
+    folder stored (`prof`), or why it does not load (`error`)."""
+    stored_in: str | None  # the commit it was read from; None: the work tree's (an at/ entry's too)
+    path: str
+    prof: Profile | None = None
+    error: str | None = None
+    at: str | None = None  # the at/<commit:12>/ folder of a `kernlog profile --at` entry
+    when: str = ""
+
+
+def entries(root: Path, side: Side) -> tuple[Profile, list[Entry]]:
     """(today's profile, every committed version of it oldest first, and the work tree's where
     it differs from HEAD's). The side picks the profile as `diff` does."""
     now = resolve_one(root, Side(side.kernel, side.revision, side.shape, side.dtype, side.gpu, side.path))
-    path = now["_path"]
-    recs = []
+    path = now.path
+    out = []
     for commit, _date in gitrefs.log(root, path):
         try:
-            recs.append(gitrefs.load_at(root, commit, path))
+            prof = gitrefs.load_at(root, commit, path)
+            out.append(Entry(commit, prof.path, prof))
         except KernlogError as exc:  # a commit whose files do not load is listed, not fatal
-            recs.append({"_commit": commit, "_path": f"{commit[:10]}:{path}", "_error": str(exc)})
-    head = recs[-1] if recs else None
-    fields = ("timing", "source_sha256", "captured_at")
-    if head is None or "_error" in head or any(head.get(f) != now.get(f) for f in fields):
-        recs.append(dict(now, _commit=None))
+            out.append(Entry(commit, f"{commit[:10]}:{path}", error=str(exc)))
+    head = out[-1].prof if out else None
+    if head is None or (head.timing, head.source_sha256, head.captured_at) != (
+            now.timing, now.source_sha256, now.captured_at):
+        out.append(Entry(None, now.path, now))
     folder = (root / path).parent
     for entry in sorted(folder.glob(f"at/*/{Path(path).name}")):  # `kernlog profile --at`'s
         try:
-            recs.append(dict(store.load_profile(root, entry), _commit=None, _at=entry.parent.name))
+            prof = store.load_profile(root, entry)
+            out.append(Entry(None, prof.path, prof, at=entry.parent.name))
         except store.ProfileError as exc:
-            recs.append({"_commit": None, "_at": entry.parent.name, "_path": str(entry.relative_to(root)),
-                         "_error": str(exc)})
+            out.append(Entry(None, str(entry.relative_to(root)), error=str(exc), at=entry.parent.name))
     for failed in sorted(folder.glob(f"at/*/{FAILED}")):
         if not (failed.parent / Path(path).name).exists():
             try:
                 why = (json.loads(failed.read_text()).get("output") or ["?"])[-1]
             except (OSError, ValueError, AttributeError):
                 why = "its failed.json is unreadable"
-            recs.append({"_commit": None, "_at": failed.parent.name, "_path": str(failed.relative_to(root)),
-                         "_error": f"not profiled at this commit: {why}"})
-    for r in recs:
-        r["_when"] = _when(root, r)
-    return now, sorted(recs, key=lambda r: r["_when"])
+            out.append(Entry(None, str(failed.relative_to(root)), error=f"not profiled at this commit: {why}",
+                             at=failed.parent.name))
+    for e in out:
+        e.when = _when(root, e)
+    return now, sorted(out, key=lambda e: e.when)
 
 
-def _when(root: Path, rec: dict) -> str:
+def _when(root: Path, e: Entry) -> str:
     """Where an entry sits in the timeline: the date of the commit it profiled where git knows
     it (an --at entry profiles an old commit today), else when it was captured."""
-    commit = rec.get("_at") or ((rec.get("git") or {}).get("commit") if "_error" not in rec else rec.get("_commit"))
-    return (gitrefs.commit_date(root, commit) if isinstance(commit, str) else None) or rec.get("captured_at") or ""
+    commit = e.at or (e.prof.git.get("commit") if e.prof is not None else e.stored_in)
+    return (gitrefs.commit_date(root, commit) if isinstance(commit, str) else None) or (
+        e.prof is not None and e.prof.captured_at) or ""
 
 
 def timeline(root: Path, side: Side) -> dict:
-    now, recs = entries(root, side)
+    now, found = entries(root, side)
     rows, prev = [], None
-    for rec in recs:
-        row = {"stored_in": rec["_commit"], "at": rec.get("_at"), "path": rec["_path"], "when": rec["_when"]}
-        if "_error" in rec:
-            rows.append(dict(row, error=rec["_error"]))
+    for e in found:
+        row = {"stored_in": e.stored_in, "at": e.at, "path": e.path, "when": e.when}
+        if e.prof is None:
+            rows.append(dict(row, error=e.error))
             continue
-        git = rec.get("git") or {}
-        row.update(captured_at=rec.get("captured_at"), profiled_at=git.get("commit"), dirty=git.get("dirty"),
-                   source_sha256=rec["source_sha256"], median_ms=rec["timing"]["median_ms"],
-                   gbps=achieved_gbps(rec), n=len(rec["timing"]["samples_ms"]),
-                   driver=(rec.get("gpu") or {}).get("driver"), verdict=None, step=False)
+        prof = e.prof
+        git = prof.git
+        row.update(captured_at=prof.captured_at, profiled_at=git.get("commit"), dirty=git.get("dirty"),
+                   source_sha256=prof.source_sha256, median_ms=prof.timing.median_ms,
+                   gbps=achieved_gbps(prof), n=len(prof.timing.samples_ms),
+                   driver=prof.gpu.driver, verdict=None, step=False)
         if prev is not None:
-            band = bands_for(root, prev, rec)("wall_ms")
-            v = timing_verdict(prev["timing"]["samples_ms"], rec["timing"]["samples_ms"], band)
-            source = prev["source_sha256"] != rec["source_sha256"]
+            band = bands_for(root, prev, prof)("wall_ms")
+            v = timing_verdict(prev.timing.samples_ms, prof.timing.samples_ms, band)
+            source = prev.source_sha256 != prof.source_sha256
             row.update(verdict=v.verdict, ratio=v.ratio, p_value=v.p_value, band=v.band,
                        step=v.step, source_changed=source,
-                       driver_changed=prev.get("gpu", {}).get("driver") != rec.get("gpu", {}).get("driver"))
+                       driver_changed=prev.gpu.driver != prof.gpu.driver)
         rows.append(row)
-        prev = rec
-    return {"kernel": now["kernel"], "revision": now["revision"], "shape": now["shape"], "dtype": now["dtype"],
-            "gpu": now["gpu"]["slug"], "path": now["_path"], "entries": rows}
+        prev = prof
+    return {"kernel": now.kernel, "revision": now.revision, "shape": list(now.shape), "dtype": now.dtype,
+            "gpu": now.gpu.slug, "path": now.path, "entries": rows}
 
 
 def timelines(root: Path, side: Side) -> list[dict]:
@@ -101,7 +118,7 @@ def timelines(root: Path, side: Side) -> list[dict]:
 
     if side.gpu is None and side.path is None and side.ref is None:
         recs = _prefer_declared(root, candidates(root, side))
-        gpus = sorted({r["gpu"]["slug"] for r in recs})
+        gpus = sorted({r.gpu.slug for r in recs})
         if len(gpus) > 1 and len(recs) == len(gpus):
             return [timeline(root, replace(side, gpu=g)) for g in gpus]
     return [timeline(root, side)]

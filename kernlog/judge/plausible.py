@@ -6,6 +6,8 @@ kernel exceeds at all.
 """
 from __future__ import annotations
 
+from kernlog.store.record import Profile
+
 # Datasheet DRAM bandwidth, GB/s, by the name torch reports.
 SPEC_DRAM_GBPS = {
     "NVIDIA H100 80GB HBM3": 3350.0,
@@ -29,28 +31,28 @@ def spec_dram_gbps(gpu_name: str) -> float | None:
     return None
 
 
-def achieved_gbps(rec: dict) -> float | None:
+def achieved_gbps(prof: Profile) -> float | None:
     """Bytes the operator must move (each input read once, output written once) over the
     median wall time."""
-    ms = (rec.get("metrics") or {}).get("wall_ms")
-    moved = rec.get("bytes_moved")
+    ms = prof.metrics.get("wall_ms")
+    moved = prof.bytes_moved
     if not ms or not moved:
         return None
     return moved / ms / 1e6
 
 
-def impossible(rec: dict, rel_band: float) -> list[str]:
-    """One line per figure of `rec` that no correct measurement can give: an achieved or ncu
+def impossible(prof: Profile, rel_band: float) -> list[str]:
+    """One line per figure of `prof` that no correct measurement can give: an achieved or ncu
     DRAM bandwidth over the measured copy by more than `rel_band`, or over the spec peak."""
     out = []
-    copy = (rec.get("ceilings") or {}).get("copy_gbps")
-    spec = spec_dram_gbps((rec.get("gpu") or {}).get("name", ""))
-    what = f"{rec.get('kernel')}/{rec.get('revision')}"
+    copy = prof.ceilings.get("copy_gbps")
+    spec = spec_dram_gbps(prof.gpu.name)
+    what = f"{prof.kernel}/{prof.revision}"
     # An imported profile's time is ncu's duration, which leaves out what an event-timed copy
     # pays: only the spec peak bounds it (an imported Triton softmax reached 106% of the copy).
-    ncu_timed = (rec.get("timing") or {}).get("source") == "ncu duration"
-    figures = (("achieved bandwidth (bytes moved / wall time)", achieved_gbps(rec)),
-               ("ncu DRAM throughput", (rec.get("metrics") or {}).get("dram_gbps")))
+    ncu_timed = prof.timing.source == "ncu duration"
+    figures = (("achieved bandwidth (bytes moved / wall time)", achieved_gbps(prof)),
+               ("ncu DRAM throughput", prof.metrics.get("dram_gbps")))
     for name, v in figures:
         if v is None:
             continue

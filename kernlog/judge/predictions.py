@@ -53,16 +53,16 @@ def load(root: Path, kernel: str) -> dict[str, dict]:
 
 def value(what: str, row: dict, rows: dict):
     """The measured quantity `what` names, for `row` of a ladder whose rows by revision are `rows`."""
-    m = row["rec"]["metrics"]
+    m = row["rec"].metrics
     if what == "speedup":
         return row.get("speedup")
     if what.startswith("speed_vs:"):
         other = rows.get(what.split(":", 1)[1])
-        return other["rec"]["metrics"]["wall_ms"] / m["wall_ms"] if other else None
+        return other["rec"].metrics["wall_ms"] / m["wall_ms"] if other else None
     if what.startswith("ratio_vs_previous:"):
         base = rows.get(row.get("base"))
         key = what.split(":", 1)[1]
-        a, b = (base["rec"]["metrics"].get(key) if base else None), m.get(key)
+        a, b = (base["rec"].metrics.get(key) if base else None), m.get(key)
         return b / a if a and b is not None else None
     if what == "leading_stall":
         stalls = ranked_stalls(m)
@@ -84,7 +84,7 @@ def _at(shapes, row: dict) -> bool:
     """Whether a claim limited to `shapes` (one "8192x4096" or a list; None: every shape) applies to `row`."""
     if shapes is None:
         return True
-    return format_shape(tuple(row["rec"]["shape"])) in ([shapes] if isinstance(shapes, str) else shapes)
+    return format_shape(tuple(row["rec"].shape)) in ([shapes] if isinstance(shapes, str) else shapes)
 
 
 def judge(claims: list[dict], row: dict, rows: dict, dtype: str, time_band: float) -> dict | None:

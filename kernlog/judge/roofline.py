@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from kernlog.metrics import ranked_stalls
+from kernlog.store.record import Profile
 
 BOUND = 0.6  # of the roof it sits under: below this, the roof is not what limits it
 # Dense fp32 (CUDA cores, no tensor cores), TFLOP/s, from NVIDIA's spec sheets (SXM parts).
@@ -31,28 +32,28 @@ def numel(shape) -> int:
     return math.prod(shape[:2]) if len(shape) == 3 else math.prod(shape)  # matmul MxNxK: the MxN output
 
 
-def operations(rec: dict, kernel=None) -> tuple[float | None, str]:
+def operations(prof: Profile, kernel=None) -> tuple[float | None, str]:
     """(FLOPs of the profiled launch, where the count comes from)."""
-    if rec.get("flops"):
-        return float(rec["flops"]), "the kernel's FLOP model"
+    if prof.flops:
+        return float(prof.flops), "the kernel's FLOP model"
     per = getattr(kernel, "flops_per_element", 0) if kernel is not None else 0
     if per:
-        return per * numel(rec["shape"]), f"{per:g} FLOP per output element (the kernel's model)"
+        return per * numel(prof.shape), f"{per:g} FLOP per output element (the kernel's model)"
     return None, "no FLOP model"
 
 
-def place(rec: dict, kernel=None) -> dict:
+def place(prof: Profile, kernel=None) -> dict:
     """The profile's roofline placement: intensity, ceilings, attainable and achieved rates,
     % of roofline, the side of the ridge, and the bottleneck label."""
-    m = rec["metrics"]
+    m = prof.metrics
     seconds = m["wall_ms"] * 1e-3
-    bw = (rec.get("ceilings") or {}).get("copy_gbps")
+    bw = prof.ceilings.get("copy_gbps")
     dram = m.get("dram_mb")
     dram_bytes = dram * 1e6 if dram else None
-    flops, source = operations(rec, kernel)
-    tensor = getattr(kernel, "ceiling", rec.get("ceiling")) == "matmul"
-    peak = ((rec.get("ceilings") or {}).get("matmul_bf16_tflops") if tensor
-            else SPEC_FP32_TFLOPS.get(rec["gpu"]["name"]))
+    flops, source = operations(prof, kernel)
+    tensor = getattr(kernel, "ceiling", prof.ceiling) == "matmul"
+    peak = (prof.ceilings.get("matmul_bf16_tflops") if tensor
+            else SPEC_FP32_TFLOPS.get(prof.gpu.name))
     peak_name = "cuBLAS bf16 matmul (measured)" if tensor else "fp32 CUDA-core peak (spec)"
     out = {"flops": flops, "flops_source": source, "dram_bytes": dram_bytes, "bandwidth_gbps": bw,
            "peak_tflops": peak, "peak_name": peak_name, "intensity": None, "ridge": None,
@@ -61,9 +62,9 @@ def place(rec: dict, kernel=None) -> dict:
     if not bw:
         out["label"] = "not placed: no copy bandwidth measured on this GPU"
         return out
-    out["excess"] = dram_bytes / rec["bytes_moved"] if dram_bytes and rec.get("bytes_moved") else None
-    if flops and rec.get("bytes_moved"):
-        ai = flops / rec["bytes_moved"]
+    out["excess"] = dram_bytes / prof.bytes_moved if dram_bytes and prof.bytes_moved else None
+    if flops and prof.bytes_moved:
+        ai = flops / prof.bytes_moved
         roof = bw * 1e9 * ai / 1e12  # TFLOP/s the bandwidth allows at this intensity
         attainable = min(peak, roof) if peak else roof
         achieved = flops / seconds / 1e12
@@ -72,18 +73,18 @@ def place(rec: dict, kernel=None) -> dict:
         out.update(intensity=ai, ridge=ridge, attainable=attainable, achieved=achieved, unit="TFLOP/s",
                    side=side, pct_of_roof=achieved / attainable)
     else:
-        achieved = rec["bytes_moved"] / seconds / 1e9
+        achieved = prof.bytes_moved / seconds / 1e9
         out.update(attainable=bw, achieved=achieved, unit="GB/s", side="memory", pct_of_roof=achieved / bw)
-    out["label"] = label(out, m, rec)
+    out["label"] = label(out, m, prof)
     return out
 
 
-def label(p: dict, m: dict, rec: dict) -> str:
+def label(p: dict, m: dict, prof: Profile) -> str:
     pct = p["pct_of_roof"]
     roof = "bandwidth roof" if p["side"] == "memory" else f"{p['peak_name']} roof"
     extra = ""
-    if p["dram_bytes"] and p["dram_bytes"] > 1.15 * rec["bytes_moved"]:
-        extra = f"; DRAM traffic {p['dram_bytes'] / rec['bytes_moved']:.1f}x the minimum"
+    if p["dram_bytes"] and p["dram_bytes"] > 1.15 * prof.bytes_moved:
+        extra = f"; DRAM traffic {p['dram_bytes'] / prof.bytes_moved:.1f}x the minimum"
     if pct >= BOUND:
         unit = f"DRAM {m['dram_pct']:.0f}% of peak" if p["side"] == "memory" and m.get("dram_pct") is not None else (
             f"SM {m['compute_pct']:.0f}% of peak" if m.get("compute_pct") is not None else "")

@@ -246,16 +246,16 @@ def stale(source_sha256, current: dict, revision: str) -> bool:
     return revision in current and isinstance(source_sha256, str) and source_sha256 != current[revision]
 
 
-def rate(rec: dict) -> dict:
-    """A profile's rates: time in us, achieved GB/s (the bytes the operator must move over the
-    median wall time) and its % of the GPU's copy; TFLOP/s and % of the matmul ceiling where
-    the kernel has a FLOP model."""
-    ms = rec["metrics"]["wall_ms"]
-    gbps = rec["bytes_moved"] / ms / 1e6
-    copy, matmul = rec["ceilings"]["copy_gbps"], rec["ceilings"]["matmul_bf16_tflops"]  # null: not measured
+def rate(prof) -> dict:
+    """A profile's rates (a kernlog.store.record.Profile: this module imports no store): time in us,
+    achieved GB/s (the bytes the operator must move over the median wall time) and its % of the
+    GPU's copy; TFLOP/s and % of the matmul ceiling where the kernel has a FLOP model."""
+    ms = prof.metrics["wall_ms"]
+    gbps = prof.bytes_moved / ms / 1e6
+    copy, matmul = prof.ceilings["copy_gbps"], prof.ceilings["matmul_bf16_tflops"]  # null: not measured
     out = {"us": ms * 1e3, "gbps": gbps, "pct_copy": 100.0 * gbps / copy if copy else None}
-    if rec.get("flops"):
-        out["tflops"] = rec["flops"] / ms / 1e9
+    if prof.flops:
+        out["tflops"] = prof.flops / ms / 1e9
         out["pct_matmul"] = 100.0 * out["tflops"] / matmul if matmul else None
     return out
 
@@ -278,12 +278,12 @@ def launch_bound(us: float | None) -> bool:
     return us is not None and us < LAUNCH_BOUND_US
 
 
-def same_kernel(a: dict, b: dict) -> bool:
-    """`b` ran the compiled kernel and launch configuration `a` ran (kernlog profiles)."""
-    ka, kb = (r.get("facts", {}).get("main_kernel") for r in (a, b))
-    if not ka or ka != kb or config_of(a["metrics"]) != config_of(b["metrics"]):
+def same_kernel(a, b) -> bool:
+    """`b` ran the compiled kernel and launch configuration `a` ran (kernlog.store.record.Profile's)."""
+    ka, kb = (p.facts.get("main_kernel") for p in (a, b))
+    if not ka or ka != kb or config_of(a.metrics) != config_of(b.metrics):
         return False
-    ia, ib = a["metrics"].get("instructions"), b["metrics"].get("instructions")
+    ia, ib = a.metrics.get("instructions"), b.metrics.get("instructions")
     return ia is not None and ib is not None and abs(ia - ib) <= SAME_INSTRUCTIONS * max(abs(ia), abs(ib))
 
 

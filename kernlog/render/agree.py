@@ -25,13 +25,6 @@ from kernlog.store import profiles as store
 TIME = "median_ms"  # bench.csv's metric of a point's median time
 
 
-def _field(rec, name: str, default=None):
-    """A profile record's field, whether the record is a dict or an object."""
-    if isinstance(rec, dict):
-        return rec.get(name, default)
-    return getattr(rec, name, default)
-
-
 def of_ladders(root: Path, kernel: str, ladders: list[dict]) -> None:
     """Sets each ladder's "disagree": its points where profile and sweep disagree beyond noise."""
     points: dict = {}
@@ -66,13 +59,13 @@ def disagreements(lad: dict, points: dict, band: Band) -> list[dict]:
     out = []
     for row in lad["rows"]:
         rec = row["rec"]
-        rev = _field(rec, "revision")
+        rev = rec.revision
         point = points.get((rev, lad["shape"], lad["dtype"]))
-        sha = _field(rec, "source_sha256")
-        if point is None or _field(rec, "imported") or not sha or point[1] != sha:
+        sha = rec.source_sha256
+        if point is None or rec.imported or not sha or point[1] != sha:
             continue
         swept, _, spread = point
-        profiled = _field(rec, "metrics")["wall_ms"]
+        profiled = rec.metrics["wall_ms"]
         wide = Band(max(band.rel, spread), band.abs, band.source)
         if wide.holds(profiled, swept):
             continue

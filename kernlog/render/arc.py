@@ -72,23 +72,23 @@ def arc_rows(lad: dict, sw: dict | None, matmul: bool) -> list[dict]:
     """One row per revision of the ladder, in ladder order: what the arc table prints."""
     srow = sweep_row(sw, lad["shape"], lad["dtype"])
     copy = srow["values"].get(COPY) if srow else None
-    refs = [r for r in lad["rows"] if r["rec"]["role"] == "reference"]
-    best_ref = min(refs, key=lambda r: r["rec"]["metrics"]["wall_ms"]) if refs else None
+    refs = [r for r in lad["rows"] if r["rec"].role == "reference"]
+    best_ref = min(refs, key=lambda r: r["rec"].metrics["wall_ms"]) if refs else None
     out = []
     for row in lad["rows"]:
-        rec, rt = row["rec"], row["rate"]
+        prof, rt = row["rec"], row["rate"]
         lb = launch_bound(rt["us"])
         pct = rt.get("pct_matmul") if matmul else of_copy(rt["gbps"], copy)
         out.append({
-            "revision": rec["revision"], "role": rec["role"], "imported": "imported" in rec,
-            "change": short_change(rec.get("change")),
+            "revision": prof.revision, "role": prof.role, "imported": prof.imported is not None,
+            "change": short_change(prof.change),
             "us": rt["us"], "rate": rt.get("tflops") if matmul else rt["gbps"], "launch_bound": lb,
             "pct": None if lb else pct, "roof": None if lb or row["roof"]["pct_of_roof"] is None
             else 100.0 * row["roof"]["pct_of_roof"], "excess": row["roof"].get("excess"),
             "verdict": ("same kernel as " + row["same_as"]) if row.get("same_as") else row.get("verdict"),
             "speedup": None if row.get("same_as") else row.get("speedup"), "base": row.get("base"),
-            "vs_ref": (best_ref["rec"]["metrics"]["wall_ms"] / rec["metrics"]["wall_ms"]) if best_ref else None,
-            "best_ref": best_ref["rec"]["revision"] if best_ref else None, "stale": row["stale"]})
+            "vs_ref": (best_ref["rec"].metrics["wall_ms"] / prof.metrics["wall_ms"]) if best_ref else None,
+            "best_ref": best_ref["rec"].revision if best_ref else None, "stale": row["stale"]})
     return out
 
 
@@ -98,15 +98,15 @@ def payoff(lads: list[dict]) -> dict | None:
     if not lads or not lads[0]["arc"]:
         return None
     first = lads[0]
-    order = [r["rec"]["revision"] for r in first["rows"]]
-    best = first["arc"]["best"]["rec"]["revision"]
+    order = [r["rec"].revision for r in first["rows"]]
+    best = first["arc"]["best"]["rec"].revision
     for lad in lads[1:]:
         a = lad["arc"]
-        steps = [r for r in lad["rows"] if r["rec"]["role"] == "step"]
+        steps = [r for r in lad["rows"] if r["rec"].role == "step"]
         if not a or len(steps) < 2 or lad["gpu"]["slug"] != first["gpu"]["slug"]:
             continue
-        b = a["best"]["rec"]["revision"]
-        if b != best and a["best"]["rec"]["role"] == "step" and (b not in order or order.index(b) > order.index(best)):
+        b = a["best"]["rec"].revision
+        if b != best and a["best"]["rec"].role == "step" and (b not in order or order.index(b) > order.index(best)):
             return lad
     return None
 
@@ -128,12 +128,12 @@ def contradictions(sections: list[dict]) -> list[str]:
         for lad in s["ladders"]:
             prev = None
             for row in lad["rows"]:
-                rec = row["rec"]
-                if rec["role"] != "step":
+                prof = row["rec"]
+                if prof.role != "step":
                     continue
-                if prev is not None and same_kernel(prev, rec) and (row.get("verdict") or row.get("deltas")):
-                    out.append(f"{s['kernel'].name} {lad['shape']} {lad['dtype']}: {rec['revision']} claims a "
-                               f"change ({row.get('verdict')}) over {prev['revision']}, the same compiled kernel "
+                if prev is not None and same_kernel(prev, prof) and (row.get("verdict") or row.get("deltas")):
+                    out.append(f"{s['kernel'].name} {lad['shape']} {lad['dtype']}: {prof.revision} claims a "
+                               f"change ({row.get('verdict')}) over {prev.revision}, the same compiled kernel "
                                "and launch")
-                prev = rec
+                prev = prof
     return out

@@ -29,11 +29,6 @@ CAP = 12  # changed lines an excerpt shows
 CONTEXT = 1  # unchanged lines around each hunk
 
 
-def _field(rec, name: str):
-    """A profile record's field, whether the record is a dict or an object."""
-    return rec[name] if isinstance(rec, dict) else getattr(rec, name)
-
-
 def of_ladder(lad: dict, kernel) -> dict[str, dict]:
     """revision -> its excerpt against the ladder's previous step, for each step after the
     first (the `#### revision` blocks of the kernel page)."""
@@ -41,9 +36,9 @@ def of_ladder(lad: dict, kernel) -> dict[str, dict]:
     out, prev = {}, None
     for row in lad["rows"]:
         rec = row["rec"]
-        if _field(rec, "role") != "step":
+        if rec.role != "step":
             continue
-        name = _field(rec, "revision")
+        name = rec.revision
         if prev is not None and name in revs and prev in revs:
             out[name] = excerpt(revs[prev], revs[name])
         prev = name

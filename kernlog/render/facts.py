@@ -5,6 +5,7 @@ ladder's arc, the same revisions across GPUs, histories across commits, and the 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from kernlog.errors import KernlogError
@@ -20,6 +21,7 @@ from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import profiles as store
 from kernlog.store.lookup import Side
+from kernlog.store.record import Profile
 
 TOP_DELTAS = 5
 
@@ -61,16 +63,16 @@ def across_gpus(ladders: list[dict]) -> list[dict]:
         if len(lads) < 2:
             continue
         lads = sorted(lads, key=lambda lad: lad["gpu"]["slug"])
-        revs = [row["rec"]["revision"] for row in lads[0]["rows"]]
+        revs = [row["rec"].revision for row in lads[0]["rows"]]
         rows = []
         for rev in revs:
-            cells = [next((row for row in lad["rows"] if row["rec"]["revision"] == rev), None) for lad in lads]
+            cells = [next((row for row in lad["rows"] if row["rec"].revision == rev), None) for lad in lads]
             if any(c is None for c in cells):
                 continue
-            base = cells[0]["rec"]["metrics"]["wall_ms"]
+            base = cells[0]["rec"].metrics["wall_ms"]
             rows.append({"revision": rev, "cells": [{"us": c["rate"]["us"], "pct_copy": c["rate"]["pct_copy"],
                                                      "gbps": c["rate"]["gbps"], "stale": c["stale"],
-                                                     "speed": base / c["rec"]["metrics"]["wall_ms"]} for c in cells]})
+                                                     "speed": base / c["rec"].metrics["wall_ms"]} for c in cells]})
         out.append({"shape": shape, "dtype": dtype, "gpus": [lad["gpu"] for lad in lads],
                     "copy_gbps": [lad["ceilings"]["copy_gbps"] for lad in lads], "rows": rows})
     return out
@@ -79,16 +81,16 @@ def across_gpus(ladders: list[dict]) -> list[dict]:
 HOT_LINES = 3  # source lines per revision in the log
 
 
-def hot_lines(rec: dict) -> list[dict]:
+def hot_lines(prof: Profile) -> list[dict]:
     """A profile's most sampled source lines, as the log lists them under the revision: at most
     HOT_LINES, each holding HOT_MIN_SAMPLES warp samples or more."""
-    hot = rec.get("hotspots")
+    hot = prof.hotspots
     if not hot:
         return []
     return [h for h in hotlines.lines_table(hot, HOT_LINES) if h["share"] * hot["samples"] >= HOT_MIN_SAMPLES]
 
 
-def ladder(records: list[dict], order: list[str], current: dict | None = None, bands=None, kernel=None,
+def ladder(records: list[Profile], order: list[str], current: dict | None = None, bands=None, kernel=None,
            claims: dict | None = None) -> dict:
     """One (gpu, shape, dtype) group of profiles as the log shows it; `current` (revision ->
     source hash) marks the profiles taken on an older source; `bands` (kernlog.judge.verdicts.Bands
@@ -96,9 +98,9 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
     current = current or {}
     bands = bands or Bands([], None)
     rank = {name: i for i, name in enumerate(order)}
-    recs = sorted(records, key=lambda r: rank.get(r["revision"], len(rank)))
-    steps = [r for r in recs if r["role"] == "step"]
-    refs = [r for r in recs if r["role"] == "reference"]
+    recs = sorted(records, key=lambda r: rank.get(r.revision, len(rank)))
+    steps = [r for r in recs if r.role == "step"]
+    refs = [r for r in recs if r.role == "reference"]
     ref = refs[0] if refs else None
     rows, prev, rows_of = [], None, {}
     for r in recs:
@@ -107,35 +109,35 @@ def ladder(records: list[dict], order: list[str], current: dict | None = None, b
         only = ncu_filter(r)
         if only:  # ncu saw some of the launch's kernels: no roofline or bottleneck of the whole from them
             roof = dict(roof, intensity=None, pct_of_roof=None)
-            label = (f"not judged: ncu profiled {len(r['facts']['kernels'])} of its kernels (names matching "
+            label = (f"not judged: ncu profiled {len(r.facts['kernels'])} of its kernels (names matching "
                      f"`{only}`); where the time goes is below")
         row = {"rec": r, "rate": rate(r), "roof": roof, "bottleneck": label, "shares": time_shares(r),
-               "stale": stale(r.get("source_sha256"), current, r["revision"]),
-               "stalls": top_stalls(r["metrics"]), "advice": [f for f in r["findings"] if f.get("speedup_pct")][:3],
+               "stale": stale(r.source_sha256, current, r.revision),
+               "stalls": top_stalls(r.metrics), "advice": [f for f in r.findings if f.get("speedup_pct")][:3],
                "impossible": impossible(r, bands("dram_gbps").rel), "hot": hot_lines(r)}
-        wall = r["metrics"]["wall_ms"]
-        row["vs_ref"] = 100.0 * ref["metrics"]["wall_ms"] / wall if ref else None
-        row["vs_naive"] = steps[0]["metrics"]["wall_ms"] / wall if steps else None
-        base = prev if r["role"] == "step" else (steps[-1] if steps and r["role"] == "counterpart" else None)
-        if r["role"] == "step" and prev is not None and same_kernel(prev, r):
+        wall = r.metrics["wall_ms"]
+        row["vs_ref"] = 100.0 * ref.metrics["wall_ms"] / wall if ref else None
+        row["vs_naive"] = steps[0].metrics["wall_ms"] / wall if steps else None
+        base = prev if r.role == "step" else (steps[-1] if steps and r.role == "counterpart" else None)
+        if r.role == "step" and prev is not None and same_kernel(prev, r):
             # the same compiled kernel and launch as the step before: no change to claim
-            row.update(same_as=rows_of[prev["revision"]].get("same_as") or prev["revision"])
+            row.update(same_as=rows_of[prev.revision].get("same_as") or prev.revision)
         elif base is not None and base is not r:
-            v = timing_verdict(base["timing"]["samples_ms"], r["timing"]["samples_ms"], bands("wall_ms"))
-            speedup = base["metrics"]["wall_ms"] / wall
-            row.update(base=base["revision"], speedup=speedup, verdict=v.verdict,
-                       deltas=largest_deltas(base["metrics"], r["metrics"], bands=bands))
-        if r["role"] == "step":
+            v = timing_verdict(base.timing.samples_ms, r.timing.samples_ms, bands("wall_ms"))
+            speedup = base.metrics["wall_ms"] / wall
+            row.update(base=base.revision, speedup=speedup, verdict=v.verdict,
+                       deltas=largest_deltas(base.metrics, r.metrics, bands=bands))
+        if r.role == "step":
             prev = r
         rows.append(row)
-        rows_of[r["revision"]] = row
-    by_rev = {row["rec"]["revision"]: row for row in rows}
-    arc = _arc(rows, by_rev, bands("wall_ms"), steps[0]["revision"] if steps else None)
+        rows_of[r.revision] = row
+    by_rev = {row["rec"].revision: row for row in rows}
+    arc = _arc(rows, by_rev, bands("wall_ms"), steps[0].revision if steps else None)
     for row in rows:  # each prediction judged against this ladder's measurements
-        entry = (claims or {}).get(row["rec"]["revision"], {})
-        row["judged"] = predictions.judge(entry.get("claims"), row, by_rev, row["rec"]["dtype"], bands("wall_ms").rel)
+        entry = (claims or {}).get(row["rec"].revision, {})
+        row["judged"] = predictions.judge(entry.get("claims"), row, by_rev, row["rec"].dtype, bands("wall_ms").rel)
         row["unchecked"] = entry.get("unchecked")
-    return {"rows": rows, "ref": ref["revision"] if ref else None, "tuned": steps[-1]["revision"] if steps else None,
+    return {"rows": rows, "ref": ref.revision if ref else None, "tuned": steps[-1].revision if steps else None,
             "arc": arc}
 
 
@@ -143,21 +145,21 @@ def _arc(rows: list[dict], by_rev: dict, band, naive: str | None) -> dict | None
     """The ladder's arc for the front page: the first step (`naive`), the fastest revision and
     every one tied with it (not faster or slower beyond noise), and the speed of the fastest
     against each reference."""
-    mine = [r for r in rows if r["rec"]["role"] != "reference"]
+    mine = [r for r in rows if r["rec"].role != "reference"]
     if not mine:
         return None
-    best = min(mine, key=lambda r: r["rec"]["metrics"]["wall_ms"])
-    ties = [r["rec"]["revision"] for r in mine if r is not best and timing_verdict(
-        best["rec"]["timing"]["samples_ms"], r["rec"]["timing"]["samples_ms"], band).verdict != "slower"]
-    wall = best["rec"]["metrics"]["wall_ms"]
-    refs = {name: by_rev[name]["rec"]["metrics"]["wall_ms"] / wall for name in ("torch", "torch_compile")
+    best = min(mine, key=lambda r: r["rec"].metrics["wall_ms"])
+    ties = [r["rec"].revision for r in mine if r is not best and timing_verdict(
+        best["rec"].timing.samples_ms, r["rec"].timing.samples_ms, band).verdict != "slower"]
+    wall = best["rec"].metrics["wall_ms"]
+    refs = {name: by_rev[name]["rec"].metrics["wall_ms"] / wall for name in ("torch", "torch_compile")
             if name in by_rev}
     return {"best": best, "ties": ties, "naive": naive, "vs_naive": best["vs_naive"], "refs": refs}
 
 
-def _view(rec: dict) -> dict:
+def _view(prof: Profile) -> Profile:
     """A verified profile as the templates read it: a catalog metric it lacks is "not collected"."""
-    return dict(rec, metrics={**{m.key: None for m in CATALOG}, **rec["metrics"]})
+    return replace(prof, metrics={**{m.key: None for m in CATALOG}, **prof.metrics})
 
 
 def _histories(root: Path, kernel: str, lad: dict) -> dict | None:
@@ -166,15 +168,15 @@ def _histories(root: Path, kernel: str, lad: dict) -> dict | None:
     revision has two entries."""
     out = {}
     for row in lad["rows"]:
-        rec = row["rec"]
-        side = Side(kernel, rec["revision"], tuple(rec["shape"]), rec["dtype"], rec["gpu"]["slug"])
+        prof = row["rec"]
+        side = Side(kernel, prof.revision, tuple(prof.shape), prof.dtype, prof.gpu.slug)
         try:
             entries = timeline(root, side)["entries"]
         except KernlogError:
             continue
         points = [(e["when"][:19], e["median_ms"], e["step"]) for e in entries if "error" not in e and e["when"]]
         if len(points) > 1:
-            out[rec["revision"]] = points
+            out[prof.revision] = points
     if not out:
         return None
     return {"revisions": out,
@@ -192,18 +194,18 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
     for kernel in kernels:
         order = [r.name for r in kernel.revisions]
         current = {r.name: r.sha256() for r in kernel.revisions}
-        recs = [r for r in all_recs if r["kernel"] == kernel.name]
+        recs = [r for r in all_recs if r.kernel == kernel.name]
         groups: dict[tuple, list] = {}
         for r in recs:
-            groups.setdefault((r["gpu"]["slug"], format_shape(tuple(r["shape"])), r["dtype"]), []).append(r)
+            groups.setdefault((r.gpu.slug, format_shape(tuple(r.shape)), r.dtype), []).append(r)
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
-                                                   (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
+                                                   store.glob_kernel_files(root, "bench.csv", kernel=kernel.name)})
         roles = {r.name: r.role for r in kernel.revisions}
         sweeps = [s for s in (sweep(root, g, kernel.name, order, current, kernel.families, roles,
                                                 kernel.speed_bar) for g in gpus) if s]
         claims = predictions.load(root, kernel.name)
         ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims),
-                        gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])
+                        gpu=v[0].gpu.to_dict(), shape=k[1], dtype=k[2], ceilings=v[0].ceilings)
                    for k, v in sorted(groups.items(), key=lambda kv: (
                        (kv[0][1], kv[0][2]) != (format_shape(kernel.profile_shape), kernel.dtypes[0]), kv[0]))]
         for i, lad in enumerate(ladders):  # the first: the kernel's profile shape and first dtype, first GPU
@@ -245,7 +247,7 @@ def stale_figures(sections: list[dict]) -> list[str]:
     """One line per kernel whose log shows a figure measured on an older source of its revision."""
     lines = []
     for s in sections:
-        profiles = sorted({f"{row['rec']['revision']} ({lad['shape']} {lad['dtype']} on {lad['gpu']['name']})"
+        profiles = sorted({f"{row['rec'].revision} ({lad['shape']} {lad['dtype']} on {lad['gpu']['name']})"
                            for lad in s["ladders"] for row in lad["rows"] if row["stale"]})
         swept = sorted({f"{r} (on {sw['gpu']})" for sw in s["sweeps"] for r in sw["stale"]})
         if profiles or swept:

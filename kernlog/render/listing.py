@@ -7,12 +7,13 @@ from kernlog.judge.verdicts import stale
 from kernlog.registry import kernel_names, load_kernel
 from kernlog.spec import format_shape
 from kernlog.store.profiles import ProfileError, bench_hashes, iter_profiles, report_hashed
+from kernlog.store.record import Profile
 
 
-def _point(rec: dict, current: dict, revision: str) -> str:
-    return (f"{format_shape(tuple(rec['shape']))} {rec['dtype']}"
-            + (" STALE" if stale(rec["source_sha256"], current, revision) else "")
-            + (" (report under its staged name: a save was interrupted)" if rec["ncu"]["report"].startswith(".")
+def _point(prof: Profile, current: dict, revision: str) -> str:
+    return (f"{format_shape(tuple(prof.shape))} {prof.dtype}"
+            + (" STALE" if stale(prof.source_sha256, current, revision) else "")
+            + (" (report under its staged name: a save was interrupted)" if prof.ncu.report.startswith(".")
                else ""))
 
 
@@ -21,7 +22,7 @@ def _by_gpu(recs: list, current: dict, revision: str) -> list[str]:
     entry, a str, already names its GPU)."""
     groups: dict[str, list[str]] = {}
     for r in recs:
-        gpu, text = r.split(" ", 1) if isinstance(r, str) else (r["gpu"]["slug"], _point(r, current, revision))
+        gpu, text = r.split(" ", 1) if isinstance(r, str) else (r.gpu.slug, _point(r, current, revision))
         groups.setdefault(gpu, []).append(text)
     return [f"{gpu}: {', '.join(sorted(points))}" for gpu, points in sorted(groups.items())]
 
@@ -39,7 +40,7 @@ def listing(root: Path) -> tuple[str, list[ProfileError]]:
                     f"{gpu} {format_shape(shape)} {dtype} UNREADABLE ({rec.short})")
             continue
         unhashed += not report_hashed(rec)
-        stored.setdefault((rec["kernel"], rec["revision"]), []).append(rec)
+        stored.setdefault((rec.kernel, rec.revision), []).append(rec)
     for name in kernel_names(root):
         kernel = load_kernel(root, name)
         lines.append(f"{name}  (profile shape {format_shape(kernel.profile_shape)}, dtypes {', '.join(kernel.dtypes)})")

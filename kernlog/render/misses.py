@@ -58,7 +58,7 @@ def find(root: Path, kernels: list) -> tuple[list[Miss], list]:
         for lad in section["ladders"]:
             point = profiled.setdefault((lad["gpu"]["name"], lad["shape"], lad["dtype"]), {})
             for row in lad["rows"]:
-                point[row["rec"]["revision"]] = "stale" if row["stale"] else "current"
+                point[row["rec"].revision] = "stale" if row["stale"] else "current"
         for sw in section["sweeps"]:
             for row in sw["missed"]:
                 have = profiled.get((sw["gpu"], row["shape"], row["dtype"]), {})

@@ -146,14 +146,14 @@ def _roofline(plt, s: dict, lad: dict, rows: list[dict]):
                                                  if peak else ""))
     steps = []
     for i, r in enumerate(rows):
-        rec, pt = r["rec"], (r["roof"]["intensity"], r["roof"]["achieved"])
-        ref = rec["role"] == "reference"
+        prof, pt = r["rec"], (r["roof"]["intensity"], r["roof"]["achieved"])
+        ref = prof.role == "reference"
         ax.plot(*pt, linestyle="none", marker=MARKERS[i % len(MARKERS)], markersize=8, color=f"C{i % 10}",
                 markerfacecolor="none" if ref else f"C{i % 10}",
-                label=f"{rec['revision']} ({100 * r['roof']['pct_of_roof']:.0f}% of roof)")
-        ax.annotate(rec["revision"].split("_")[0] if rec["role"] == "step" else rec["revision"], pt,
+                label=f"{prof.revision} ({100 * r['roof']['pct_of_roof']:.0f}% of roof)")
+        ax.annotate(prof.revision.split("_")[0] if prof.role == "step" else prof.revision, pt,
                     xytext=(6, (-1) ** i * (4 + 3 * (i % 4))), textcoords="offset points", fontsize=6)
-        if rec["role"] == "step":
+        if prof.role == "step":
             steps.append(pt)
     for a, b in zip(steps, steps[1:], strict=False):
         ax.annotate("", xy=b, xytext=a, arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8})
@@ -175,7 +175,7 @@ def _roofline_figures(sections: list[dict]):
             rows = [r for r in lad["rows"] if r["roof"]["intensity"] is not None]
             data = {"title": [s["kernel"].name, lad["shape"], lad["dtype"], lad["gpu"]["name"]],
                     "roof": [rows[0]["roof"][k] for k in ("bandwidth_gbps", "peak_tflops", "peak_name")],
-                    "points": [[r["rec"]["revision"], r["rec"]["role"], r["roof"]["intensity"], r["roof"]["achieved"],
+                    "points": [[r["rec"].revision, r["rec"].role, r["roof"]["intensity"], r["roof"]["achieved"],
                                 r["roof"]["pct_of_roof"]] for r in rows]}
             yield lad["roofline"], data, lambda plt, s=s, lad=lad, rows=rows: _roofline(plt, s, lad, rows)
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from kernlog.errors import KernlogError
 from kernlog.judge.roofline import place
 from kernlog.judge.verdicts import of_copy, rate, stale
+from kernlog.store.record import Profile
 
 FIG = re.compile(r"<!--fig (?P<spec>[^>]*?)-->(?P<value>.*?)<!--/fig-->", re.S)
 HISTORY = re.compile(r"<!--history (?P<when>[^>]*?)-->.*?<!--/history-->", re.S)
@@ -37,47 +38,48 @@ MAX_LISTED = 8
 STALE_MARK = "†"
 
 
-def quantity(root: Path, rec: dict, what: str, resolve) -> float:
-    m = rec["metrics"]
+def quantity(root: Path, prof: Profile, what: str, resolve) -> float:
+    m = prof.metrics
     ms = m["wall_ms"]
-    r = rate(rec)
+    r = rate(prof)
     simple = {"us": r["us"], "ms": ms, "tbps": r["gbps"] / 1e3, "gbps": r["gbps"], "tflops": r.get("tflops")}
     if what in simple:
         value = simple[what]
     elif what == "pct_copy":  # the log's one % of copy: over a same-size copy timed in the sweep
-        value = of_copy(r["gbps"], same_size_copy(root, rec))
+        value = of_copy(r["gbps"], same_size_copy(root, prof))
     elif what == "pct_roof":
         from kernlog.registry import load_kernel
 
-        pct = place(rec, load_kernel(root, rec["kernel"]))["pct_of_roof"]
+        pct = place(prof, load_kernel(root, prof.kernel))["pct_of_roof"]
         value = None if pct is None else 100 * pct
     elif what.startswith("speedup:"):
-        value = resolve(what.split(":", 1)[1])["metrics"]["wall_ms"] / ms
+        value = resolve(what.split(":", 1)[1]).metrics["wall_ms"] / ms
     elif what == "launches":  # kernels one launch runs, from its CUPTI kernel_times
-        value = (rec.get("kernel_times") or {}).get("launches")
+        value = (prof.kernel_times or {}).get("launches")
     elif what.startswith("share:"):  # % of the launch's GPU time in kernels whose names match a regex
-        kt = rec.get("kernel_times") or {}
+        kt = prof.kernel_times or {}
         pattern = re.compile(what.split(":", 1)[1], re.I)
         value = (100.0 * sum(k["us"] for k in kt["kernels"] if pattern.search(k["name"])) / kt["total_us"]
                  if kt.get("total_us") else None)
     else:
         value = m.get(what)
     if value is None:
-        raise KernlogError(f"the figure {what!r} of {rec['kernel']}/{rec['revision']} is not in its profile")
+        raise KernlogError(f"the figure {what!r} of {prof.kernel}/{prof.revision} is not in its profile")
     return value
 
 
-def same_size_copy(root: Path, rec: dict) -> float | None:
+def same_size_copy(root: Path, prof: Profile) -> float | None:
     """The copy GB/s bench.csv timed at the profile's shape and dtype on its GPU, if any."""
     from kernlog.spec import COPY, format_shape
     from kernlog.store import profiles as store
+    from kernlog.store.keys import bench_csv
 
-    path = store.kernel_dir(root, rec["gpu"]["slug"], rec["kernel"]) / "bench.csv"
+    path = bench_csv(root, prof.gpu.slug, prof.kernel)
     if not path.exists():
         return None
     df = store.read_bench(root, path)
-    hit = df[(df["revision"] == COPY) & (df["metric"] == "gbps") & (df["dtype"] == rec["dtype"])
-             & (df["shape"] == format_shape(tuple(rec["shape"])))]
+    hit = df[(df["revision"] == COPY) & (df["metric"] == "gbps") & (df["dtype"] == prof.dtype)
+             & (df["shape"] == format_shape(tuple(prof.shape)))]
     return float(hit["value"].iloc[0]) if len(hit) else None
 
 
@@ -89,10 +91,10 @@ def fill(root: Path, text: str) -> str:
 
     sources: dict = {}
 
-    def is_stale(rec) -> bool:
-        if rec["kernel"] not in sources:
-            sources[rec["kernel"]] = {r.name: r.sha256() for r in load_kernel(root, rec["kernel"]).revisions}
-        return stale(rec.get("source_sha256"), sources[rec["kernel"]], rec["revision"])
+    def is_stale(prof) -> bool:
+        if prof.kernel not in sources:
+            sources[prof.kernel] = {r.name: r.sha256() for r in load_kernel(root, prof.kernel).revisions}
+        return stale(prof.source_sha256, sources[prof.kernel], prof.revision)
 
     def sub(match):
         spec = match.group("spec").split()
@@ -100,14 +102,14 @@ def fill(root: Path, text: str) -> str:
             raise KernlogError(f"figure marker <!--fig {match.group('spec')}-->: expected KERNEL/REV[@SELECTOR] "
                                "QUANTITY [FORMAT]")
         side = parse_side(spec[0])
-        rec = resolve_one(root, side)
+        prof = resolve_one(root, side)
         sel = spec[0].partition("@")[2]
 
         def other(rev):
             return resolve_one(root, parse_side(f"{side.kernel}/{rev}" + (f"@{sel}" if sel else "")))
 
-        value = format(quantity(root, rec, spec[1], other), spec[2] if len(spec) == 3 else ".3g")
-        return f"<!--fig {match.group('spec')}-->{value}{STALE_MARK if is_stale(rec) else ''}<!--/fig-->"
+        value = format(quantity(root, prof, spec[1], other), spec[2] if len(spec) == 3 else ".3g")
+        return f"<!--fig {match.group('spec')}-->{value}{STALE_MARK if is_stale(prof) else ''}<!--/fig-->"
 
     return FIG.sub(sub, text)
 

@@ -15,88 +15,89 @@ from kernlog.judge.verdicts import stale
 from kernlog.metrics import metric, ncu_filter, time_shares
 from kernlog.registry import load_kernel
 from kernlog.spec import format_shape
+from kernlog.store.record import Profile
 
 
-def is_stale(root: Path, rec: dict) -> bool:
+def is_stale(root: Path, prof: Profile) -> bool:
     """As `kernlog list` marks it: the revision's source today hashes otherwise than the profile's
     (a kernel or revision no longer declared, or an imported report, is never stale)."""
     try:
-        rev = load_kernel(root, rec["kernel"]).revision(rec["revision"])
+        rev = load_kernel(root, prof.kernel).revision(prof.revision)
     except (KernlogError, KeyError):
         return False
-    return stale(rec["source_sha256"], {rev.name: rev.sha256()}, rev.name)
+    return stale(prof.source_sha256, {rev.name: rev.sha256()}, rev.name)
 
 
-def render(root: Path, rec: dict, fmt: str = "text") -> str:
-    flags = impossible(rec, bands_for(root, rec, rec)("dram_gbps").rel)
+def render(root: Path, prof: Profile, fmt: str = "text") -> str:
+    flags = impossible(prof, bands_for(root, prof, prof)("dram_gbps").rel)
     if fmt == "json":
-        return json.dumps(dict({k: v for k, v in rec.items() if k != "_path"}, flags=flags), indent=1,
+        return json.dumps(dict({k: v for k, v in prof.to_dict().items() if k != "_path"}, flags=flags), indent=1,
                           sort_keys=True)
-    t = rec["timing"]
-    git = rec.get("git") or {}
-    old = is_stale(root, rec)
-    lines = [f"{rec['kernel']}/{rec['revision']}  {format_shape(tuple(rec['shape']))} {rec['dtype']}"
-             + (" STALE" if old else "") + f"  on {rec['gpu']['name']}  ({rec.get('_path', '?')})",
-             f"captured {rec.get('captured_at', 'unknown')} at commit {git.get('commit') or 'unknown'}"
+    t = prof.timing
+    git = prof.git
+    old = is_stale(root, prof)
+    lines = [f"{prof.kernel}/{prof.revision}  {format_shape(tuple(prof.shape))} {prof.dtype}"
+             + (" STALE" if old else "") + f"  on {prof.gpu.name}  ({prof.path or '?'})",
+             f"captured {prof.captured_at or 'unknown'} at commit {git.get('commit') or 'unknown'}"
              + {True: " (dirty)", "unknown": " (whether the tree was dirty: unknown)"}.get(git.get("dirty"), ""),
-             f"change: {rec.get('change', '')}"]
-    choice = gpu_choice_line(rec.get("_gpu_choice"))
+             f"change: {prof.change}"]
+    choice = gpu_choice_line(prof.gpu_choice)
     if choice:
         lines.insert(1, choice)
     if old:
-        lines.insert(1, f"STALE: measured on an older source of {rec['revision']}; re-take it with `kernlog profile "
-                        f"{rec['kernel']} --rev {rec['revision']} --shape {format_shape(tuple(rec['shape']))} "
-                        f"--dtype {rec['dtype']} --force` on a GPU")
-    imp = rec.get("imported")
+        lines.insert(1, f"STALE: measured on an older source of {prof.revision}; re-take it with `kernlog profile "
+                        f"{prof.kernel} --rev {prof.revision} --shape {format_shape(tuple(prof.shape))} "
+                        f"--dtype {prof.dtype} --force` on a GPU")
+    imp = prof.imported
     if imp:
         lines.insert(2, f"imported from {imp.get('file')} (sha256 {str(imp.get('sha256'))[:16]}...), not captured "
                         "by kernlog: the source it ran is unknown")
-    if rec.get("predicts"):
-        lines.append(f"predicts: {rec['predicts']}")
-    if rec.get("config"):
-        lines.append(f"config picked: {rec['config']}")
-    lo, hi, unit = units.pair("ms", t["p05_ms"], t["p95_ms"])
-    med = units.quantity("ms", t["median_ms"])
-    gbps = achieved_gbps(rec)
+    if prof.predicts:
+        lines.append(f"predicts: {prof.predicts}")
+    if prof.config:
+        lines.append(f"config picked: {prof.config}")
+    lo, hi, unit = units.pair("ms", t.p05_ms, t.p95_ms)
+    med = units.quantity("ms", t.median_ms)
+    gbps = achieved_gbps(prof)
     what = (f"time: {med}, ncu's duration of the profiled launch (no wall-time samples)"
-            if t.get("source") == "ncu duration" else f"wall time: median {med} (p05 {lo}, p95 {hi} {unit}; "
-            f"{t['n']} samples)")
+            if t.source == "ncu duration" else f"wall time: median {med} (p05 {lo}, p95 {hi} {unit}; "
+            f"{t.n} samples)")
     lines.append(what + (f"; {units.quantity('GB/s', gbps)} achieved" if gbps else ""))
-    clocks = t.get("clocks") or {}
+    clocks = t.clocks
     if clocks.get("sm_mhz"):
         lines.append(f"clocks while timed: SM {clocks['sm_mhz']['median']:.0f} MHz, memory "
                      f"{(clocks.get('mem_mhz') or {}).get('median', float('nan')):.0f} MHz")
-    for key, value in rec["metrics"].items():
-        if key == "wall_ms" and t.get("source") == "ncu duration":
+    for key, value in prof.metrics.items():
+        if key == "wall_ms" and t.source == "ncu duration":
             continue  # the time line above says what it is
         m = metric(key)
         lines.append(f"  {m.label:<38} {units.quantity(m.unit, value):>18}")
-    facts = rec.get("facts") or {}
+    facts = prof.facts
     counts = Counter(k["name"] for k in facts.get("kernels", []))
-    only = ncu_filter(rec)
+    only = ncu_filter(prof)
     lines.append(f"  occupancy limiter: {facts.get('occupancy_limiter') or 'not collected'}; "
                  + (f"ncu profiled only the kernels matching {only}: " if only else "kernels: ")
                  + ", ".join(f"{name} x{n}" if n > 1 else name for name, n in counts.items()))
-    shares = time_shares(rec)
+    shares = time_shares(prof)
     if shares:
-        kt = rec["kernel_times"]
+        kt = prof.kernel_times
         lines.append(f"where the time goes ({kt['launches']} kernels, {units.quantity('ms', kt['total_us'] / 1e3)} "
                      "of GPU time; a CUPTI trace of one warm launch):")
         lines += [f"  {k['share']:5.1f}%  {k['count']:>4}x  {units.quantity('ms', k['us'] / 1e3):>10}  {k['name']}"
                   for k in shares]
-    lines += hot_lines(rec)
-    for f in rec.get("findings", []):
+    lines += hot_lines(prof)
+    for f in prof.findings:
         est = f" (est. speedup {f['speedup_pct']:.0f}%)" if f.get("speedup_pct") else ""
         lines.append(f"- {f['title']}{est}: {f['message']}")
     lines += [f"IMPOSSIBLE: {f}" for f in flags]
     return "\n".join(lines)
 
 
-def hot_lines(rec: dict, top: int = 5) -> list[str]:
+def hot_lines(prof: Profile, top: int = 5) -> list[str]:
     """The profile's most sampled source lines, each with the stall that dominates it."""
-    hot = rec.get("hotspots")
+    hot = prof.hotspots
     if not hot:
-        why = ("its report holds no PC samples (SourceCounters)" if "hotspots" in rec
+        why = ("its report holds no PC samples (SourceCounters)" if "hotspots" in prof.extra
                else "profiled before kernlog extracted them; re-profile")
         return [f"source-line hot spots: not collected ({why})"]
     out = [f"source-line hot spots of {hot['kernel']} ({hot['samples']} warp samples; share of them, "

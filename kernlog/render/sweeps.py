@@ -19,6 +19,7 @@ from kernlog.spec import (
     parse_shape,
 )
 from kernlog.store import profiles as store
+from kernlog.store.keys import bench_csv
 
 
 def _groups(rows: list[dict], families) -> list[dict]:
@@ -92,7 +93,7 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
     points come from (`kernlog bench --rev` merges a run into the file), each with its commit
     and revisions."""
     current = current or {}
-    path = store.kernel_dir(root, gpu, kernel) / "bench.csv"
+    path = bench_csv(root, gpu, kernel)
     if not path.exists():
         return None
     import pandas as pd

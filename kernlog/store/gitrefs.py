@@ -18,6 +18,7 @@ from pathlib import Path
 from kernlog.errors import KernlogError
 from kernlog.store import profiles as store
 from kernlog.store.keys import XZ
+from kernlog.store.record import Profile
 
 
 def _run(root: Path, args: tuple, binary: bool, env: dict | None, data, timeout: float):
@@ -104,7 +105,7 @@ def commit_date(root: Path, commit: str) -> str | None:
         return None
 
 
-def profiles_at(root: Path, commit: str, kernel: str | None = None, revision: str | None = None) -> list[dict]:
+def profiles_at(root: Path, commit: str, kernel: str | None = None, revision: str | None = None) -> list[Profile]:
     """Every profile `commit` stored (of `kernel`, of `revision`), each checked by load_at:
     the JSONs of profiles/<gpu>/<kernel>/, not those of its noise/ or at/ folders."""
     sizes = paths(root, commit)
@@ -123,27 +124,28 @@ def log(root: Path, path: str) -> list[tuple[str, str]]:
     return [tuple(line.split("\t")) for line in reversed(text.splitlines()) if line]
 
 
-def load_at(root: Path, commit: str, path: str, sizes: dict[str, int] | None = None) -> dict:
-    """The profile stored at `path` in `commit`, checked; "_path" is "COMMIT:path" (short
-    commit) and "_commit" the full id."""
+def load_at(root: Path, commit: str, path: str, sizes: dict[str, int] | None = None) -> Profile:
+    """The profile stored at `path` in `commit`, checked; its path is "COMMIT:path" (short
+    commit) and its commit the full id."""
     where = f"{commit[:10]}:{path}"
     try:
-        rec = json.loads(git(root, "show", f"{commit}:./{path}", binary=True))
+        data = json.loads(git(root, "show", f"{commit}:./{path}", binary=True))
     except ValueError as exc:
         raise KernlogError(f"cannot read profile {where}: not valid JSON ({exc})") from None
-    if not isinstance(rec, dict) or rec.get("schema") != store.SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") != store.SCHEMA:
         raise KernlogError(f"{where} is not a kernlog profile (schema {store.SCHEMA})")
-    problem = store.record_problem(rec)
+    problem = store.record_problem(data)
     if problem:
         raise KernlogError(f"{where} {problem}")
-    report = str(Path(path).parent / rec["ncu"]["report"])
+    prof = Profile.from_checked(data)
+    report = str(Path(path).parent / prof.ncu.report)
     if sizes is None:
         sizes = paths(root, commit)
     if report not in sizes and f"{report}{XZ}" in sizes:  # stored compressed: its presence is the check
         pass
-    elif sizes.get(report) != rec["ncu"]["report_bytes"]:
-        recorded = rec["ncu"]["report_bytes"]
+    elif sizes.get(report) != prof.ncu.report_bytes:
+        recorded = prof.ncu.report_bytes
         what = "missing" if report not in sizes else f"{sizes[report]} bytes, the profile recorded {recorded}"
         raise KernlogError(f"{commit[:10]}:{report}, the ncu report {where} names, is {what}")
-    rec["_path"], rec["_commit"] = where, commit
-    return rec
+    prof.path, prof.commit = where, commit
+    return prof

@@ -13,10 +13,14 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernlog.errors import KernlogError
 from kernlog.registry import split_rev
 from kernlog.spec import NAME_RE, Shape, format_shape, parse_shape
+
+if TYPE_CHECKING:
+    from kernlog.store.record import Profile
 
 PROFILES = "profiles"
 DTYPES = ("fp32", "bf16", "fp16")
@@ -79,10 +83,9 @@ class ProfileKey:
         return cls(kernel, rev, tuple(shape) if shape else None, dtype, gpu, ref)
 
     @classmethod
-    def of(cls, rec: dict) -> ProfileKey:
-        """The full key of a loaded profile (its "_commit", where it was read from git, as the ref)."""
-        return cls(rec["kernel"], rec["revision"], tuple(rec["shape"]), rec["dtype"], rec["gpu"]["slug"],
-                   rec.get("_commit"))
+    def of(cls, prof: Profile) -> ProfileKey:
+        """The full key of a loaded profile (its commit, where it was read from git, as the ref)."""
+        return cls(prof.kernel, prof.revision, tuple(prof.shape), prof.dtype, prof.gpu.slug, prof.commit)
 
     @classmethod
     def from_path(cls, path: Path) -> ProfileKey | None:
@@ -122,12 +125,12 @@ class ProfileKey:
         """(gpu, kernel, revision, shape, dtype): the order ProfileError.ident spells."""
         return self.gpu, self.kernel, self.revision, self.shape, self.dtype
 
-    def matches(self, rec: dict) -> bool:
+    def matches(self, prof: Profile) -> bool:
         """Whether a loaded profile agrees with every part this key gives (the ref aside)."""
-        return (rec["kernel"] == self.kernel and rec["revision"] == self.revision
-                and (self.shape is None or tuple(rec["shape"]) == self.shape)
-                and (self.dtype is None or rec["dtype"] == self.dtype)
-                and (self.gpu is None or rec["gpu"]["slug"] == self.gpu))
+        return (prof.kernel == self.kernel and prof.revision == self.revision
+                and (self.shape is None or tuple(prof.shape) == self.shape)
+                and (self.dtype is None or prof.dtype == self.dtype)
+                and (self.gpu is None or prof.gpu.slug == self.gpu))
 
     def with_(self, **changes) -> ProfileKey:
         return replace(self, **changes)

@@ -19,12 +19,12 @@ win, then the one shape, dtype and GPU both sides share (or that a settled side 
 then, where a side names no GPU and its profiles are on several, this machine's GPU
 (nvidia-smi) if it has one of them, else the repository's primary GPU
 (`[tool.kernlog] primary_gpu` in pyproject.toml; without it, the GPU with the most
-profiles). The record resolved then says so in "_gpu_choice". What remains ambiguous is
+profiles). The profile resolved then says so (its gpu_choice). What remains ambiguous is
 an error listing the choices in this syntax.
 
 A file of the revision that does not load (a stray or empty JSON) is never chosen in
 silence: where the rules would pick it, its error is raised; where they pick a good
-profile, it is named in the record's "_skipped" (one line each).
+profile, it is named in the profile's `skipped` (one line each).
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from kernlog.registry import kernel_names, load_kernel
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
 from kernlog.store.keys import DTYPES, GPU_RE, ProfileKey, glob_profiles, profiles_dir  # noqa: F401
+from kernlog.store.record import Profile
 
 try:
     import tomllib
@@ -64,17 +65,18 @@ class Side:
     def key(self) -> ProfileKey:
         return ProfileKey(self.kernel, self.revision, self.shape, self.dtype, self.gpu, self.ref)
 
-    def wants(self, rec: dict) -> bool:
-        return ((self.shape is None or tuple(rec["shape"]) == self.shape)
-                and (self.dtype is None or rec["dtype"] == self.dtype)
-                and (self.gpu is None or rec["gpu"]["slug"] == self.gpu))
+    def wants(self, prof: Profile | Phantom) -> bool:
+        k = prof.key
+        return ((self.shape is None or k.shape == self.shape)
+                and (self.dtype is None or k.dtype == self.dtype)
+                and (self.gpu is None or k.gpu == self.gpu))
 
     def text(self) -> str:
         return self.key.text()
 
-    def name(self, rec: dict) -> str:
+    def name(self, prof: Profile) -> str:
         """A profile of this side, spelled to be pasted back: with the side's ref as typed."""
-        return ProfileKey.of(rec).with_(ref=self.ref).text()
+        return prof.key.with_(ref=self.ref).text()
 
 
 def parse_side(text: str, shape=None, dtype=None, gpu=None) -> Side:
@@ -114,49 +116,54 @@ def primary_gpu(root: Path) -> str | None:
     return min(counts, key=lambda g: (-counts[g], g)) if counts else None
 
 
-def _load(root: Path, path: Path) -> dict:
-    rec = store.load_profile(root, path)
+def _load(root: Path, path: Path) -> Profile:
+    prof = store.load_profile(root, path)
     try:
-        rec["_path"] = str(path.resolve().relative_to(root.resolve()))
+        prof.path = str(path.resolve().relative_to(root.resolve()))
     except ValueError:
-        rec["_path"] = str(path)
-    return rec
+        prof.path = str(path)
+    return prof
 
 
-def stored_at(root: Path, ref: str, kernel: str, revision: str) -> list[dict]:
+def stored_at(root: Path, ref: str, kernel: str, revision: str) -> list[Profile]:
     """Every profile of one revision as the commit `ref` stored it (a bad one is an error)."""
-    recs = gitrefs.profiles_at(root, gitrefs.resolve(root, ref), kernel, revision)
-    return [r for r in recs if r["revision"] == revision and r["kernel"] == kernel]
+    profs = gitrefs.profiles_at(root, gitrefs.resolve(root, ref), kernel, revision)
+    return [p for p in profs if p.revision == revision and p.kernel == kernel]
 
 
-def stored(root: Path, kernel: str, revision: str) -> tuple[list[dict], list[store.ProfileError]]:
+def stored(root: Path, kernel: str, revision: str) -> tuple[list[Profile], list[store.ProfileError]]:
     """Every stored profile of one revision, on any GPU, shape and dtype, and the files of it
     that fail verification."""
-    recs, bad = [], []
+    profs, bad = [], []
     for path in glob_profiles(root, kernel=kernel, revision=revision):
         try:
-            rec = _load(root, path)
+            prof = _load(root, path)
         except store.ProfileError as e:
             bad.append(e)
             continue
-        if rec["revision"] == revision and rec["kernel"] == kernel:
-            recs.append(rec)
-    return recs, bad
+        if prof.revision == revision and prof.kernel == kernel:
+            profs.append(prof)
+    return profs, bad
 
 
-def _phantom(err: store.ProfileError) -> dict:
+@dataclass(frozen=True)
+class Phantom:
     """A file that failed to load, as a candidate of the key its path spells: chosen, it raises."""
+    key: ProfileKey
+    error: store.ProfileError
+
+
+def _phantom(err: store.ProfileError) -> Phantom:
     gpu, kernel, revision, shape, dtype = err.ident
-    return {"kernel": kernel, "revision": revision, "shape": list(shape), "dtype": dtype, "gpu": {"slug": gpu},
-            "_error": err}
+    return Phantom(ProfileKey(kernel, revision, tuple(shape), dtype, gpu), err)
 
 
-def _gpu_part(root: Path, side: Side, recs: list[dict]) -> Side:
+def _gpu_part(root: Path, side: Side, recs: list[Profile]) -> Side:
     """`side` with its GPU part as the stored slug it names: itself, or the one slug it is part of."""
     if side.gpu is None:
         return side
     base = profiles_dir(root)
-    known = {r["gpu"]["slug"] for r in recs} | ({p.name for p in base.iterdir() if p.is_dir()
+    known = {r.gpu.slug for r in recs} | ({p.name for p in base.iterdir() if p.is_dir()
                                                  and not p.name.startswith(".")} if base.is_dir() else set())
     if side.gpu in known:
         return side
@@ -167,9 +174,9 @@ def _gpu_part(root: Path, side: Side, recs: list[dict]) -> Side:
     return Side(side.kernel, side.revision, side.shape, side.dtype, hits[0], side.path, side.ref) if hits else side
 
 
-def _gather(root: Path, side: Side) -> tuple[Side, list[dict], list[store.ProfileError]]:
+def _gather(root: Path, side: Side) -> tuple[Side, list[Profile | Phantom], list[store.ProfileError]]:
     """(the side, its GPU part read; the profiles it may mean, a file that does not load as a
-    candidate of its path's key ("_error"); the files of the revision that no key names)."""
+    candidate of its path's key (a Phantom); the files of the revision that no key names)."""
     if side.path is not None:
         return side, [_load(root, side.path)], []
     known = kernel_names(root)
@@ -182,7 +189,7 @@ def _gather(root: Path, side: Side) -> tuple[Side, list[dict], list[store.Profil
     phantoms = [_phantom(e) for e in bad if e.ident is not None and side.wants(_phantom(e))]
     strays = [e for e in bad if e.ident is None]
     if not recs and (phantoms or strays):  # nothing loads: the file this side means is the error
-        raise phantoms[0]["_error"] if phantoms else strays[0]
+        raise phantoms[0].error if phantoms else strays[0]
     names = [r.name for r in kernel.revisions]
     if side.revision not in names and not recs:
         raise KernlogError(f"no revision {side.revision!r} in {side.kernel}; revisions: {', '.join(names)}")
@@ -194,71 +201,71 @@ def _gather(root: Path, side: Side) -> tuple[Side, list[dict], list[store.Profil
                            f"`kernlog profile {side.kernel} --rev {side.revision}` on a GPU machine")
     chosen = [r for r in recs if side.wants(r)]
     if not chosen and phantoms:
-        raise phantoms[0]["_error"]
+        raise phantoms[0].error
     if not chosen:
         raise KernlogError(f"no profile of {side.text()}; stored: {', '.join(side.name(r) for r in recs)}")
     chosen += phantoms
     return side, chosen, strays
 
 
-def candidates(root: Path, side: Side) -> list[dict]:
+def candidates(root: Path, side: Side) -> list[Profile]:
     """The loadable profiles `side` may mean, after its own selector; errors name the fix (a
     file that does not load is raised where no loadable one is left)."""
-    return [r for r in _gather(root, side)[1] if "_error" not in r]  # _gather raises where none loads
+    return [r for r in _gather(root, side)[1] if not isinstance(r, Phantom)]  # _gather raises where none loads
 
 
-def _key(rec: dict) -> tuple:
-    k = ProfileKey.of(rec)
+def _key(prof: Profile | Phantom) -> tuple:
+    k = prof.key
     return k.shape, k.dtype, k.gpu
 
 
-def _prefer_declared(root: Path, recs: list[dict]) -> list[dict]:
-    if len(recs) < 2 or not recs[0]["kernel"] or recs[0]["kernel"] not in kernel_names(root):
+def _prefer_declared(root: Path, recs: list) -> list:
+    if len(recs) < 2 or not recs[0].key.kernel or recs[0].key.kernel not in kernel_names(root):
         return recs
-    kernel = load_kernel(root, recs[0]["kernel"])
-    mine = [r for r in recs if tuple(r["shape"]) == tuple(kernel.profile_shape) and r["dtype"] == kernel.dtypes[0]]
+    kernel = load_kernel(root, recs[0].key.kernel)
+    mine = [r for r in recs if r.key.shape == tuple(kernel.profile_shape) and r.key.dtype == kernel.dtypes[0]]
     return mine or recs
 
 
-def _default_gpu(root: Path, side: Side, recs: list[dict]) -> tuple[list[dict], dict | None]:
+def _default_gpu(root: Path, side: Side, recs: list) -> tuple[list, dict | None]:
     """`recs` on one GPU where `side` names none and they are on several: this machine's if
     it is one of them, else the primary GPU if it is (and the choice made); else unchanged."""
-    gpus = sorted({r["gpu"]["slug"] for r in recs})
+    gpus = sorted({r.key.gpu for r in recs})
     if side.gpu is not None or side.path is not None or len(gpus) < 2:
         return recs, None
     for slug, why in ((this_gpu(), MACHINE), (primary_gpu(root), PRIMARY)):
         if slug in gpus:
-            return ([r for r in recs if r["gpu"]["slug"] == slug],
+            return ([r for r in recs if r.key.gpu == slug],
                     {"chosen": slug, "why": why, "others": [g for g in gpus if g != slug]})
     return recs, None
 
 
-def _ambiguous(side: Side, recs: list[dict]) -> KernlogError:
+def _ambiguous(side: Side, recs: list) -> KernlogError:
     return KernlogError(f"{side.text()} has {len(recs)} profiles; name one: "
                         + "  ".join(sorted(side.name(r) for r in recs)))
 
 
-def _finish(recs: list[dict], side: Side, candidates_: list[dict], strays: list, choice: dict | None) -> dict:
+def _finish(recs: list, side: Side, candidates_: list, strays: list, choice: dict | None) -> Profile:
     if len(recs) > 1:
         raise _ambiguous(side, recs)
-    rec = recs[0]
-    if "_error" in rec:
-        raise rec["_error"]
-    skipped = [str(r["_error"]) for r in candidates_ if "_error" in r] + [str(e) for e in strays]
+    prof = recs[0]
+    if isinstance(prof, Phantom):
+        raise prof.error
+    skipped = [str(r.error) for r in candidates_ if isinstance(r, Phantom)] + [str(e) for e in strays]
     if skipped:
-        rec["_skipped"] = skipped
+        prof.skipped = skipped
     if choice:
-        rec["_gpu_choice"] = choice
-    return rec
+        prof.gpu_choice = choice
+    return prof
 
 
-def resolve_one(root: Path, side: Side) -> dict:
+def resolve_one(root: Path, side: Side) -> Profile:
     side, found, strays = _gather(root, side)
     recs, choice = _default_gpu(root, side, _prefer_declared(root, found))
     return _finish(recs, side, found, strays, choice)
 
 
-def _settle(ra: list[dict], rb: list[dict]) -> None:
+def _settle(ra: list, rb: list) -> None:
     """Narrow two ambiguous sides, in place: to the one key both share, then one settled side
     followed by the other on its shape, dtype and GPU as far as it has them."""
     if len(ra) > 1 or len(rb) > 1:
@@ -276,7 +283,7 @@ def _settle(ra: list[dict], rb: list[dict]) -> None:
                     break
 
 
-def resolve_pair(root: Path, a: Side, b: Side) -> tuple[dict, dict]:
+def resolve_pair(root: Path, a: Side, b: Side) -> tuple[Profile, Profile]:
     """The two profiles a diff compares (see the module docstring for the rules)."""
     (a, fa, sa), (b, fb, sb) = _gather(root, a), _gather(root, b)
     ra, rb = _prefer_declared(root, list(fa)), _prefer_declared(root, list(fb))

@@ -103,7 +103,8 @@ def _tidy(folder: Path, stems: list[str]) -> None:
             p.unlink(missing_ok=True)
 
 
-def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool, compress: bool = False) -> list[Path]:
+def save_profiles(root: Path, records: list[Profile | dict], report_tmp: Path, force: bool,
+                  compress: bool = False) -> list[Path]:
     """Write profiles that share one ncu report (moved in from `report_tmp`): one JSON per
     record, each naming the report. The records share GPU, kernel, shape and dtype. Refuses
     to replace an existing profile unless `force`.
@@ -116,16 +117,20 @@ def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool
       3. the reports no JSON names any more (the replaced ones) and temporary files are
          removed; a killed save's leftovers go with the next save into the folder;
       4. with `compress`, the report is stored compressed (kernlog.store.xz: the .xz written
-         and verified before the plain file goes; either form loads, so a kill between is safe)."""
+         and verified before the plain file goes; either form loads, so a kill between is safe).
+
+    A record built as a dict (its ncu report not named yet: the save names it) is read as
+    Profile.from_dict reads one: a record readers could not load is refused, nothing written."""
     if not records:
         raise ValueError("save_profiles: no records")
-    first = records[0]
-    key = (first["gpu"]["slug"], first["kernel"], tuple(first["shape"]), first["dtype"])
+    profs = [r if isinstance(r, Profile) else Profile.from_dict(_pending(r)) for r in records]
+    first = profs[0]
+    key = (first.gpu.slug, first.kernel, tuple(first.shape), first.dtype)
     paths = []
-    for rec in records:
-        if (rec["gpu"]["slug"], rec["kernel"], tuple(rec["shape"]), rec["dtype"]) != key:
+    for prof in profs:
+        if (prof.gpu.slug, prof.kernel, tuple(prof.shape), prof.dtype) != key:
             raise ValueError("save_profiles: records of one report share GPU, kernel, shape and dtype")
-        paths.append(profile_paths(root, key[0], key[1], rec["revision"], key[2], key[3])[0])
+        paths.append(profile_paths(root, key[0], key[1], prof.revision, key[2], key[3])[0])
     folder = paths[0].parent
     with folder_lock(folder):  # another process may save into this folder (kernlog.run.fanout)
         for json_path in paths:
@@ -136,9 +141,10 @@ def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool
         stems = [p.name[:-len(".json")] for p in paths]
         try:
             _move_in(report_tmp, folder / name)
-            for rec, json_path in zip(records, paths, strict=True):
-                ncu = dict(rec["ncu"], report=name, report_bytes=size, report_sha256=sha)
-                write_atomic(json_path, dump_json(dict(rec, ncu=ncu)))
+            for prof, json_path in zip(profs, paths, strict=True):
+                data = prof.to_dict()
+                data["ncu"].update(report=name, report_bytes=size, report_sha256=sha)
+                write_atomic(json_path, dump_json(data))
             _tidy(folder, stems)
             if compress:
                 xz.compress(folder / name)
@@ -148,7 +154,14 @@ def save_profiles(root: Path, records: list[dict], report_tmp: Path, force: bool
     return paths
 
 
-def save_profile(root: Path, record: dict, report_tmp: Path, force: bool, compress: bool = False) -> Path:
+def _pending(record: dict) -> dict:
+    """A record a writer built, as its JSON will read back (a str subclass such as torch's
+    version a str, a tuple a list), its report's name and size left to the save (which sets them)."""
+    data = json.loads(dump_json(record))
+    return dict(data, ncu={"report": "", "report_bytes": 0, **(data.get("ncu") or {})})
+
+
+def save_profile(root: Path, record: Profile | dict, report_tmp: Path, force: bool, compress: bool = False) -> Path:
     """save_profiles of one record: a profile and its own report."""
     return save_profiles(root, [record], report_tmp, force, compress)[0]
 
@@ -187,8 +200,8 @@ def _fix(ident: tuple | None, inside: bool, files: tuple = ()) -> str:
     return f"point at a profile where `kernlog profile` wrote it ({where})"
 
 
-def load_profile(root: Path, json_path: Path) -> dict:
-    """A stored profile, verified, with "_path" (its JSON, relative to `root`) added.
+def load_profile(root: Path, json_path: Path) -> Profile:
+    """A stored profile, verified and typed, its path (its JSON, relative to `root`) set.
 
     Checks that the JSON parses, has this schema, every field in FIELDS with its type,
     positive finite timing samples and finite metrics, that it sits at the path its kernel,
@@ -208,46 +221,47 @@ def load_profile(root: Path, json_path: Path) -> dict:
         return ProfileError(f"{message}; {fix}", str(rel), short, ident)
 
     try:
-        rec = json.loads(json_path.read_text())
+        data = json.loads(json_path.read_text())
     except OSError as exc:
         raise fail("unreadable", f"cannot read profile {rel}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise fail("invalid JSON", f"cannot read profile {rel}: not valid JSON ({exc})") from None
-    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise fail("not a profile", f"{rel} is not a kernlog profile (schema {SCHEMA})")
-    for short, problem in _problems(rec):
+    for short, problem in _problems(data):
         raise fail(short, f"{rel} {problem}")
-    said = (rec["gpu"]["slug"], rec["kernel"], rec["revision"], tuple(rec["shape"]), rec["dtype"])
+    prof = Profile.from_checked(data)
+    said = (prof.gpu.slug, prof.kernel, prof.revision, tuple(prof.shape), prof.dtype)
     # Outside a profiles/<gpu>/<kernel>/ folder (a copied pair) only the file name is checked.
     if rel.name != f"{said[2]}.{format_shape(said[3])}.{said[4]}.json" or ident not in (None, said):
         raise fail("misplaced", f"{rel} holds {said[1]}/{said[2]} {format_shape(said[3])} {said[4]} on {said[0]}, "
                    "not what its path says")
     stem_ = rel.name[:-len(".json")]
-    ncu = rec["ncu"]
-    sha = ncu.get("report_sha256")
+    ncu = prof.ncu
+    sha = ncu.report_sha256
     names = {f"{stem_}.ncu-rep"} | ({staged_name(stem_, sha), report_name(said[3], said[4], sha)} if sha else set())
-    if ncu["report"] not in names:
+    if ncu.report not in names:
         expected = report_name(said[3], said[4], sha) if sha else f"{stem_}.ncu-rep"
-        raise fail("report misnamed", f"{rel} names its report {ncu['report']!r}, expected {expected}")
-    rep = json_path.parent / ncu["report"]
-    rep_rel = rel.with_name(ncu["report"])
+        raise fail("report misnamed", f"{rel} names its report {ncu.report!r}, expected {expected}")
+    rep = json_path.parent / ncu.report
+    rep_rel = rel.with_name(ncu.report)
     if not rep.is_file() and compressed(rep).is_file():  # compressed (kernlog.store.reports): checked by its presence
-        rec["_path"] = str(rel)
-        return rec
-    if not rep.is_file() and isinstance(ncu.get("pruned"), dict):  # removed by `kernlog prune`, on purpose
-        rec["_path"] = str(rel)
-        return rec
+        prof.path = str(rel)
+        return prof
+    if not rep.is_file() and isinstance(ncu.pruned, dict):  # removed by `kernlog prune`, on purpose
+        prof.path = str(rel)
+        return prof
     if not rep.is_file():
         raise fail("ncu report missing", f"{rep_rel}, the ncu report {rel} names, is missing", rep_rel)
     size = rep.stat().st_size
-    if size != ncu["report_bytes"]:
+    if size != ncu.report_bytes:
         raise fail("ncu report truncated or replaced",
                    f"{rep_rel}, the ncu report {rel} names, is {size} bytes, the profile recorded "
-                   f"{ncu['report_bytes']}: the report is truncated or replaced", rep_rel)
+                   f"{ncu.report_bytes}: the report is truncated or replaced", rep_rel)
     if sha and file_digest(rep)[1] != sha:
         raise fail("ncu report replaced", replaced_message(rep_rel, rel), rep_rel)
-    rec["_path"] = str(rel)
-    return rec
+    prof.path = str(rel)
+    return prof
 
 
 def replaced_message(rep_rel, rel) -> str:
@@ -265,24 +279,24 @@ def profile_error(root: Path, json_path: Path, short: str, message: str) -> Prof
 
 
 def load(root: Path, path_or_key: Path | str | ProfileKey) -> Profile:
-    """A stored profile, verified as load_profile verifies it, typed (its "_path" in `extra`).
-    A key names the profile under profiles/ (it needs its shape, dtype and GPU)."""
+    """A stored profile, verified and typed as load_profile gives it. A key names the profile
+    under profiles/ (it needs its shape, dtype and GPU)."""
     path = profile_json(root, path_or_key) if isinstance(path_or_key, ProfileKey) else Path(path_or_key)
-    return Profile.from_dict(load_profile(root, path))
+    return load_profile(root, path)
 
 
-def report_hashed(rec: dict) -> bool:
+def report_hashed(prof: Profile) -> bool:
     """Whether the profile recorded its report's sha256 (else its report is checked by size
     only: profiles saved before kernlog recorded the hash)."""
-    return bool(rec["ncu"].get("report_sha256"))
+    return bool(prof.ncu.report_sha256)
 
 
-def report_path(root: Path, rec: dict) -> Path:
+def report_path(root: Path, prof: Profile) -> Path:
     """The .ncu-rep of a profile from load_profile."""
-    return (root / rec["_path"]).parent / rec["ncu"]["report"]
+    return (root / prof.path).parent / prof.ncu.report
 
 
-def iter_profiles(root: Path, kernel: str | None = None, bad: str = "raise") -> Iterator[dict | ProfileError]:
+def iter_profiles(root: Path, kernel: str | None = None, bad: str = "raise") -> Iterator[Profile | ProfileError]:
     """Every stored profile (of `kernel`), verified by load_profile, in path order. A bad file
     raises its ProfileError (bad="raise"), or is yielded as one in its place (bad="yield") so
     that one bad file hides none of the others."""
@@ -315,15 +329,16 @@ def prune_reports(root: Path, kernel: str | None = None, dry_run: bool = False) 
                 size = rep.stat().st_size
                 if not dry_run:
                     for j in sorted(folder.glob("*.json")):
-                        rec = json.loads(j.read_text())
-                        if rec.get("ncu", {}).get("report") != rep.name.removesuffix(XZ):
-                            continue
-                        commit = (rec.get("git") or {}).get("commit") or folder.name
-                        rec["ncu"]["pruned"] = {
+                        data = json.loads(j.read_text())
+                        if data.get("ncu", {}).get("report") != rep.name.removesuffix(XZ):
+                            continue  # another report's, or not a profile (failed.json)
+                        prof = Profile.from_dict(data)
+                        commit = prof.git.get("commit") or folder.name
+                        prof.ncu.pruned = {
                             "on": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
-                            "again": f"kernlog profile {rec['kernel']} --at {commit} --rev {rec['revision']} "
-                                     f"--shape {format_shape(tuple(rec['shape']))} --dtype {rec['dtype']} --force"}
-                        write_atomic(j, dump_json(rec))
+                            "again": f"kernlog profile {prof.kernel} --at {commit} --rev {prof.revision} "
+                                     f"--shape {format_shape(tuple(prof.shape))} --dtype {prof.dtype} --force"}
+                        write_atomic(j, dump_json(prof.to_dict()))
                     rep.unlink()
                 removed.append(rep)
                 freed += size

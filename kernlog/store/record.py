@@ -64,57 +64,58 @@ SCHEMA1_METRICS = (
 )
 
 
-def _problems(rec: dict) -> Iterator[tuple[str, str]]:
-    """(short, problem) for each way `rec` breaks what readers rely on; the first is reported."""
+def _problems(data: dict) -> Iterator[tuple[str, str]]:
+    """(short, problem) for each way `data`, a record as stored (raw JSON, before it is typed), breaks
+    what readers rely on; the first is reported."""
     for name, kinds in FIELDS.items():
         head, _, leaf = name.rpartition(".")
-        parent = rec[head] if head else rec  # parents come first in FIELDS, already checked
+        parent = data[head] if head else data  # parents come first in FIELDS, already checked
         if leaf not in parent:
             yield "field missing", f"lacks the field {name}"
             return
         if not _type_ok(parent[leaf], kinds):
             yield "field of wrong type", f"has {name} {_what(parent[leaf])}, expected {kinds.replace('|', ' or ')}"
             return
-    lacking = next((k for k in SCHEMA1_METRICS if k not in rec["metrics"]), None)
+    lacking = next((k for k in SCHEMA1_METRICS if k not in data["metrics"]), None)
     if lacking is not None:
         yield "field missing", f"lacks the field metrics.{lacking} (a metric ncu did not collect is stored as null)"
         return
-    if rec["role"] not in ROLES:
-        yield "field of wrong value", f"has role {rec['role']!r}, expected one of {', '.join(ROLES)}"
-    shape = rec["shape"]
+    if data["role"] not in ROLES:
+        yield "field of wrong value", f"has role {data['role']!r}, expected one of {', '.join(ROLES)}"
+    shape = data["shape"]
     if not shape or not all(type(n) is int and n > 0 for n in shape):
         yield "bad shape", f"has shape {shape!r}, expected a list of positive integers"
-    samples = rec["timing"]["samples_ms"]
+    samples = data["timing"]["samples_ms"]
     if not samples:
         yield "no timing samples", "has no timing samples (timing.samples_ms is empty)"
     bad = next((v for v in samples if not (_is_num(v) and math.isfinite(v) and v > 0)), None) if samples else None
     if bad is not None:
         yield "bad timing sample", f"has a timing sample of {bad!r} ms, expected positive finite numbers"
-    for key, v in rec["metrics"].items():
+    for key, v in data["metrics"].items():
         if v is not None and not (_is_num(v) and math.isfinite(v)):
             yield "bad metric", f"has metrics.{key} = {v!r}, expected a finite number or null"
     for name in ("metrics.wall_ms", "timing.median_ms", "timing.p05_ms", "timing.p95_ms", "ceilings.copy_gbps",
                  "ceilings.matmul_bf16_tflops"):
         head, leaf = name.split(".")
-        v = rec[head][leaf]
+        v = data[head][leaf]
         if not (v is None and head == "ceilings") and not (math.isfinite(v) and v > 0):
             yield "bad number", f"has {name} = {v!r}, expected a positive finite number"
-    for i, f in enumerate(rec["findings"]):
+    for i, f in enumerate(data["findings"]):
         if not (isinstance(f, dict) and all(isinstance(f.get(k), str) for k in ("rule", "title", "message"))
                 and (f.get("speedup_pct") is None or _is_num(f["speedup_pct"]))):
             yield "bad finding", f"has findings[{i}] without rule, title and message strings"
-    for i, k in enumerate(rec["facts"]["kernels"]):
+    for i, k in enumerate(data["facts"]["kernels"]):
         if not (isinstance(k, dict) and isinstance(k.get("name"), str)):
             yield "bad kernel fact", f"has facts.kernels[{i}] without a name"
-    sha = rec["ncu"].get("report_sha256")
+    sha = data["ncu"].get("report_sha256")
     if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
         yield "field of wrong type", f"has ncu.report_sha256 {sha!r}, expected 64 hex digits"
 
 
-def record_problem(rec: dict) -> str | None:
+def record_problem(data: dict) -> str | None:
     """The first way a profile record breaks what readers rely on (FIELDS, samples, metrics),
     as words after the file's name, or None."""
-    return next((problem for _, problem in _problems(rec)), None)
+    return next((problem for _, problem in _problems(data)), None)
 
 
 
@@ -148,6 +149,10 @@ class Gpu:
     def to_dict(self) -> dict:
         return _join(self.NAMES, (self.slug, self.name), self.rest)
 
+    @property
+    def driver(self) -> str | None:
+        return self.rest.get("driver")
+
 
 @dataclass
 class Timing:
@@ -167,6 +172,16 @@ class Timing:
 
     def to_dict(self) -> dict:
         return _join(self.NAMES, (self.samples_ms, self.median_ms, self.p05_ms, self.p95_ms, self.n), self.rest)
+
+    @property
+    def source(self) -> str | None:
+        """Where the samples came from ("ncu duration" for an imported report), where recorded."""
+        return self.rest.get("source")
+
+    @property
+    def clocks(self) -> dict:
+        """The clocks read while timing ({"sm_mhz": {...}, "mem_mhz": {...}}), {} where not recorded."""
+        return self.rest.get("clocks") or {}
 
 
 @dataclass
@@ -191,6 +206,11 @@ class Ncu:
         opt = tuple(v if (v is not None or n in self._has) else _ABSENT
                     for n, v in zip(self.NAMES[3:], (self.report_sha256, self.pruned), strict=True))
         return _join(self.NAMES, (self.report, self.report_bytes, self.clock_control, *opt), self.rest)
+
+    @property
+    def command(self) -> list | None:
+        """The ncu command line that took the report, where recorded."""
+        return self.rest.get("command")
 
 
 _TOP = ("schema", "kernel", "revision", "kind", "role", "change", "predicts", "shape", "dtype", "source_sha256",
@@ -239,6 +259,11 @@ class Profile:
             raise KernlogError(f"profile {problem}")
         return _read_v1(cls, d)
 
+    @classmethod
+    def from_checked(cls, d: dict) -> Profile:
+        """A profile of a schema-1 record its reader has already checked (record_problem)."""
+        return _read_v1(cls, d)
+
     def to_dict(self) -> dict:
         out = {"schema": self.schema, "kernel": self.kernel, "revision": self.revision, "kind": self.kind,
                "role": self.role, "change": self.change, "predicts": self.predicts, "shape": list(self.shape),
@@ -253,8 +278,79 @@ class Profile:
     def key(self):
         from kernlog.store.keys import ProfileKey  # keys imports registry; record stays import-light
 
-        return ProfileKey(self.kernel, self.revision, self.shape, self.dtype, self.gpu.slug,
-                          self.extra.get("_commit"))
+        return ProfileKey.of(self)
+
+    # Fields outside FIELDS that readers use, kept in `extra` as recorded (None where absent),
+    # and what the loaders add there ("_path", "_commit", ...): never written by a save.
+    @property
+    def path(self) -> str | None:
+        """The JSON this profile was read from, relative to the root ("COMMIT:path" from git)."""
+        return self.extra.get("_path")
+
+    @path.setter
+    def path(self, value: str) -> None:
+        self.extra["_path"] = value
+
+    @property
+    def commit(self) -> str | None:
+        """The full commit id this profile was read from git at; None for the work tree's."""
+        return self.extra.get("_commit")
+
+    @commit.setter
+    def commit(self, value: str | None) -> None:
+        self.extra["_commit"] = value
+
+    @property
+    def at(self) -> str | None:
+        """The at/<commit:12>/ folder a `kernlog profile --at` entry was read from, else None."""
+        return self.extra.get("_at")
+
+    @property
+    def skipped(self) -> list[str]:
+        """Files of the revision that did not load, named by lookup when it chose this one."""
+        return self.extra.get("_skipped", [])
+
+    @skipped.setter
+    def skipped(self, value: list[str]) -> None:
+        self.extra["_skipped"] = value
+
+    @property
+    def gpu_choice(self) -> dict | None:
+        """How lookup chose this profile's GPU where the side named none, else None."""
+        return self.extra.get("_gpu_choice")
+
+    @gpu_choice.setter
+    def gpu_choice(self, value: dict) -> None:
+        self.extra["_gpu_choice"] = value
+
+    @property
+    def imported(self) -> dict | None:
+        """What `kernlog import` recorded of an imported ncu report, else None."""
+        return self.extra.get("imported")
+
+    @property
+    def hotspots(self) -> dict | None:
+        """The source-line hot spots recorded from the report, else None."""
+        return self.extra.get("hotspots")
+
+    @property
+    def captured_at(self) -> str | None:
+        return self.extra.get("captured_at")
+
+    @property
+    def ceiling(self) -> str | None:
+        """The roof the revision's kernel is judged against ("copy", "matmul"), where recorded."""
+        return self.extra.get("ceiling")
+
+    @property
+    def kernel_times(self) -> dict | None:
+        """The launch's kernels by GPU time from its CUPTI trace, where recorded."""
+        return self.extra.get("kernel_times")
+
+    @property
+    def config(self) -> dict | None:
+        """The tuned config the revision picked, where it tunes one, else None."""
+        return self.extra.get("config")
 
 
 def _read_v1(cls, d: dict) -> Profile:

@@ -17,29 +17,30 @@ from kernlog.errors import KernlogError
 from kernlog.store.files import file_digest, folder_lock
 from kernlog.store.keys import compressed, profiles_dir, report_cache
 from kernlog.store.profiles import _named_reports, load_profile, profile_error, replaced_message, report_path
+from kernlog.store.record import Profile
 from kernlog.store.xz import _decompress_to, _write_temp, compress  # noqa: F401  (compress: the API)
 
 
-def _where(root: Path, rec: dict) -> tuple[Path, Path]:
-    if ":" in rec.get("_path", "") and rec.get("_commit"):
-        raise KernlogError(f"{rec['_path']}: a profile read from git has no report file in this checkout")
-    return report_path(root, rec), root / rec["_path"]
+def _where(root: Path, prof: Profile) -> tuple[Path, Path]:
+    if ":" in (prof.path or "") and prof.commit:
+        raise KernlogError(f"{prof.path}: a profile read from git has no report file in this checkout")
+    return report_path(root, prof), root / prof.path
 
 
-def open_report(root: Path, rec: dict) -> Path:
+def open_report(root: Path, prof: Profile) -> Path:
     """A path to the bytes of a loaded profile's ncu report: the plain .ncu-rep beside its JSON
     where it is there, else its .xz decompressed into the cache (reused while its size is the
     recorded one; a decompressed copy that is not the recorded report is an error, not cached)."""
-    plain, json_path = _where(root, rec)
+    plain, json_path = _where(root, prof)
     if plain.is_file():
         return plain
     xz = compressed(plain)
-    ncu = rec["ncu"]
+    ncu = prof.ncu
     if not xz.is_file():
         raise profile_error(root, json_path, "ncu report missing",
-                            f"{plain.relative_to(root)}, the ncu report {rec['_path']} names, is missing")
-    cache = report_cache(root, ncu.get("report_sha256") or file_digest(xz)[1])
-    if cache.is_file() and cache.stat().st_size == ncu["report_bytes"]:
+                            f"{plain.relative_to(root)}, the ncu report {prof.path} names, is missing")
+    cache = report_cache(root, ncu.report_sha256 or file_digest(xz)[1])
+    if cache.is_file() and cache.stat().st_size == ncu.report_bytes:
         return cache
     got = {}
 
@@ -50,9 +51,9 @@ def open_report(root: Path, rec: dict) -> Path:
         tmp = _write_temp(cache.parent, cache.name, fill)
     except (lzma.LZMAError, EOFError) as exc:
         raise profile_error(root, json_path, "ncu report corrupt",
-                            f"{xz.relative_to(root)}, the ncu report {rec['_path']} names, does not decompress "
+                            f"{xz.relative_to(root)}, the ncu report {prof.path} names, does not decompress "
                             f"({exc or 'truncated'})") from None
-    problem = _mismatch(root, rec, xz, *got["digest"])
+    problem = _mismatch(root, prof, xz, *got["digest"])
     if problem:
         tmp.unlink(missing_ok=True)
         raise problem
@@ -60,23 +61,23 @@ def open_report(root: Path, rec: dict) -> Path:
     return cache
 
 
-def _mismatch(root: Path, rec: dict, xz: Path, size: int, sha: str):
-    ncu, json_path = rec["ncu"], root / rec["_path"]
+def _mismatch(root: Path, prof: Profile, xz: Path, size: int, sha: str):
+    ncu, json_path = prof.ncu, root / prof.path
     rep_rel = xz.relative_to(root)
-    if size != ncu["report_bytes"]:
+    if size != ncu.report_bytes:
         return profile_error(root, json_path, "ncu report truncated or replaced",
-                             f"{rep_rel}, the ncu report {rec['_path']} names, decompresses to {size} bytes, the "
-                             f"profile recorded {ncu['report_bytes']}: the report is truncated or replaced")
-    if ncu.get("report_sha256") and sha != ncu["report_sha256"]:
-        return profile_error(root, json_path, "ncu report replaced", replaced_message(rep_rel, rec["_path"]))
+                             f"{rep_rel}, the ncu report {prof.path} names, decompresses to {size} bytes, the "
+                             f"profile recorded {ncu.report_bytes}: the report is truncated or replaced")
+    if ncu.report_sha256 and sha != ncu.report_sha256:
+        return profile_error(root, json_path, "ncu report replaced", replaced_message(rep_rel, prof.path))
     return None
 
 
-def verify_report(root: Path, rec: dict) -> None:
+def verify_report(root: Path, prof: Profile) -> None:
     """Check a loaded profile's report in full: a plain one by size and sha256 (as load_profile
     does), a compressed one decompressed (corrupt, truncated, another size or sha256 is a
     ProfileError). A pruned profile's missing report is no error."""
-    plain, json_path = _where(root, rec)
+    plain, json_path = _where(root, prof)
     xz = compressed(plain)
     if plain.is_file() or not xz.is_file():
         load_profile(root, json_path)
@@ -85,9 +86,9 @@ def verify_report(root: Path, rec: dict) -> None:
         digest = _decompress_to(xz, None)
     except (lzma.LZMAError, EOFError) as exc:
         raise profile_error(root, json_path, "ncu report corrupt",
-                            f"{xz.relative_to(root)}, the ncu report {rec['_path']} names, does not decompress "
+                            f"{xz.relative_to(root)}, the ncu report {prof.path} names, does not decompress "
                             f"({exc or 'truncated'})") from None
-    problem = _mismatch(root, rec, xz, *digest)
+    problem = _mismatch(root, prof, xz, *digest)
     if problem:
         raise problem
 
