@@ -992,3 +992,9 @@ def test_the_gate_covers_every_declared_dtype_whichever_is_profiled(tmp_path, mo
     assert timed == ["right"]
     assert any("toy/bf16_wrong" in s and "bf16 random: FAIL" in s for s in said), said
     assert not [p for p in (root / "profiles").rglob("bf16_wrong*")]
+    # each gate's outcome kept for this GPU: the failure marks any stored profile of that source
+    from kernlog.store import gates
+
+    kept = gates.load(root, GPU["slug"], "toy")
+    assert kept["bf16_wrong"]["passed"] is False and " bf16 random: " in kept["bf16_wrong"]["failure"]
+    assert kept["right"]["passed"] is True and {e["by"] for e in kept.values()} == {"profile"}
