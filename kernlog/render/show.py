@@ -10,11 +10,13 @@ from kernlog.errors import KernlogError
 from kernlog.judge import hotlines
 from kernlog.judge.bands import bands_for
 from kernlog.judge.diff import gpu_choice_line
+from kernlog.judge.gating import fails_gate
 from kernlog.judge.plausible import achieved_gbps, impossible
 from kernlog.judge.verdicts import stale
 from kernlog.metrics import metric, ncu_filter, time_shares
 from kernlog.registry import load_kernel
 from kernlog.spec import format_shape
+from kernlog.store import gates
 
 
 def is_stale(root: Path, rec: dict) -> bool:
@@ -27,6 +29,12 @@ def is_stale(root: Path, rec: dict) -> bool:
     return stale(rec["source_sha256"], {rev.name: rev.sha256()}, rev.name)
 
 
+def gate_failure(root: Path, rec: dict) -> str | None:
+    """As `kernlog list` marks it: the first failing case where the latest gate of the profile's
+    revision on its GPU failed on the source the profile measured (kernlog.judge.gating)."""
+    return fails_gate(rec.get("source_sha256"), rec["revision"], gates.load(root, rec["gpu"]["slug"], rec["kernel"]))
+
+
 def render(root: Path, rec: dict, fmt: str = "text") -> str:
     flags = impossible(rec, bands_for(root, rec, rec)("dram_gbps").rel)
     if fmt == "json":
@@ -35,14 +43,20 @@ def render(root: Path, rec: dict, fmt: str = "text") -> str:
     t = rec["timing"]
     git = rec.get("git") or {}
     old = is_stale(root, rec)
+    failing = gate_failure(root, rec)
     lines = [f"{rec['kernel']}/{rec['revision']}  {format_shape(tuple(rec['shape']))} {rec['dtype']}"
-             + (" STALE" if old else "") + f"  on {rec['gpu']['name']}  ({rec.get('_path', '?')})",
+             + (" STALE" if old else "") + (" FAILS GATE" if failing else "")
+             + f"  on {rec['gpu']['name']}  ({rec.get('_path', '?')})",
              f"captured {rec.get('captured_at', 'unknown')} at commit {git.get('commit') or 'unknown'}"
              + {True: " (dirty)", "unknown": " (whether the tree was dirty: unknown)"}.get(git.get("dirty"), ""),
              f"change: {rec.get('change', '')}"]
     choice = gpu_choice_line(rec.get("_gpu_choice"))
     if choice:
         lines.insert(1, choice)
+    if failing:
+        lines.insert(1, f"FAILS GATE: the source this profile measured fails kernlog's correctness gate on "
+                        f"{rec['gpu']['slug']} now ({failing}); its figures stand, timed all the same. Re-check with "
+                        f"`kernlog check {rec['kernel']} --rev {rec['revision']}` on that GPU")
     if old:
         lines.insert(1, f"STALE: measured on an older source of {rec['revision']}; re-take it with `kernlog profile "
                         f"{rec['kernel']} --rev {rec['revision']} --shape {format_shape(tuple(rec['shape']))} "
