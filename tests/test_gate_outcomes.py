@@ -12,7 +12,7 @@ from kernlog.commands.main import main
 from kernlog.errors import GateFailure
 from kernlog.judge.gating import fails_gate, mark
 from kernlog.registry import load_kernel
-from kernlog.render import report
+from kernlog.render import arc, report
 from kernlog.render.listing import listing
 from kernlog.render.show import render
 from kernlog.run import gate
@@ -175,3 +175,40 @@ def test_the_outcomes_file_is_not_read_as_a_profile(toy):
     _check(root, kernel, ["right"])
     assert [r for r in store.iter_profiles(root, bad="yield") if isinstance(r, store.ProfileError)] == []
     assert listing(root)[1] == []
+
+
+def test_a_sweep_point_of_a_source_failing_the_gate_now_is_marked_and_never_the_best_step(toy, monkeypatch):
+    import pandas as pd
+
+    from kernlog.capture import bench
+
+    from .test_profiler import FakeTimer
+
+    root, kernel = toy
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    monkeypatch.setattr(bench, "require_gpu", lambda: "ncu")
+    monkeypatch.setattr(bench.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(bench.provenance, "versions", lambda *a: {"torch": "2.11", "triton": "3.6"})
+    monkeypatch.setattr(bench.timing, "Timer", FakeTimer)
+    monkeypatch.setattr(bench, "ceilings", lambda *a, **k: dict(CEILINGS))
+    path = bench.bench(root, kernel, [kernel.revision(n) for n in ("right", "declines", "ref")], [(3, 5)], ["fp32"],
+                       budget_s=0.01, progress=lambda s: None)
+    df = pd.read_csv(path, dtype={"shape": str})
+    df.loc[(df["revision"] == "right") & (df["metric"] == "gbps"), "value"] *= 2  # the fastest step
+    df.to_csv(path, index=False)
+
+    def front(sections):
+        return sections[0]["front"]["point"]["best"]
+
+    assert front(report.collect(root, [kernel])) == "right"
+    gates.record(root, SLUG, "toy", {"right": gates.outcome(kernel.revision("right").sha256(), "3x5 bf16 random: x",
+                                                            None, "check")})
+    sections = report.collect(root, [kernel])
+    assert front(sections) == "declines" and arc.contradictions(sections) == []
+    page = kernel_page(root, "toy", sections)
+    row = next(ln for ln in page.splitlines() if ln.startswith("| fp32 | 3x5 |"))
+    cells = [c.strip() for c in row.split("|")]
+    assert cells[3].endswith("‡") and not cells[4].endswith("‡"), row  # right's value marked, declines' not
+    assert "‡ right: its source fails kernlog's gate now on this GPU (3x5 bf16 random: x)" in page
+    assert any("sweep points of right (on NVIDIA H100 80GB HBM3: 3x5 bf16 random: x)" in w
+               for w in report.gate_failures(sections))

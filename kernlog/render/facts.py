@@ -203,10 +203,10 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    (root / "profiles").glob(f"*/{kernel.name}/bench.csv")})
         roles = {r.name: r.role for r in kernel.revisions}
-        sweeps = [s for s in (sweep(root, g, kernel.name, order, current, kernel.families, roles,
-                                                kernel.speed_bar) for g in gpus) if s]
-        claims = predictions.load(root, kernel.name)
         outcomes = {g: gates.load(root, g, kernel.name) for g in gpus}  # the gate's latest there
+        sweeps = [s for s in (sweep(root, g, kernel.name, order, current, kernel.families, roles,
+                                                kernel.speed_bar, outcomes[g]) for g in gpus) if s]
+        claims = predictions.load(root, kernel.name)
         ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims, outcomes[k[0]]),
                         gpu=v[0]["gpu"], shape=k[1], dtype=k[2], ceilings=v[0]["ceilings"])
                    for k, v in sorted(groups.items(), key=lambda kv: (
@@ -264,7 +264,10 @@ def gate_failures(sections: list[dict]) -> list[str]:
     for s in sections:
         profiles = sorted({f"{row['rec']['revision']} ({lad['shape']} {lad['dtype']} on {lad['gpu']['name']}: "
                            f"{row['fails_gate']})" for lad in s["ladders"] for row in lad["rows"] if row["fails_gate"]})
-        if profiles:
-            lines.append(f"{s['kernel'].name}: profiles of {', '.join(profiles)} measured a source that fails "
-                         f"kernlog's correctness gate now (`kernlog check {s['kernel'].name} --rev REV` re-checks)")
+        swept = sorted({f"{r} (on {sw['gpu']}: {why})" for sw in s["sweeps"] for r, why in sw["fails_now"]})
+        if profiles or swept:
+            what = ([f"profiles of {', '.join(profiles)}"] if profiles else []) + \
+                ([f"sweep points of {', '.join(swept)}"] if swept else [])
+            lines.append(f"{s['kernel'].name}: {'; '.join(what)} measured a source that fails kernlog's correctness "
+                         f"gate now (`kernlog check {s['kernel'].name} --rev REV` re-checks)")
     return lines
