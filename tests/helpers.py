@@ -74,6 +74,12 @@ def scratch_repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def stored_files(root: Path) -> list[Path]:
+    """Every file under profiles/ but the gate's outcomes (profiles/<gpu>/<kernel>/gate/outcomes.json,
+    kernlog.store.gates), which `kernlog profile` keeps for each revision it gates, stored or not."""
+    return sorted(p for p in (root / "profiles").rglob("*") if p.is_file() and p.parent.name != "gate")
+
+
 def put(root: Path, rec: dict, report: Path = SECTIONS_REP) -> Path:
     """Store `rec` as `kernlog profile` would, with a copy of `report` as its .ncu-rep (the
     reader verifies the pair, not that the report holds these metrics)."""

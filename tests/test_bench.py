@@ -388,3 +388,8 @@ def test_bench_refuses_a_revision_wrong_in_a_dtype_it_does_not_sweep(tmp_path, m
     df = pd.read_csv(root / "profiles" / GPU["slug"] / "toy" / "bench.csv", dtype={"shape": str})
     assert "bf16_wrong" not in set(df["revision"]) and "right" in set(df["revision"])
     assert any(s.startswith("bf16_wrong: FAILED the gate") and " bf16 " in s for s in said), said
+    from kernlog.store import gates
+
+    kept = gates.load(root, GPU["slug"], "toy")  # each gate's outcome kept for this GPU
+    assert kept["bf16_wrong"]["passed"] is False and kept["right"]["passed"] is True
+    assert kept["bf16_wrong"]["source_sha256"] == kernel.revision("bf16_wrong").sha256()

@@ -16,10 +16,10 @@ from kernlog.capture import ncurun, options, profiler, timed
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.registry import load_kernel
 from kernlog.run import picker
+from kernlog.store import gates, reports
 from kernlog.store import profiles as store
-from kernlog.store import reports
 
-from .helpers import CEILINGS, FULL_REP, GPU, ROOT, make_record, put, scratch_repo
+from .helpers import CEILINGS, FULL_REP, GPU, ROOT, make_record, put, scratch_repo, stored_files
 
 
 def fake_ncu(tmp_path, script):
@@ -132,8 +132,8 @@ def test_interrupted_profile_leaves_nothing_partial(tmp_path, monkeypatch):
     kernel = load_kernel(root, "softmax")
     with pytest.raises(KeyboardInterrupt):
         profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(shape=(4, 64)), lambda s: None)
-    assert [p for p in (root / "profiles").rglob("*") if p.is_file()] == []
-    assert list((root / "profiles").iterdir()) == []
+    assert stored_files(root) == []  # the gate's outcome aside, kept as it passed before the cut
+    assert gates.load(root, GPU["slug"], "softmax")["torch"]["passed"] is True
 
 
 def test_existing_profile_is_skipped_and_stale_one_kept_without_force(tmp_path, monkeypatch):
@@ -166,7 +166,8 @@ def test_revision_failing_the_gate_is_not_profiled(tmp_path, monkeypatch):
                               .to(inputs[0].dtype)), "softmax without the max subtraction")
     with pytest.raises(GateFailure, match="no_max"):
         profiler.profile(root, kernel, [wrong], profiler.Options(shape=(4, 64)), lambda s: None)
-    assert calls == [] and list((root / "profiles").iterdir()) == []
+    assert calls == [] and stored_files(root) == []
+    assert gates.load(root, GPU["slug"], "softmax")["no_max"]["passed"] is False  # the failure is kept
 
 
 class _Stop(Exception):
@@ -213,7 +214,7 @@ def test_a_revision_that_goes_wrong_during_the_timing_pass_is_not_profiled(tmp_p
     # each stage says how long it took (where a slow `kernlog profile` spends its time)
     assert any(re.search(r"drifts .*: gate passed in \d+\.\d s$", s) for s in said), said
     assert not any("timed in" in s for s in said), said  # its timing pass ended in a failure
-    assert calls == [] and list((root / "profiles").iterdir()) == []
+    assert calls == [] and stored_files(root) == []
 
 
 def test_the_ncu_pass_is_pinned_to_the_timing_pass_pick(tmp_path, monkeypatch):
@@ -633,7 +634,7 @@ def test_the_ncu_process_warms_up_while_the_gates_run_then_profiles_only_what_pa
     target = [ln.split()[1] for ln in log.read_text().splitlines() if ln.split()[0] == str(seen["pid"])]
     # while the gates ran, each once (warmed up); once told, those that passed, warm-up and the profiled launch
     assert target == ["right", "one_bad_row", "ref"] + ["right"] * 4 + ["ref"] * 4
-    recs = [store.load_profile(root, p) for p in sorted((root / "profiles").rglob("*.json"))]
+    recs = [store.load_profile(root, p) for p in stored_files(root) if p.suffix == ".json"]
     assert sorted(r.revision for r in recs) == ["ref", "right"]
     assert all(r.ncu.rest["process_started_during_gates"] for r in recs)
     assert not list((root / "profiles").glob(".kernlog-*"))  # its scratch folder is gone
@@ -992,3 +993,7 @@ def test_the_gate_covers_every_declared_dtype_whichever_is_profiled(tmp_path, mo
     assert timed == ["right"]
     assert any("toy/bf16_wrong" in s and "bf16 random: FAIL" in s for s in said), said
     assert not [p for p in (root / "profiles").rglob("bf16_wrong*")]
+    # each gate's outcome kept for this GPU: the failure marks any stored profile of that source
+    kept = gates.load(root, GPU["slug"], "toy")
+    assert kept["bf16_wrong"]["passed"] is False and " bf16 random: " in kept["bf16_wrong"]["failure"]
+    assert kept["right"]["passed"] is True and {e["by"] for e in kept.values()} == {"profile"}

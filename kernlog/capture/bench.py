@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kernlog import timing
-from kernlog.capture import provenance
+from kernlog.capture import checked, provenance
 from kernlog.capture.profiler import ceilings, require_gpu
 from kernlog.errors import GateFailure, Unsupported
 from kernlog.run import gate
@@ -98,7 +98,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     vers = provenance.versions()
     git = provenance.git_state(root)
     run = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # tells this run's points from a merged file's
-    launchers, failed = {}, []
+    launchers, failed, verdicts = {}, [], []
     for rev in revs:
         progress(f"{rev.name}: correctness gate at the check shapes")  # tens of seconds where Triton compiles
         g0 = time.perf_counter()
@@ -113,11 +113,13 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             progress(f"{rev.name}: skipped: {exc}")
             launchers.pop(rev.name, None)
             continue
+        verdicts.append((rev, None if bad is None else bad.line()))
         if bad is not None:
             progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
             failed.append(rev.name)
         else:
             progress(f"{rev.name}: gate passed in {time.perf_counter() - g0:.1f} s")
+    checked.note(root, gpu["slug"], kernel, verdicts, "bench", git["commit"])  # marks its profiles
     rows, wrong = [], []
     shas = {r.name: r.sha256() for r in revs if r.name in launchers}  # once per revision: each reads its files
 

@@ -14,14 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kernlog import metrics, timing
+from kernlog.capture import checked, provenance
 from kernlog.capture import ncu as ncurep
-from kernlog.capture import provenance
 from kernlog.capture.extract import build_record, stored_state
 from kernlog.capture.ncurun import NcuRun, _staging, last_line, ncu_command, ncu_outcome
 from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
 from kernlog.errors import GateFailure, KernlogError, NoGpu, Unsupported
-from kernlog.run import gate, picker
+from kernlog.run import fanout, gate, picker
 from kernlog.run.clocks import Clocks
 from kernlog.spec import Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
@@ -77,8 +77,6 @@ def exclusive_compute_mode() -> str:
     """The compute mode of a visible GPU that admits one process at a time ("Exclusive_Process",
     "Prohibited"), as nvidia-smi names it; "" where every one is shared (the default) or
     nvidia-smi cannot tell. Gate processes beside this one would fail to create a context there."""
-    from kernlog.run import fanout
-
     modes = [row["compute_mode"] for _, row in fanout.visible() if row is not None]
     return next((m for m in modes if m in ("Exclusive_Process", "Prohibited")), "")
 
@@ -151,10 +149,11 @@ def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options
 
 
 def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
-                   progress, verdict: tuple | None = None) -> Timed | None:
+                   progress, verdict: tuple | None = None, noted=None) -> Timed | None:
     """Gate and timing pass of one revision; None if it failed the gate, before or after the
     timing pass. A shape the revision declines (Revision.refuses) is Unsupported: skipped.
-    `verdict`: its gate's (outcome, detail, seconds), run already by parallel_gates."""
+    `verdict`: its gate's (outcome, detail, seconds), run already by parallel_gates; `noted`
+    hears the gate's (outcome, detail) (checked.note_verdict keeps it)."""
     why = rev.refusal(shape)
     if why:
         raise Unsupported(why)
@@ -167,6 +166,8 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
         outcome, seconds, where = verdict[:2], verdict[2], " (its own process)"
         if outcome[0] == "unsupported":
             raise Unsupported(outcome[1])
+    if noted is not None:
+        noted(outcome)
     if outcome[0] == "failed":
         progress(f"{tag}: FAILED the gate, not profiled: {outcome[1]}")
         return None
@@ -285,8 +286,6 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
     first's model), a process per GPU (kernlog.run.fanout); one GPU (the default): in this process.
     Not the default: measured on a 2-GPU H200 host, two GPUs took the softmax ladder 134 s,
     one 94 s (fanout.child_env)."""
-    from kernlog.run import fanout
-
     devices = fanout.visible_gpus()[:gpus] if gpus and gpus > 1 else []
     if len(devices) < 2 or len(revs) < 2:
         return profile(root, kernel, revs, opts, progress)
@@ -358,7 +357,8 @@ def _time_and_ncu(root: Path, kernel: Kernel, todo: list[Revision], shape: Shape
     for i, rev in enumerate(todo, 1):
         tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
         try:
-            t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress, verdicts.get(rev.name))
+            t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress, verdicts.get(rev.name),
+                               functools.partial(checked.note_verdict, root, kernel, rev, common))
         except Unsupported as exc:
             progress(f"{tag}: skipped: {exc}")
             skipped.append(rev.name)

@@ -72,7 +72,7 @@ def arc_rows(lad: dict, sw: dict | None, matmul: bool) -> list[dict]:
     """One row per revision of the ladder, in ladder order: what the arc table prints."""
     srow = sweep_row(sw, lad["shape"], lad["dtype"])
     copy = srow["values"].get(COPY) if srow else None
-    refs = [r for r in lad["rows"] if r["rec"].role == "reference"]
+    refs = [r for r in lad["rows"] if r["rec"].role == "reference" and not r.get("fails_gate")]  # never best: ‡
     best_ref = min(refs, key=lambda r: r["rec"].metrics["wall_ms"]) if refs else None
     out = []
     for row in lad["rows"]:
@@ -88,7 +88,8 @@ def arc_rows(lad: dict, sw: dict | None, matmul: bool) -> list[dict]:
             "verdict": ("same kernel as " + row["same_as"]) if row.get("same_as") else row.get("verdict"),
             "speedup": None if row.get("same_as") else row.get("speedup"), "base": row.get("base"),
             "vs_ref": (best_ref["rec"].metrics["wall_ms"] / prof.metrics["wall_ms"]) if best_ref else None,
-            "best_ref": best_ref["rec"].revision if best_ref else None, "stale": row["stale"]})
+            "best_ref": best_ref["rec"].revision if best_ref else None, "stale": row["stale"],
+            "fails_gate": row.get("fails_gate")})
     return out
 
 

@@ -12,6 +12,7 @@ from kernlog.errors import KernlogError
 from kernlog.judge import hotlines, predictions, roofline
 from kernlog.judge.bands import bands_of
 from kernlog.judge.diff import metric_rows
+from kernlog.judge.gating import fails_gate
 from kernlog.judge.history import timeline
 from kernlog.judge.plausible import impossible
 from kernlog.judge.verdicts import HOT_MIN_SAMPLES, Bands, rate, same_kernel, stale, timing_verdict
@@ -19,6 +20,7 @@ from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from kernlog.render import agree, arc, excerpts
 from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
+from kernlog.store import gates
 from kernlog.store import profiles as store
 from kernlog.store.lookup import Side
 from kernlog.store.record import Profile
@@ -91,10 +93,11 @@ def hot_lines(prof: Profile) -> list[dict]:
 
 
 def ladder(records: list[Profile], order: list[str], current: dict | None = None, bands=None, kernel=None,
-           claims: dict | None = None) -> dict:
+           claims: dict | None = None, outcomes: dict | None = None) -> dict:
     """One (gpu, shape, dtype) group of profiles as the log shows it; `current` (revision ->
     source hash) marks the profiles taken on an older source; `bands` (kernlog.judge.verdicts.Bands
-    of the GPU) judge each step against noise."""
+    of the GPU) judge each step against noise; `outcomes` (the gate's on the GPU, kernlog.store.gates)
+    mark the profiles whose source fails the gate now ("fails_gate": its first failing case)."""
     current = current or {}
     bands = bands or Bands([], None)
     rank = {name: i for i, name in enumerate(order)}
@@ -113,6 +116,7 @@ def ladder(records: list[Profile], order: list[str], current: dict | None = None
                      f"`{only}`); where the time goes is below")
         row = {"rec": r, "rate": rate(r), "roof": roof, "bottleneck": label, "shares": time_shares(r),
                "stale": stale(r.source_sha256, current, r.revision),
+               "fails_gate": fails_gate(r.source_sha256, r.revision, outcomes),
                "stalls": top_stalls(r.metrics), "advice": [f for f in r.findings if f.get("speedup_pct")][:3],
                "impossible": impossible(r, bands("dram_gbps").rel), "hot": hot_lines(r)}
         wall = r.metrics["wall_ms"]
@@ -144,8 +148,8 @@ def ladder(records: list[Profile], order: list[str], current: dict | None = None
 def _arc(rows: list[dict], by_rev: dict, band, naive: str | None) -> dict | None:
     """The ladder's arc for the front page: the first step (`naive`), the fastest revision and
     every one tied with it (not faster or slower beyond noise), and the speed of the fastest
-    against each reference."""
-    mine = [r for r in rows if r["rec"].role != "reference"]
+    against each reference. A revision whose source fails the gate now is never the fastest."""
+    mine = [r for r in rows if r["rec"].role != "reference" and not r["fails_gate"]]
     if not mine:
         return None
     best = min(mine, key=lambda r: r["rec"].metrics["wall_ms"])
@@ -201,10 +205,11 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    store.glob_kernel_files(root, "bench.csv", kernel=kernel.name)})
         roles = {r.name: r.role for r in kernel.revisions}
+        outcomes = {g: gates.load(root, g, kernel.name) for g in gpus}  # the gate's latest there
         sweeps = [s for s in (sweep(root, g, kernel.name, order, current, kernel.families, roles,
-                                                kernel.speed_bar) for g in gpus) if s]
+                                                kernel.speed_bar, outcomes[g]) for g in gpus) if s]
         claims = predictions.load(root, kernel.name)
-        ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims),
+        ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims, outcomes[k[0]]),
                         gpu=v[0].gpu.to_dict(), shape=k[1], dtype=k[2], ceilings=v[0].ceilings)
                    for k, v in sorted(groups.items(), key=lambda kv: (
                        (kv[0][1], kv[0][2]) != (format_shape(kernel.profile_shape), kernel.dtypes[0]), kv[0]))]
@@ -254,4 +259,19 @@ def stale_figures(sections: list[dict]) -> list[str]:
             what = ([f"profiles of {', '.join(profiles)}"] if profiles else []) + \
                 ([f"sweep points of {', '.join(swept)}"] if swept else [])
             lines.append(f"{s['kernel'].name}: {'; '.join(what)} were measured on an older source")
+    return lines
+
+
+def gate_failures(sections: list[dict]) -> list[str]:
+    """One line per kernel whose log shows a profile of a source that fails the gate now (‡)."""
+    lines = []
+    for s in sections:
+        profiles = sorted({f"{row['rec'].revision} ({lad['shape']} {lad['dtype']} on {lad['gpu']['name']}: "
+                           f"{row['fails_gate']})" for lad in s["ladders"] for row in lad["rows"] if row["fails_gate"]})
+        swept = sorted({f"{r} (on {sw['gpu']}: {why})" for sw in s["sweeps"] for r, why in sw["fails_now"]})
+        if profiles or swept:
+            what = ([f"profiles of {', '.join(profiles)}"] if profiles else []) + \
+                ([f"sweep points of {', '.join(swept)}"] if swept else [])
+            lines.append(f"{s['kernel'].name}: {'; '.join(what)} measured a source that fails kernlog's correctness "
+                         f"gate now (`kernlog check {s['kernel'].name} --rev REV` re-checks)")
     return lines

@@ -3,26 +3,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernlog.judge.gating import fails_gate, mark
 from kernlog.judge.verdicts import stale
 from kernlog.registry import kernel_names, load_kernel
 from kernlog.spec import format_shape
+from kernlog.store import gates
 from kernlog.store.profiles import ProfileError, bench_hashes, iter_profiles, report_hashed
 from kernlog.store.record import Profile
 
 
-def _point(prof: Profile, current: dict, revision: str) -> str:
+def _point(prof: Profile, current: dict, revision: str, outcomes: dict | None = None) -> str:
     return (f"{format_shape(tuple(prof.shape))} {prof.dtype}"
             + (" STALE" if stale(prof.source_sha256, current, revision) else "")
+            + mark(fails_gate(prof.source_sha256, revision, outcomes))
             + (" (report under its staged name: a save was interrupted)" if prof.ncu.report.startswith(".")
                else ""))
 
 
-def _by_gpu(recs: list, current: dict, revision: str) -> list[str]:
+def _by_gpu(recs: list, current: dict, revision: str, gates_of=lambda gpu: {}) -> list[str]:
     """One entry per GPU: its slug once, then the revision's profiles there (a bad file's
-    entry, a str, already names its GPU)."""
+    entry, a str, already names its GPU); `gates_of(gpu)`: the gate outcomes stored there."""
     groups: dict[str, list[str]] = {}
     for r in recs:
-        gpu, text = r.split(" ", 1) if isinstance(r, str) else (r.gpu.slug, _point(r, current, revision))
+        gpu, text = r.split(" ", 1) if isinstance(r, str) else (
+            r.gpu.slug, _point(r, current, revision, gates_of(r.gpu.slug)))
         groups.setdefault(gpu, []).append(text)
     return [f"{gpu}: {', '.join(sorted(points))}" for gpu, points in sorted(groups.items())]
 
@@ -46,9 +50,16 @@ def listing(root: Path) -> tuple[str, list[ProfileError]]:
         lines.append(f"{name}  (profile shape {format_shape(kernel.profile_shape)}, dtypes {', '.join(kernel.dtypes)})")
         swept = bench_hashes(root, name)
         current = {rev.name: rev.sha256() for rev in kernel.revisions}
+        outcomes: dict[str, dict] = {}  # gpu -> the gate outcomes stored there for this kernel
+
+        def gates_of(gpu: str, name=name, outcomes=outcomes) -> dict:
+            if gpu not in outcomes:
+                outcomes[gpu] = gates.load(root, gpu, name)
+            return outcomes[gpu]
+
         for rev in kernel.revisions:
             recs = stored.get((name, rev.name), [])
-            where = "; ".join(_by_gpu(recs, current, rev.name))
+            where = "; ".join(_by_gpu(recs, current, rev.name, gates_of))
             points = []
             for gpu, hashes in sorted((g, h) for (g, r), h in swept.items() if r == rev.name):
                 old = sum(stale(h, current, rev.name) for h in hashes)

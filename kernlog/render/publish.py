@@ -44,6 +44,8 @@ def publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
         echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))
     for line in rpt.stale_figures(sections):
         echo(f"warning: {line} (marked stale in the log)", err=True)
+    for line in rpt.gate_failures(sections):
+        echo(f"warning: {line} (marked ‡ in the log)", err=True)
     for err in bad:
         echo(f"kernlog: {'' if check_only else f'left out of {rpt.LOG}: '}{err}", err=True)
     return bad[0].exit_code if bad else 0

@@ -13,14 +13,14 @@ import jinja2
 from kernlog.judge.verdicts import COPY_BAR, HOT_MIN_SAMPLES, LAUNCH_BOUND_US
 from kernlog.render import plots, prose, triage
 from kernlog.render.arc import contradictions
-from kernlog.render.facts import collect, stale_figures, unreadable
+from kernlog.render.facts import collect, gate_failures, stale_figures, unreadable
 from kernlog.store.triages import all_stored
 
 # What `kernlog report` calls beside render: the facts (collect, unreadable, stale_figures) live in
 # kernlog.render.facts; out_of_date and plot_all cover every file the front page links (the
 # kernel pages and the plots), so `report --check` gates them all.
-__all__ = ["LOG", "HEADER", "collect", "unreadable", "stale_figures", "render", "render_blocks", "splice",
-           "out_of_date", "plot_all"]
+__all__ = ["LOG", "HEADER", "collect", "unreadable", "stale_figures", "gate_failures", "render", "render_blocks",
+           "splice", "out_of_date", "plot_all"]
 
 LOG = "KERNEL_LOG.md"
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)

@@ -10,11 +10,13 @@ from kernlog.errors import KernlogError
 from kernlog.judge import hotlines
 from kernlog.judge.bands import bands_for
 from kernlog.judge.diff import gpu_choice_line
+from kernlog.judge.gating import fails_gate
 from kernlog.judge.plausible import achieved_gbps, impossible
 from kernlog.judge.verdicts import stale
 from kernlog.metrics import metric, ncu_filter, time_shares
 from kernlog.registry import load_kernel
 from kernlog.spec import format_shape
+from kernlog.store import gates
 from kernlog.store.record import Profile
 
 
@@ -28,6 +30,12 @@ def is_stale(root: Path, prof: Profile) -> bool:
     return stale(prof.source_sha256, {rev.name: rev.sha256()}, rev.name)
 
 
+def gate_failure(root: Path, prof: Profile) -> str | None:
+    """As `kernlog list` marks it: the first failing case where the latest gate of the profile's
+    revision on its GPU failed on the source the profile measured (kernlog.judge.gating)."""
+    return fails_gate(prof.source_sha256, prof.revision, gates.load(root, prof.gpu.slug, prof.kernel))
+
+
 def render(root: Path, prof: Profile, fmt: str = "text") -> str:
     flags = impossible(prof, bands_for(root, prof, prof)("dram_gbps").rel)
     if fmt == "json":
@@ -36,14 +44,20 @@ def render(root: Path, prof: Profile, fmt: str = "text") -> str:
     t = prof.timing
     git = prof.git
     old = is_stale(root, prof)
+    failing = gate_failure(root, prof)
     lines = [f"{prof.kernel}/{prof.revision}  {format_shape(tuple(prof.shape))} {prof.dtype}"
-             + (" STALE" if old else "") + f"  on {prof.gpu.name}  ({prof.path or '?'})",
+             + (" STALE" if old else "") + (" FAILS GATE" if failing else "")
+             + f"  on {prof.gpu.name}  ({prof.path or '?'})",
              f"captured {prof.captured_at or 'unknown'} at commit {git.get('commit') or 'unknown'}"
              + {True: " (dirty)", "unknown": " (whether the tree was dirty: unknown)"}.get(git.get("dirty"), ""),
              f"change: {prof.change}"]
     choice = gpu_choice_line(prof.gpu_choice)
     if choice:
         lines.insert(1, choice)
+    if failing:
+        lines.insert(1, f"FAILS GATE: the source this profile measured fails kernlog's correctness gate on "
+                        f"{prof.gpu.slug} now ({failing}); its figures stand, timed all the same. Re-check with "
+                        f"`kernlog check {prof.kernel} --rev {prof.revision}` on that GPU")
     if old:
         lines.insert(1, f"STALE: measured on an older source of {prof.revision}; re-take it with `kernlog profile "
                         f"{prof.kernel} --rev {prof.revision} --shape {format_shape(tuple(prof.shape))} "

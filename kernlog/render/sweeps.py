@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernlog.judge.bands import bands_of
+from kernlog.judge.gating import fails_gate
 from kernlog.judge.verdicts import COPY_BAR, COPY_BAR_BYTES, at_least, stale
 from kernlog.spec import (
     COPY,
@@ -52,7 +53,7 @@ def _bar(row: dict, name: str | None, refs: list, band: float, need: float = 1.0
     run-to-run drift that a side-by-side run cancels."""
     vals, spread, runs = row["values"], row.get("spread", {}), row.get("runs", {})
     v = vals.get(name) if name else None
-    theirs = {r: vals[r] for r in refs if vals.get(r) is not None}
+    theirs = {r: vals[r] for r in refs if vals.get(r) is not None and r not in row.get("fails_now", {})}
     best_ref = max(theirs, key=theirs.get) if theirs else None
     vs_ref = v / theirs[best_ref] if v is not None and theirs else None
     if theirs:  # wider where `bench --repeat` measured a wider run-to-run spread at this point
@@ -78,7 +79,8 @@ def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) 
     vals = row["values"]
     refs = [r for r in vals if roles.get(r) == "reference" and (not bar.against or r in bar.against)]
     need = bar.ratio(parse_shape(row["shape"]))
-    steps = {r: v for r, v in vals.items() if v is not None and roles.get(r) == "step"}
+    steps = {r: v for r, v in vals.items() if v is not None and roles.get(r) == "step"
+             and r not in row.get("fails_now", {})}  # its source fails the gate now (‡): never the best
     out = [_bar(row, max(steps, key=steps.get) if steps else None, refs, band, need)]
     counterparts = [r for r in vals if roles.get(r) == "counterpart"]
     if counterparts:
@@ -87,9 +89,11 @@ def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) 
 
 
 def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None,
-           families=(), roles: dict | None = None, bar: SpeedBar = EVERY_REFERENCE) -> dict | None:
+           families=(), roles: dict | None = None, bar: SpeedBar = EVERY_REFERENCE,
+           outcomes: dict | None = None) -> dict | None:
     """The bench.csv of `kernel` on `gpu` as a table; a point measured on an older source of its
-    revision than `current` holds is listed in the row's "stale". "runs" lists the runs the
+    revision than `current` holds is listed in the row's "stale", one of a source failing the
+    gate now (`outcomes`, kernlog.store.gates) in its "fails_now". "runs" lists the runs the
     points come from (`kernlog bench --rev` merges a run into the file), each with its commit
     and revisions."""
     current = current or {}
@@ -113,6 +117,9 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
     old = {(d, sh, rev) for d, sh, rev, sha in zip(points["dtype"], points["shape"], points["revision"],
                                                    points["source_sha256"], strict=True)
            if stale(sha, current, rev)}
+    now = {(d, sh, rev): why for d, sh, rev, sha in zip(points["dtype"], points["shape"], points["revision"],
+                                                       points["source_sha256"], strict=True)
+           if (why := fails_gate(sha, rev, outcomes))}
     # A run is bench's run stamp or, for rows without one, their commit (two runs at one commit
     # then look like one).
     by_run: dict = {}
@@ -132,6 +139,7 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
         rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
                      "values": {r: (None if pd.isna(vals.get(r)) else float(vals.get(r))) for r in revs},
                      "stale": {r for r in revs if (dtype, shape, r) in old},
+                     "fails_now": {r: now[(dtype, shape, r)] for r in revs if (dtype, shape, r) in now},
                      "refused": refused.get((dtype, shape), {}), "fails_gate": failing.get((dtype, shape), {}),
                      "spread": {r: spread[(dtype, shape, r)] for r in revs if (dtype, shape, r) in spread},
                      "runs": {r: run_of[(dtype, shape, r)] for r in revs if (dtype, shape, r) in run_of}})
@@ -143,6 +151,8 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
     return {"revisions": revs, "rows": rows,
             "groups": _groups(rows, families), "metric": metric_name, "ceiling": ceiling,
             "stale": sorted({r for row in rows for r in row["stale"]}, key=by_rank),
+            "fails_now": sorted({(r, why) for row in rows for r, why in row["fails_now"].items()},
+                                key=lambda rw: (by_rank(rw[0]), rw[1])),
             "has_copy": COPY in revs, "runs": runs,
             "refusals": sorted({(r, why) for row in rows for r, why in row["refused"].items()},
                                key=lambda rw: (by_rank(rw[0]), rw[1])),

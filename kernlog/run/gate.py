@@ -306,11 +306,12 @@ def verdict(kernel: Kernel, rev: Revision, device: str) -> tuple:
 
 
 def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
-              dtypes: list[str] | None = None) -> Iterator[str]:
+              dtypes: list[str] | None = None, done=None) -> Iterator[str]:
     """`kernlog check`: the gate of each revision, a line each as it ends (ok or FAIL, its
     cases and worst error, the first failure); raises GateFailure naming the revisions that
     failed after the last. `device` None: cuda where a GPU is visible, else cpu, where CUDA C
-    and torch.compile revisions are skipped."""
+    and torch.compile revisions are skipped. `done(rev, results)`, where given, hears each
+    revision checked (not one skipped) before its line."""
     if device is None:
         import torch
 
@@ -325,6 +326,8 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
         except Unsupported as exc:
             yield f"{rev.name}: skipped: {exc}"
             continue
+        if done is not None:
+            done(rev, results)
         bad = first_failure(results)
         worst = max(r.rel_error for r in results)
         yield (f"{rev.name}: {'ok' if bad is None else 'FAIL'} ({len(results)} cases, worst rel err {worst:.1e})"

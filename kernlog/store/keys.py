@@ -168,6 +168,12 @@ def ceilings_json(root: Path, gpu: str) -> Path:
     return gpu_dir(root, gpu) / "ceilings.json"
 
 
+def gate_outcomes(root: Path, gpu: str, kernel: str) -> Path:
+    """profiles/<gpu>/<kernel>/gate/outcomes.json: the gate's latest outcome per revision there
+    (kernlog.store.gates). In a folder of its own: a JSON beside the profiles would be read as one."""
+    return kernel_dir(root, gpu, kernel) / "gate" / "outcomes.json"
+
+
 def noise_dir(root: Path, gpu: str, kernel: str) -> Path:
     return kernel_dir(root, gpu, kernel) / "noise"
 
