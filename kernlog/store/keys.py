@@ -13,14 +13,22 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from kernlog.errors import KernlogError
 from kernlog.registry import split_rev
 from kernlog.spec import NAME_RE, Shape, format_shape, parse_shape
 
-if TYPE_CHECKING:
-    from kernlog.store.record import Profile
+
+class Loaded(Protocol):
+    """What a key reads of a loaded profile (kernlog.store.record.Profile, which imports this
+    module: the record's own type is not imported here, so the store's import runs one way)."""
+    kernel: str
+    revision: str
+    shape: tuple
+    dtype: str
+    gpu: Any  # .slug
+    commit: str | None
 
 PROFILES = "profiles"
 DTYPES = ("fp32", "bf16", "fp16")
@@ -83,7 +91,7 @@ class ProfileKey:
         return cls(kernel, rev, tuple(shape) if shape else None, dtype, gpu, ref)
 
     @classmethod
-    def of(cls, prof: Profile) -> ProfileKey:
+    def of(cls, prof: Loaded) -> ProfileKey:
         """The full key of a loaded profile (its commit, where it was read from git, as the ref)."""
         return cls(prof.kernel, prof.revision, tuple(prof.shape), prof.dtype, prof.gpu.slug, prof.commit)
 
@@ -125,7 +133,7 @@ class ProfileKey:
         """(gpu, kernel, revision, shape, dtype): the order ProfileError.ident spells."""
         return self.gpu, self.kernel, self.revision, self.shape, self.dtype
 
-    def matches(self, prof: Profile) -> bool:
+    def matches(self, prof: Loaded) -> bool:
         """Whether a loaded profile agrees with every part this key gives (the ref aside)."""
         return (prof.kernel == self.kernel and prof.revision == self.revision
                 and (self.shape is None or tuple(prof.shape) == self.shape)
