@@ -115,6 +115,8 @@ def test_a_failed_outcome_marks_the_profile_of_its_source_in_list_show_and_the_p
     assert shown[1].endswith("`kernlog check toy --rev bf16_wrong` on that GPU")
     other = store.load_profile(root, root / "profiles" / SLUG / "toy" / "one_bad_row.7x33.fp32.json")
     assert "FAILS GATE" not in render(root, other)
+    as_json = json.loads(render(root, rec, "json")), json.loads(render(root, other, "json"))
+    assert [(j["fails_gate"], j["stale"]) for j in as_json] == [(why, False), (None, True)]
 
     sections = report.collect(root, [kernel])
     page = kernel_page(root, "toy", sections)

@@ -38,9 +38,10 @@ def gate_failure(root: Path, prof: Profile) -> str | None:
 
 def render(root: Path, prof: Profile, fmt: str = "text") -> str:
     flags = impossible(prof, bands_for(root, prof, prof)("dram_gbps").rel)
-    if fmt == "json":
-        return json.dumps(dict({k: v for k, v in prof.to_dict().items() if k != "_path"}, flags=flags), indent=1,
-                          sort_keys=True)
+    if fmt == "json":  # the record as stored, with what the text marks: stale, fails_gate (its case or null)
+        return json.dumps(dict({k: v for k, v in prof.to_dict().items() if k != "_path"}, flags=flags,
+                               stale=is_stale(root, prof), fails_gate=gate_failure(root, prof)),
+                          indent=1, sort_keys=True)
     t = prof.timing
     git = prof.git
     old = is_stale(root, prof)
