@@ -113,3 +113,18 @@ def kernel_page(root: Path, name: str = "softmax", sections: list | None = None)
     if sections is None:
         sections = report.collect(root, [load_kernel(root, name)])
     return report.pages(root, sections)[report.page_path(name)]
+
+
+def ptxas_entries(report: str) -> dict[str, str]:
+    """{kernel name: its ptxas resource lines} from `ptxas -v` output (kernlog.cuda.compile_report)."""
+    import re
+
+    out, current = {}, None
+    for line in report.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line)
+        if m:
+            current = m.group(1)
+            out[current] = ""
+        elif current:
+            out[current] += line + "\n"
+    return out

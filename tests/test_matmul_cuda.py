@@ -5,10 +5,7 @@ spills nothing; the plans take the scalar kernels for unaligned K or N and stay 
 limits on every family shape. GPU-marked tests gate every rung and path against float64."""
 import re
 import shutil
-import subprocess
-import tempfile
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,11 +16,12 @@ from kernlog import cuda
 from kernlog.identity import executed_files
 from kernlog.registry import find_root, load_kernel
 
+from .helpers import ptxas_entries as entries
+
 KERNEL = load_kernel(find_root(), "matmul_relu")
 REVS = {r.name: r for r in CUDA_REVISIONS}
 NAMES = list(REVS)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit) on the PATH")
-SM90A = "-gencode=arch=compute_90a,code=sm_90a"
 
 # Issue 20's family members plus the brief's: LM heads, squares, decode, large K, unaligned.
 FAMILY_SHAPES = tuple(s for f in KERNEL.families for s in f.shapes + f.check) + (
@@ -36,26 +34,8 @@ PATH_SHAPES = ((1, 1, 1), (5, 3, 70), (33, 47, 70), (64, 65, 129), (48, 88, 136)
 
 
 @lru_cache(maxsize=None)
-def ptxas(name: str, arch_flag: str = SM90A) -> str:
-    src = cuda_launch.source(name)
-    with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["nvcc", arch_flag, "-cubin", "-lineinfo", "--std=c++17", "-Xptxas", "-v",
-               *(f"-I{d}" for d in cuda.include_dirs(src)), "-o", str(Path(tmp) / "out.cubin"), str(src)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, f"nvcc failed on {src}:\n{done.stderr}"
-    return done.stderr
-
-
-def entries(report: str) -> dict[str, str]:
-    out, current = {}, None
-    for line in report.splitlines():
-        m = re.search(r"Compiling entry function '(\w+)'", line)
-        if m:
-            current = m.group(1)
-            out[current] = ""
-        elif current:
-            out[current] += line + "\n"
-    return out
+def ptxas(name: str, arch: str = "sm_90a") -> str:
+    return cuda.compile_report(cuda_launch.source(name), arch=arch)
 
 
 def test_every_rung_is_a_cuda_step_with_a_prediction():
@@ -80,17 +60,13 @@ def test_compiles_for_sm90a_and_exports_exactly_the_planned_kernels(name):
 def test_nvrtc_rungs_compile_for_plain_sm90(name):
     """cu0-cu6 go through NVRTC, which CuPy gives -arch=sm_90 on the H100: no sm_90a-only code."""
     _, _, names = cuda_launch.PLANS[name]
-    assert set(entries(ptxas(name, "-arch=sm_90"))) == set(names)
+    assert set(entries(ptxas(name, "sm_90"))) == set(names)
 
 
 @needs_nvcc
 def test_wgmma_rung_needs_sm90a():
-    src = cuda_launch.source("cu7_wgmma")
-    with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "--std=c++17",
-                               *(f"-I{d}" for d in cuda.include_dirs(src)), "-o", str(Path(tmp) / "o.cubin"),
-                               str(src)], capture_output=True, text=True)
-    assert done.returncode != 0 and "wgmma" in done.stderr  # hence nvcc -gencode ...sm_90a in the launcher
+    with pytest.raises(RuntimeError, match="wgmma"):  # hence nvcc -gencode ...sm_90a in the launcher
+        cuda.compile_report(cuda_launch.source("cu7_wgmma"), arch="sm_90")
 
 
 @needs_nvcc

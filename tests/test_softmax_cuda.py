@@ -20,6 +20,7 @@ from kernlog.registry import find_root, load_kernel
 from kernlog.run import gate
 
 from .helpers import A100, H100, fake_gpu
+from .helpers import ptxas_entries as entries
 
 KERNEL = load_kernel(find_root(), "softmax")
 CUDA_REVS = [r for r in KERNEL.revisions if r.kind == "cuda"]
@@ -33,19 +34,6 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc
 @lru_cache(maxsize=None)
 def report(name: str, arch: str = "sm_90") -> str:
     return compile_report(KERNEL.revision(name).sources[0], arch=arch)
-
-
-def entries(ptxas_report: str) -> dict[str, str]:
-    """{kernel name: its ptxas resource lines} from `ptxas -v` output."""
-    out, current = {}, None
-    for line in ptxas_report.splitlines():
-        m = re.search(r"Compiling entry function '(\w+)'", line)
-        if m:
-            current = m.group(1)
-            out[current] = ""
-        elif current:
-            out[current] += line + "\n"
-    return out
 
 
 @needs_nvcc
