@@ -318,16 +318,10 @@ def test_the_whole_sweep_on_the_cpu_marks_refusals_wrong_references_and_left_out
     from kernlog.errors import GateFailure, Unsupported
     from kernlog.registry import load_kernel
 
-    from .helpers import CEILINGS
-    from .test_profiler import FakeTimer, _toy_repo
+    from .test_profiler import _cpu_bench, _toy_repo
 
     root = _toy_repo(tmp_path)
-    monkeypatch.setattr(bench, "DEVICE", "cpu")
-    monkeypatch.setattr(bench, "require_gpu", lambda: "ncu")
-    monkeypatch.setattr(bench.provenance, "gpu_info", lambda: GPU)
-    monkeypatch.setattr(bench.provenance, "versions", lambda *a: {"torch": "2.11", "triton": "3.6"})
-    monkeypatch.setattr(bench.timing, "Timer", FakeTimer)
-    monkeypatch.setattr(bench, "ceilings", lambda *a, **k: dict(CEILINGS))
+    _cpu_bench(monkeypatch)
     kernel = load_kernel(root, "toy")
     ref = kernel.revision("ref")
 
@@ -370,16 +364,10 @@ def test_bench_refuses_a_revision_wrong_in_a_dtype_it_does_not_sweep(tmp_path, m
     from kernlog.errors import GateFailure
     from kernlog.registry import load_kernel
 
-    from .helpers import CEILINGS
-    from .test_profiler import FakeTimer, _toy_repo
+    from .test_profiler import _cpu_bench, _toy_repo
 
     root = _toy_repo(tmp_path)
-    monkeypatch.setattr(bench, "DEVICE", "cpu")
-    monkeypatch.setattr(bench, "require_gpu", lambda: "ncu")
-    monkeypatch.setattr(bench.provenance, "gpu_info", lambda: GPU)
-    monkeypatch.setattr(bench.provenance, "versions", lambda *a: {"torch": "2.11", "triton": "3.6"})
-    monkeypatch.setattr(bench.timing, "Timer", FakeTimer)
-    monkeypatch.setattr(bench, "ceilings", lambda *a, **k: dict(CEILINGS))
+    _cpu_bench(monkeypatch)
     kernel = load_kernel(root, "toy")
     said = []
     with pytest.raises(GateFailure, match="bf16_wrong"):

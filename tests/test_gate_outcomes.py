@@ -184,15 +184,10 @@ def test_a_sweep_point_of_a_source_failing_the_gate_now_is_marked_and_never_the_
 
     from kernlog.capture import bench
 
-    from .test_profiler import FakeTimer
+    from .test_profiler import _cpu_bench
 
     root, kernel = toy
-    monkeypatch.setattr(bench, "DEVICE", "cpu")
-    monkeypatch.setattr(bench, "require_gpu", lambda: "ncu")
-    monkeypatch.setattr(bench.provenance, "gpu_info", lambda: GPU)
-    monkeypatch.setattr(bench.provenance, "versions", lambda *a: {"torch": "2.11", "triton": "3.6"})
-    monkeypatch.setattr(bench.timing, "Timer", FakeTimer)
-    monkeypatch.setattr(bench, "ceilings", lambda *a, **k: dict(CEILINGS))
+    _cpu_bench(monkeypatch)
     path = bench.bench(root, kernel, [kernel.revision(n) for n in ("right", "declines", "ref")], [(3, 5)], ["fp32"],
                        budget_s=0.01, progress=lambda s: None)
     df = pd.read_csv(path, dtype={"shape": str})

@@ -120,6 +120,18 @@ def _cpu_profiler(monkeypatch, run_ncu, ncu="ncu"):
     monkeypatch.setattr(profiler, "run_ncu", run_ncu)
 
 
+def _cpu_bench(monkeypatch):
+    """kernlog.capture.bench on this CPU as if on GPU (helpers.GPU): fake timer, fixed ceilings."""
+    from kernlog.capture import bench
+
+    monkeypatch.setattr(bench, "DEVICE", "cpu")
+    monkeypatch.setattr(bench, "require_gpu", lambda: "ncu")
+    monkeypatch.setattr(bench.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(bench.provenance, "versions", lambda *a: {"torch": "2.11", "triton": "3.6"})
+    monkeypatch.setattr(bench.timing, "Timer", FakeTimer)
+    monkeypatch.setattr(bench, "ceilings", lambda *a, **k: dict(CEILINGS))
+
+
 def test_interrupted_profile_leaves_nothing_partial(tmp_path, monkeypatch):
     root = scratch_repo(tmp_path)
 
