@@ -213,6 +213,27 @@ class Ncu:
         return self.rest.get("command")
 
 
+class _Extra:
+    """A Profile attribute read from `extra` (what the record keeps outside FIELDS): the value as
+    recorded, else None (or a fresh `empty()`); `writable` ones are set by the loaders."""
+
+    def __init__(self, key: str, doc: str, writable: bool = False, empty=None):
+        self.key, self.__doc__, self.writable, self.empty = key, doc, writable, empty
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        return obj.extra.get(self.key, self.empty() if self.empty else None)
+
+    def __set__(self, obj, value) -> None:
+        if not self.writable:
+            raise AttributeError(f"Profile.{self.name} is read from the record; it is not set")
+        obj.extra[self.key] = value
+
+
 _TOP = ("schema", "kernel", "revision", "kind", "role", "change", "predicts", "shape", "dtype", "source_sha256",
         "bytes_moved", "flops", "gpu", "metrics", "facts", "findings", "timing", "ncu", "ceilings", "versions", "git")
 
@@ -282,76 +303,21 @@ class Profile:
 
     # Fields outside FIELDS that readers use, kept in `extra` as recorded (None where absent),
     # and what the loaders add there ("_path", "_commit", ...): never written by a save.
-    @property
-    def path(self) -> str | None:
-        """The JSON this profile was read from, relative to the root ("COMMIT:path" from git)."""
-        return self.extra.get("_path")
-
-    @path.setter
-    def path(self, value: str) -> None:
-        self.extra["_path"] = value
-
-    @property
-    def commit(self) -> str | None:
-        """The full commit id this profile was read from git at; None for the work tree's."""
-        return self.extra.get("_commit")
-
-    @commit.setter
-    def commit(self, value: str | None) -> None:
-        self.extra["_commit"] = value
-
-    @property
-    def at(self) -> str | None:
-        """The at/<commit:12>/ folder a `kernlog profile --at` entry was read from, else None."""
-        return self.extra.get("_at")
-
-    @property
-    def skipped(self) -> list[str]:
-        """Files of the revision that did not load, named by lookup when it chose this one."""
-        return self.extra.get("_skipped", [])
-
-    @skipped.setter
-    def skipped(self, value: list[str]) -> None:
-        self.extra["_skipped"] = value
-
-    @property
-    def gpu_choice(self) -> dict | None:
-        """How lookup chose this profile's GPU where the side named none, else None."""
-        return self.extra.get("_gpu_choice")
-
-    @gpu_choice.setter
-    def gpu_choice(self, value: dict) -> None:
-        self.extra["_gpu_choice"] = value
-
-    @property
-    def imported(self) -> dict | None:
-        """What `kernlog import` recorded of an imported ncu report, else None."""
-        return self.extra.get("imported")
-
-    @property
-    def hotspots(self) -> dict | None:
-        """The source-line hot spots recorded from the report, else None."""
-        return self.extra.get("hotspots")
-
-    @property
-    def captured_at(self) -> str | None:
-        return self.extra.get("captured_at")
-
-    @property
-    def ceiling(self) -> str | None:
-        """The roof the revision's kernel is judged against ("copy", "matmul"), where recorded."""
-        return self.extra.get("ceiling")
-
-    @property
-    def kernel_times(self) -> dict | None:
-        """The launch's kernels by GPU time from its CUPTI trace, where recorded."""
-        return self.extra.get("kernel_times")
-
-    @property
-    def config(self) -> dict | None:
-        """The tuned config the revision picked, where it tunes one, else None."""
-        return self.extra.get("config")
-
+    path = _Extra("_path", "the JSON this profile was read from, relative to the root (\"COMMIT:path\" from git)",
+                  writable=True)
+    commit = _Extra("_commit", "the full commit id this profile was read from git at; None for the work tree's",
+                    writable=True)
+    at = _Extra("_at", "the at/<commit:12>/ folder a `kernlog profile --at` entry was read from, else None")
+    skipped = _Extra("_skipped", "files of the revision that did not load, named by lookup when it chose this one",
+                     writable=True, empty=list)
+    gpu_choice = _Extra("_gpu_choice", "how lookup chose this profile's GPU where the side named none, else None",
+                        writable=True)
+    imported = _Extra("imported", "what `kernlog import` recorded of an imported ncu report, else None")
+    hotspots = _Extra("hotspots", "the source-line hot spots recorded from the report, else None")
+    captured_at = _Extra("captured_at", "when the profile was captured (UTC, ISO 8601), where recorded")
+    ceiling = _Extra("ceiling", "the roof the revision's kernel is judged against (copy, matmul), where recorded")
+    kernel_times = _Extra("kernel_times", "the launch's kernels by GPU time from its CUPTI trace, where recorded")
+    config = _Extra("config", "the tuned config the revision picked, where it tunes one, else None")
 
 def _read_v1(cls, d: dict) -> Profile:
     """Schema 1, validated: today's files."""
