@@ -16,39 +16,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernlog.errors import KernlogError
 from kernlog.judge.bands import bands_of
 from kernlog.judge.verdicts import LAUNCH_BOUND_US, Band, launch_bound
-from kernlog.spec import RUN_SPREAD
-from kernlog.store import profiles as store
-
-TIME = "median_ms"  # bench.csv's metric of a point's median time
+from kernlog.render.arc import sweep_of
 
 
-def of_ladders(root: Path, kernel: str, ladders: list[dict]) -> None:
-    """Sets each ladder's "disagree": its points where profile and sweep disagree beyond noise."""
-    points: dict = {}
+def of_ladders(root: Path, ladders: list[dict], sweeps: list[dict]) -> None:
+    """Sets each ladder's "disagree": its points where profile and sweep disagree beyond noise
+    (the sweep of the ladder's GPU, as kernlog.render.sweeps read it: its "medians")."""
     for lad in ladders:
-        slug = lad["gpu"]["slug"]
-        if slug not in points:
-            points[slug] = _sweep_points(root, slug, kernel)
-        lad["disagree"] = disagreements(lad, points[slug], bands_of(root, slug)("wall_ms")) if points[slug] else []
-
-
-def _sweep_points(root: Path, slug: str, kernel: str) -> dict:
-    """(revision, shape, dtype) -> (median ms, source hash, run-to-run spread) of the GPU's bench.csv."""
-    path = store.kernel_dir(root, slug, kernel) / "bench.csv"
-    if not path.exists():
-        return {}
-    try:
-        df = store.read_bench(root, path)
-    except KernlogError:  # the sweep section names a broken file
-        return {}
-    spread = {(r, sh, d): v for r, sh, d, v, m in zip(df["revision"], df["shape"], df["dtype"], df["value"],
-                                                      df["metric"], strict=True) if m == RUN_SPREAD}
-    return {(r, sh, d): (v, sha, spread.get((r, sh, d)) or 0.0)
-            for r, sh, d, v, sha, m in zip(df["revision"], df["shape"], df["dtype"], df["value"],
-                                           df["source_sha256"], df["metric"], strict=True) if m == TIME}
+        sw = sweep_of(sweeps, lad["gpu"]["name"])
+        points = sw["medians"] if sw else {}
+        lad["disagree"] = disagreements(lad, points, bands_of(root, lad["gpu"]["slug"])("wall_ms")) if points else []
 
 
 def disagreements(lad: dict, points: dict, band: Band) -> list[dict]:

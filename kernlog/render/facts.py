@@ -225,7 +225,7 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
             sw = arc.sweep_of(sweeps, lad["gpu"]["name"])
             lad["arc_rows"] = arc.arc_rows(lad, sw, matmul)
             lad["arc_plot"] = f"reports/{kernel.name}_arc_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
-        agree.of_ladders(root, kernel.name, ladders)  # profile vs sweep beyond noise: a note under the arc
+        agree.of_ladders(root, ladders, sweeps)  # profile vs sweep beyond noise: a note under the arc
         main = ladders[0] if ladders else None
         pay = arc.payoff(ladders)
         steps = [r.name for r in kernel.revisions if r.role == "step"]

@@ -134,6 +134,10 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
     spreads = df[df["metric"] == RUN_SPREAD]
     spread = {(d, sh, r): v for d, sh, r, v in zip(spreads["dtype"], spreads["shape"], spreads["revision"],
                                                   spreads["value"], strict=True)}
+    medians = df[df["metric"] == "median_ms"]  # (revision, shape, dtype) -> (median ms, source hash, spread)
+    medians = {(r, sh, d): (v, sha, spread.get((d, sh, r)) or 0.0)
+               for r, sh, d, v, sha in zip(medians["revision"], medians["shape"], medians["dtype"],
+                                           medians["value"], medians["source_sha256"], strict=True)}
     rows = []
     for (dtype, shape), vals in wide.iterrows():
         rows.append({"dtype": dtype, "shape": shape, "elems": _numel(shape),
@@ -162,7 +166,7 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
             "band": band, "bar_label": bar.label, "has_refs": any(roles.get(r) == "reference" for r in revs),
             "bar_labels": ["best step", "counterpart"][:max((len(r["bars"]) for r in rows), default=1)],
             "missed": [r for r in rows if any(b["ref_met"] is False or b["copy_met"] is False for b in r["bars"])],
-            "apart": _apart(rows, by_rank),
+            "apart": _apart(rows, by_rank), "medians": medians,
             "gpu": str(df["gpu"].iloc[0])}
 
 
