@@ -306,6 +306,22 @@ def test_prune_removes_at_reports_and_their_profiles_still_load(tmp_path):
         store.load_profile(root, at / tmp.name)
 
 
+def test_prune_removes_reports_no_profile_names_and_keeps_named_ones(tmp_path):
+    root = scratch_repo(tmp_path)
+    now = put(root, make_record("torch"))
+    named = now.parent / json.loads(now.read_text())["ncu"]["report"]
+    orphan = now.parent / "8x8.fp32.0123456789abcdef.ncu-rep"  # a replaced save's report
+    orphan.write_bytes(b"x" * 1000)
+    other = now.parent / "notes.ncu-rep"  # not a kernlog report name: never touched
+    other.write_bytes(b"y")
+    result = CliRunner().invoke(main, ["--root", str(root), "prune", "--dry-run"])
+    assert result.exit_code == 0 and orphan.exists() and "8x8.fp32.0123456789abcdef" in result.output
+    result = CliRunner().invoke(main, ["--root", str(root), "prune"])
+    assert result.exit_code == 0, result.output
+    assert not orphan.exists() and named.exists() and other.exists()
+    assert store.load_profile(root, now).metrics["wall_ms"] > 0
+
+
 @pytest.mark.parametrize("damage", ["truncate the report", "break the JSON"])
 def test_the_cpu_remedy_is_a_command_that_restores_the_committed_files(tmp_path, damage):
     """Besides the GPU's re-profile, a bad profile's error gives the `git checkout` that brings the

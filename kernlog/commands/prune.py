@@ -14,7 +14,7 @@ from kernlog.commands.common import handled, paths, root_of
 def prune(ctx, kernel_name, dry_run):
     """Remove the .ncu-rep reports of --at entries (profiles/<gpu>/<kernel>/at/), keeping their
     JSONs: metrics, samples and hot spots stay, each JSON says the report was pruned and how
-    to make it again. Today's profiles keep their reports."""
+    to make it again. Today's profiles keep their reports; reports no profile names go."""
     from kernlog.store.profiles import prune_reports
 
     root = root_of(ctx)

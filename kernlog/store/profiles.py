@@ -84,23 +84,31 @@ def _named_reports(folder: Path) -> tuple[set[str], set[str]]:
     return named, unread
 
 
-def _tidy(folder: Path, stems: list[str]) -> None:
-    """Remove what saves leave behind that no JSON in `folder` names: temporary files, the
+def _leftovers(folder: Path, stems: list[str]) -> list[Path]:
+    """What saves leave behind in `folder` that no JSON there names: temporary files, the
     reports of the replaced profiles (`stems`: their usual and staged names) and hashed
     reports no profile names any more (a killed save's, or one every revision in it was
-    re-profiled out of). While a JSON there cannot be read, no report is removed: it may
+    re-profiled out of). While a JSON there cannot be read, no report is counted: it may
     name any of them."""
     named, unread = _named_reports(folder)
-    for p in folder.iterdir():
+    out = []
+    for p in sorted(folder.iterdir()):
         name = p.name[:-len(XZ)] if p.name.endswith(f".ncu-rep{XZ}") else p.name
         if not p.is_file() or name in named:
             continue
         if p.name.startswith(".") and p.name.endswith(".tmp"):
-            p.unlink(missing_ok=True)
+            out.append(p)
         elif not unread and (_REPORT_RE.fullmatch(name) or any(
                 name == f"{s}.ncu-rep" or (name.startswith(f".{s}.") and name.endswith(".ncu-rep"))
                 for s in stems)):
-            p.unlink(missing_ok=True)
+            out.append(p)
+    return out
+
+
+def _tidy(folder: Path, stems: list[str]) -> None:
+    """Remove the folder's leftovers (`_leftovers`)."""
+    for p in _leftovers(folder, stems):
+        p.unlink(missing_ok=True)
 
 
 def save_profiles(root: Path, records: list[Profile | dict], report_tmp: Path, force: bool,
@@ -320,9 +328,17 @@ def prune_reports(root: Path, kernel: str | None = None, dry_run: bool = False) 
     """Remove the .ncu-rep of every --at entry (profiles/<gpu>/<kernel>/at/<commit>/), each JSON
     naming one rewritten first with ncu.pruned (when, and how to make the report again); the
     JSONs keep the report's name, size and sha256, and every metric, sample and hot spot, so
-    history, diff and the log read them as before. Today's profiles keep their reports.
-    (reports removed, bytes freed)."""
+    history, diff and the log read them as before. Today's profiles keep their reports; a
+    report no profile names (what a killed or replaced save left) goes. (reports removed,
+    bytes freed)."""
     removed, freed = [], 0
+    for folder in (p for p in glob_kernel_files(root, "", kernel=kernel or "*") if p.is_dir()):
+        with folder_lock(folder):  # reports no profile names (a save's leftovers)
+            for rep in _leftovers(folder, []):
+                freed += rep.stat().st_size
+                removed.append(rep)
+                if not dry_run:
+                    rep.unlink()
     for folder in (p for p in glob_kernel_files(root, "at/*", kernel=kernel or "*") if p.is_dir()):
         with folder_lock(folder):
             for rep in sorted([*folder.glob("*.ncu-rep"), *folder.glob(f"*.ncu-rep{XZ}")]):
