@@ -67,6 +67,12 @@ def _load_v3():
     return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
 
 
+def _load_v4():
+    from .v4_padded import matmul_relu
+
+    return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
+
+
 # The CUDA C ladder (cu0-cu7, cuda_ladder.py) first, naive to wgmma, then the Triton revisions.
 REVISIONS = (
     *CUDA_REVISIONS,
@@ -91,6 +97,12 @@ REVISIONS = (
              "661 at 5056), a persistent kernel that keeps TMA for A and C and loads B with 16-byte pointer loads "
              "(stride passed divided by 8) is timed beside v2's candidates",
              "3000x5000x4000 >= 0.95x of relu(A @ B) (v2: 0.79x); members with a 32-byte-multiple B stride as v2"),
+    Revision("v4_padded", "triton", (HERE / "v4_padded.py", HERE / "v3_b_pointers.py", HERE / "v2_split_k.py",
+                                     HERE / "v1_tma_persistent.py", HERE / "v0_tiled.py", TUNING_SOURCE), _load_v4,
+             "where A's or B's row stride is no multiple of 16 bytes (an odd N: GPT-2's LM head), the operand copied "
+             "into a buffer padded to 128-byte rows so TMA loads both, C stored by masked pointer stores; timed "
+             "beside v3",
+             "4096x50257x768 >= 0.95x of torch.compile (v3: 0.38x); members TMA takes as v3"),
     *references(lambda a, b: torch.relu(a @ b), HERE / "__init__.py",
                "torch.relu(A @ B), eager: cuBLAS then a separate ReLU pass",
                "torch.compile of relu(A @ B): cuBLAS with Inductor's ReLU kernel"),
@@ -100,9 +112,14 @@ REVISIONS = (
 # (bench gates every member at full size on the GPU).
 FAMILIES = (
     Family("unaligned", "sizes that are no tile's multiple: 1000^3; 3000 x 5000 x 4000 (TMA-aligned, tails in "
-           "M and N); GPT-2's LM head over 4096 tokens (N = 50257, odd); 2047 x 2049 x 2048",
-           ((1000, 1000, 1000), (3000, 5000, 4000), (4096, 50257, 768), (2047, 2049, 2048)),
+           "M and N); 2047 x 2049 x 2048",
+           ((1000, 1000, 1000), (3000, 5000, 4000), (2047, 2049, 2048)),
            check=((33, 257, 48), (100, 136, 88), (31, 49, 77))),
+    Family("lm_head", "a language model's head over 4096 tokens: GPT-2 small and XL (50257 columns, odd: no "
+           "TMA stride), Llama 3.2 1B and Llama 3 8B (128256), Qwen2.5 0.5B and 7B (151936)",
+           ((4096, 50257, 768), (4096, 50257, 1600), (4096, 128256, 2048), (4096, 128256, 4096),
+            (4096, 151936, 896), (4096, 151936, 3584)),
+           check=((33, 201, 40), (20, 129, 24))),
     Family("decode", "skinny M, a decode step of 1 to 64 tokens through Llama 2 7B's layers: attention "
            "projection (4096 x 4096), MLP up (11008 x 4096) and down (4096 x 11008), a fused QKV (12288)",
            ((1, 4096, 4096), (8, 11008, 4096), (32, 4096, 11008), (64, 12288, 4096)),
@@ -115,8 +132,9 @@ FAMILIES = (
 )
 
 def bar_ratio(shape) -> float:
-    """Issue 20's bar: 0.95x of relu(A @ B) (cuBLAS, then ReLU) on every member, 1.0x on
-    squares from 2048 up, where cuBLAS is at its best and a tuned kernel has no excuse."""
+    """The bar: 0.95x of the faster of relu(A @ B) (cuBLAS, then ReLU) and torch.compile on every
+    member, 1.0x on squares from 2048 up, where cuBLAS is at its best and a tuned kernel has no
+    excuse."""
     m, n, k = shape
     return 1.0 if m == n == k >= 2048 else 0.95
 
@@ -125,7 +143,7 @@ KERNEL = Kernel(
     name="matmul_relu",
     revisions=REVISIONS,
     families=FAMILIES,
-    speed_bar=SpeedBar(against=("torch",), ratio=bar_ratio, label="relu(A@B)"),
+    speed_bar=SpeedBar(against=("torch", "torch_compile"), ratio=bar_ratio, label="faster of relu(A@B), compile"),
     make_inputs=make_inputs,
     make_output=make_output,
     reference=reference,
