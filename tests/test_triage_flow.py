@@ -346,3 +346,18 @@ def test_a_stored_triage_gets_its_page_linked_from_the_front_page_and_check_gate
     assert f"{report.TRIAGE_PAGE} is out of date" in report.out_of_date(root, sections)
     (root / "profiles" / "fake-gpu" / "triage" / "other.json").write_text("{")
     assert "**Left out:**" in report.pages(root, sections)[report.TRIAGE_PAGE]
+
+
+def test_a_report_ncu_wrote_reads_into_the_evidence_kept():
+    """The ncu pass's own reader on a real H100 report (a fake ncu step skipped it: the reader
+    once called a function the store rebuild had moved, and only the GPU found out)."""
+    from kernlog.capture.triage import read_figures
+
+    from .helpers import FULL_REP
+
+    figures = read_figures(FULL_REP)  # a softmax of 8192 x 4096 fp32: 2 x 134 MB moved
+    assert set(figures) == {"dram_bytes", "dram_pct", "compute_pct", "duration_us", "occupancy_pct",
+                            "occupancy_limiter"}
+    # read once, written once (part of the write still in L2 when the kernel ends)
+    assert 50 < figures["duration_us"] < 1000 and 1.5 * 8192 * 4096 * 4 < figures["dram_bytes"] < 3e8
+    assert 50 < figures["dram_pct"] <= 100 and figures["occupancy_limiter"] == "registers"

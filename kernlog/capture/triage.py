@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kernlog import metrics
-from kernlog.capture import provenance
+from kernlog.capture import ncu, provenance
 from kernlog.capture.trace import group_times, parse_chrome_trace, slim, take_trace
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.judge import triage as judge
@@ -159,7 +159,7 @@ def ncu_command(ncu: str, kernel_name: str, per_call: int, report: Path, root: P
 
 
 def ncu_figures(values: dict, facts: dict) -> dict:
-    """The evidence kept per profiled kernel, from metrics.summarize's (values, facts)."""
+    """The evidence kept per profiled kernel, from ncu.summarize's (values, facts)."""
     dram = values.get("dram_mb")
     return {"dram_bytes": dram * 1e6 if dram else None, "dram_pct": values.get("dram_pct"),
             "compute_pct": values.get("compute_pct"), "duration_us": values.get("duration_us"),
@@ -171,7 +171,12 @@ def run_ncu(cmd: list[str], report: Path) -> dict:
     from kernlog.capture.profiler import run_ncu as run
 
     run(cmd, NCU_TIMEOUT_S)
-    return ncu_figures(*metrics.summarize(metrics.read_report(report)))
+    return read_figures(report)
+
+
+def read_figures(report: Path) -> dict:
+    """ncu_figures of a stored report (its main kernel's)."""
+    return ncu_figures(*ncu.summarize(ncu.read_report(report)))
 
 
 def time_samples(fn: Callable[[], object]) -> list[float]:
