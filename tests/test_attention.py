@@ -1,0 +1,145 @@
+"""The attention kernel: wrong kernels the gate must reject (the causal mask off, the online
+softmax's rescale dropped, the diagonal block left unmasked), the fused kernel's causal block
+skipping (keys past a query block are never read), odd lengths with the diagonal inside and
+across key blocks, strided inputs, and the declared refusal of other head dims. All on the CPU,
+Triton through its interpreter."""
+import math
+
+import pytest
+import torch
+
+from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
+from kernlog.spec import Revision
+
+from .test_gate_all_kernels import _cpu_shapes
+
+KERNEL = load_kernel(find_root(), "attention")
+BLOCK = 16
+
+
+def _blockwise(q, k, v, scale, rescale=True, causal=True, mask_diagonal=True):
+    """Flash attention's loop in torch, fp32, key blocks of BLOCK up to each query block's
+    diagonal; the flags drop one piece each, as a wrong kernel would."""
+    B, H, T, D = q.shape
+    q, k, v = q.float(), k.float(), v.float()
+    out = torch.empty((B, H, T, D))
+    for m0 in range(0, T, BLOCK):
+        rows = torch.arange(m0, min(m0 + BLOCK, T))
+        m = torch.full((B, H, len(rows)), float("-inf"))
+        total = torch.zeros((B, H, len(rows)))
+        acc = torch.zeros((B, H, len(rows), D))
+        for n0 in range(0, min(m0 + BLOCK, T) if causal else T, BLOCK):
+            cols = torch.arange(n0, min(n0 + BLOCK, T))
+            s = q[:, :, rows] @ k[:, :, cols].transpose(-2, -1) * scale
+            if causal and mask_diagonal:
+                s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))
+            m_new = torch.maximum(m, s.amax(-1))
+            alpha = torch.exp(m - m_new) if rescale else torch.ones_like(m)
+            p = torch.exp(s - m_new[..., None])
+            total = total * alpha + p.sum(-1)
+            acc = acc * alpha[..., None] + p @ v[:, :, cols]
+            m = m_new
+        out[:, :, rows] = acc / total[..., None]
+    return out
+
+
+def _launcher(**flags):
+    return lambda inputs, out: out.copy_(_blockwise(*inputs, **flags))
+
+
+def _failures(launch, shapes=((1, 2, 40, 16), (2, 1, 33, 32))):
+    rev = Revision("wrong", "triton", (), lambda: launch, "known wrong")
+    return [r for r in gate.check_revision(KERNEL, rev, "cpu", shapes=shapes) if not r.ok]
+
+
+def test_the_blockwise_model_itself_passes_the_gate():
+    assert not _failures(_launcher())
+
+
+@pytest.mark.parametrize("flaw", ["causal", "rescale", "mask_diagonal"])
+def test_gate_rejects_a_wrong_flash_kernel(flaw):
+    """Each flaw fails every dtype at every shape, and by far: the mask off mixes in the future,
+    the rescale dropped weights early blocks by a stale max, the unmasked diagonal lets a query
+    see the later keys of its own block."""
+    failed = _failures(_launcher(**{flaw: False}))
+    assert len(failed) == 4, [r.line() for r in failed]
+    assert all(r.rel_error > 1e-1 for r in failed), [r.line() for r in failed]
+
+
+def test_every_check_shape_runs_in_the_default_cpu_gate():
+    """tests/test_gate_all_kernels.py gates every revision on the CPU at the shapes _cpu_shapes
+    keeps: for attention that must be all of them, both dtypes."""
+    assert _cpu_shapes(KERNEL) == list(KERNEL.gate_shapes)
+    assert set(KERNEL.dtypes) == {"fp32", "bf16"}
+
+
+def _inputs(shape, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=gen).to(dtype) for _ in range(3)]
+
+
+def _ok(out, q, k, v, scale):
+    err, problem = gate.compare(out, KERNEL.reference((q, k, v, scale)), gate.tolerance(KERNEL, "fp32"))
+    return problem
+
+
+@pytest.mark.parametrize("config", [(16, 16, 1, 1), (32, 16, 1, 1), (16, 32, 1, 1)])
+def test_flash_never_reads_keys_past_its_query_block(config):
+    """k and v NaN from key 32 on: a query block that ends at or before 32 reads none of them
+    (a NaN v under a zero probability still makes the product NaN), so rows 0-31 come out
+    finite and right. With BLOCK_N over BLOCK_M the last key block reaches past the query
+    block, so the poison starts at a multiple of both."""
+    from kernels.attention.v1_flash import attention
+
+    q, k, v = _inputs((1, 2, 50, 16))
+    scale = 0.25
+    k[:, :, 32:], v[:, :, 32:] = float("nan"), float("nan")
+    out = attention(q, k, v, scale, torch.empty_like(q), config=config)
+    assert torch.isfinite(out[:, :, :32]).all()
+    assert not _ok(out[:, :, :32], q[:, :, :32], k[:, :, :32], v[:, :, :32], scale)
+    assert torch.isnan(out[:, :, 32:]).all()  # and the later rows did read them
+
+
+@pytest.mark.parametrize("T,config", [(1, (16, 16, 1, 1)), (15, (16, 16, 1, 1)), (47, (32, 16, 1, 1)),
+                                      (47, (16, 32, 1, 1)), (65, (32, 32, 1, 1))])
+def test_flash_takes_odd_lengths(T, config):
+    """T no multiple of either block: the last query block's rows past T, and the keys past T
+    in the diagonal block, are masked; a diagonal that spans two key blocks (BLOCK_M 32 over
+    BLOCK_N 16) masks both."""
+    from kernels.attention.v1_flash import attention
+
+    q, k, v = _inputs((2, 1, T, 32), seed=T)
+    out = attention(q, k, v, 32 ** -0.5, torch.empty_like(q), config=config)
+    assert not _ok(out, q, k, v, 32 ** -0.5)
+
+
+def test_flash_reads_strided_views():
+    """MiniGPT's q, k, v: (B, T, H, D) slices of one qkv tensor, transposed to (B, H, T, D);
+    the kernel reads them through their strides, no copy."""
+    from kernels.attention.v1_flash import attention
+
+    B, T, H, D = 2, 21, 3, 16
+    qkv = torch.randn((B, T, 3 * H * D), generator=torch.Generator().manual_seed(1))
+    q, k, v = (t.reshape(B, T, H, D).transpose(1, 2) for t in qkv.split(H * D, dim=-1))
+    assert not q.is_contiguous()
+    out = attention(q, k, v, D ** -0.5, torch.empty((B, H, T, D)), config=(16, 16, 1, 1))
+    assert not _ok(out, q, k, v, D ** -0.5)
+
+
+def test_other_head_dims_are_declined_with_one_line():
+    from kernels.attention.v1_flash import attention
+
+    rev = KERNEL.revision("v1_flash")
+    assert rev.refusal((1, 1, 8, 48)) == "head dim 48 not one of 16, 32, 64, 128"
+    assert all(not rev.refusal((1, 1, 8, d)) for d in (16, 32, 64, 128))
+    q, k, v = _inputs((1, 1, 8, 48))
+    with pytest.raises(ValueError, match="head dim 48 not one of 16, 32, 64, 128"):
+        attention(q, k, v, 0.1, torch.empty_like(q))
+    assert gate.check_revision(KERNEL, rev, "cpu", shapes=[(1, 1, 8, 48)]) == []  # declined, not failed
+
+
+def test_flops_and_bytes():
+    assert KERNEL.flops((1, 12, 1024, 64)) == 2 * 12 * 1024 * 1024 * 64
+    assert KERNEL.bytes_moved((1, 12, 1024, 64), "bf16") == 4 * 12 * 1024 * 64 * 2
+    assert math.isclose(KERNEL.make_inputs((1, 1, 4, 64), "fp32", torch.Generator(), "cpu")[3], 1 / 8)
