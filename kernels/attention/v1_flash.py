@@ -46,10 +46,10 @@ def refusal(shape) -> str:
 
 
 @triton.jit
-def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, T, H, qk_scale,
+def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, H, qk_scale,
                      sq_b, sq_h, sq_t, sk_b, sk_h, sk_t, sv_b, sv_h, sv_t, so_b, so_h, so_t,
                      D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     PRECISION: tl.constexpr):
+                     PRECISION: tl.constexpr, STORE_LSE: tl.constexpr):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // H
@@ -88,6 +88,8 @@ def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, T, H, qk_scale,
 
     o = acc / l_i[:, None]
     tl.store(o_base + rows[:, None] * so_t + offs_d[None, :], o.to(o_ptr.dtype.element_ty), mask=rows[:, None] < T)
+    if STORE_LSE:  # each row's log-sum-exp of its scaled scores, natural log: what a backward needs
+        tl.store(lse_ptr + bh.to(tl.int64) * T + rows, (m_i + tl.log2(l_i)) * 0.6931471805599453, mask=rows < T)
 
 
 def check_args(q, k, v, out):
@@ -101,16 +103,17 @@ def check_args(q, k, v, out):
         raise ValueError(f"attention: {why}")
 
 
-def launch(kernel, q, k, v, scale, out, config):
-    """kernel[grid](...) over (B, H, T, D) tensors with config (BLOCK_M, BLOCK_N, warps, stages)."""
+def launch(kernel, q, k, v, scale, out, config, lse=None):
+    """kernel[grid](...) over (B, H, T, D) tensors with config (BLOCK_M, BLOCK_N, warps, stages);
+    `lse`, a contiguous fp32 (B, H, T), also gets each row's log-sum-exp."""
     B, H, T, D = q.shape
     block_m, block_n, warps, stages = config
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     precision = "ieee" if q.dtype.itemsize == 4 else "tf32"  # bf16: exact products either way
     grid = (triton.cdiv(T, block_m), B * H)
-    kernel[grid](q, k, v, out, T, H, scale * LOG2E,
+    kernel[grid](q, k, v, out, out if lse is None else lse, T, H, scale * LOG2E,
                  *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *out.stride()[:3],
-                 D=D, BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=precision,
+                 D=D, BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=precision, STORE_LSE=lse is not None,
                  num_warps=warps, num_stages=stages)
     return out
 
@@ -122,12 +125,13 @@ def cpu_inputs(q, k, v):
     return q.float(), k.float(), v.float()
 
 
-def attention(q, k, v, scale, out, config=None):
+def attention(q, k, v, scale, out, config=None, lse=None):
     """softmax(q k^T * scale, causal) v into out; `config` (BLOCK_M, BLOCK_N, warps, stages)
-    overrides the table (the tests use it to place the diagonal)."""
+    overrides the table (the tests use it to place the diagonal); `lse`, where given, a
+    contiguous fp32 (B, H, T) for the rows' log-sum-exp (a training step's backward)."""
     check_args(q, k, v, out)
     if not out.is_cuda:
         q, k, v = cpu_inputs(q, k, v)
         config = config or CPU_CONFIG
     dtype = "fp32" if q.dtype.itemsize == 4 else "bf16"
-    return launch(_attn_fwd_kernel, q, k, v, scale, out, config or GPU_CONFIGS[(dtype, q.shape[-1])])
+    return launch(_attn_fwd_kernel, q, k, v, scale, out, config or GPU_CONFIGS[(dtype, q.shape[-1])], lse)
