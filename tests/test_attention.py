@@ -85,14 +85,24 @@ def _ok(out, q, k, v, scale):
     return problem
 
 
-@pytest.mark.parametrize("config", [(16, 16, 1, 1), (32, 16, 1, 1), (16, 32, 1, 1)])
-def test_flash_never_reads_keys_past_its_query_block(config):
+def _flash(rev):
+    import importlib
+
+    return importlib.import_module(f"kernels.attention.{rev}").attention
+
+
+# v2 takes BLOCK_M multiples of BLOCK_N only
+CONFIGS = [("v1_flash", (16, 16, 1, 1)), ("v1_flash", (32, 16, 1, 1)), ("v1_flash", (16, 32, 1, 1)),
+           ("v2_tuned", (16, 16, 1, 1)), ("v2_tuned", (32, 16, 1, 1)), ("v2_tuned", None)]
+
+
+@pytest.mark.parametrize("rev,config", CONFIGS)
+def test_flash_never_reads_keys_past_its_query_block(rev, config):
     """k and v NaN from key 32 on: a query block that ends at or before 32 reads none of them
     (a NaN v under a zero probability still makes the product NaN), so rows 0-31 come out
     finite and right. With BLOCK_N over BLOCK_M the last key block reaches past the query
     block, so the poison starts at a multiple of both."""
-    from kernels.attention.v1_flash import attention
-
+    attention = _flash(rev)
     q, k, v = _inputs((1, 2, 50, 16))
     scale = 0.25
     k[:, :, 32:], v[:, :, 32:] = float("nan"), float("nan")
@@ -102,36 +112,35 @@ def test_flash_never_reads_keys_past_its_query_block(config):
     assert torch.isnan(out[:, :, 32:]).all()  # and the later rows did read them
 
 
-@pytest.mark.parametrize("T,config", [(1, (16, 16, 1, 1)), (15, (16, 16, 1, 1)), (47, (32, 16, 1, 1)),
-                                      (47, (16, 32, 1, 1)), (65, (32, 32, 1, 1))])
-def test_flash_takes_odd_lengths(T, config):
+@pytest.mark.parametrize("T", [1, 15, 47, 65])
+@pytest.mark.parametrize("rev,config", CONFIGS)
+def test_flash_takes_odd_lengths(T, rev, config):
     """T no multiple of either block: the last query block's rows past T, and the keys past T
     in the diagonal block, are masked; a diagonal that spans two key blocks (BLOCK_M 32 over
     BLOCK_N 16) masks both."""
-    from kernels.attention.v1_flash import attention
-
+    attention = _flash(rev)
     q, k, v = _inputs((2, 1, T, 32), seed=T)
     out = attention(q, k, v, 32 ** -0.5, torch.empty_like(q), config=config)
     assert not _ok(out, q, k, v, 32 ** -0.5)
 
 
-def test_flash_reads_strided_views():
+@pytest.mark.parametrize("rev", ["v1_flash", "v2_tuned"])
+def test_flash_reads_strided_views(rev):
     """MiniGPT's q, k, v: (B, T, H, D) slices of one qkv tensor, transposed to (B, H, T, D);
     the kernel reads them through their strides, no copy."""
-    from kernels.attention.v1_flash import attention
-
+    attention = _flash(rev)
     B, T, H, D = 2, 21, 3, 16
     qkv = torch.randn((B, T, 3 * H * D), generator=torch.Generator().manual_seed(1))
     q, k, v = (t.reshape(B, T, H, D).transpose(1, 2) for t in qkv.split(H * D, dim=-1))
     assert not q.is_contiguous()
-    out = attention(q, k, v, D ** -0.5, torch.empty((B, H, T, D)), config=(16, 16, 1, 1))
+    out = attention(q, k, v, D ** -0.5, torch.empty((B, H, T, D)))
     assert not _ok(out, q, k, v, D ** -0.5)
 
 
-def test_other_head_dims_are_declined_with_one_line():
-    from kernels.attention.v1_flash import attention
-
-    rev = KERNEL.revision("v1_flash")
+@pytest.mark.parametrize("name", ["v1_flash", "v2_tuned"])
+def test_other_head_dims_are_declined_with_one_line(name):
+    attention = _flash(name)
+    rev = KERNEL.revision(name)
     assert rev.refusal((1, 1, 8, 48)) == "head dim 48 not one of 16, 32, 64, 128"
     assert all(not rev.refusal((1, 1, 8, d)) for d in (16, 32, 64, 128))
     q, k, v = _inputs((1, 1, 8, 48))
@@ -146,9 +155,9 @@ def test_flops_and_bytes():
     assert math.isclose(KERNEL.make_inputs((1, 1, 4, 64), "fp32", torch.Generator(), "cpu")[3], 1 / 8)
 
 
-def test_flash_writes_each_rows_log_sum_exp_where_asked():
-    from kernels.attention.v1_flash import attention
-
+@pytest.mark.parametrize("rev", ["v1_flash", "v2_tuned"])
+def test_flash_writes_each_rows_log_sum_exp_where_asked(rev):
+    attention = _flash(rev)
     q, k, v = _inputs((2, 2, 37, 16))
     lse = torch.empty((2, 2, 37))
     attention(q, k, v, 0.25, torch.empty_like(q), lse=lse)

@@ -7,7 +7,8 @@ profile shape is GPT-2 small's attention at 1024 tokens, (1, 12, 1024, 64).
 
 The ladder: v0_library, the naive way through the library (cuBLAS products, the T x T scores
 through DRAM, kernlog's Triton softmax), then v1_flash, one fused Triton kernel with online
-softmax. References: the same math eager (`torch`), torch.compile of it, and
+softmax, and v2_tuned, its causal loop split and its blocks picked per shape. References: the
+same math eager (`torch`), torch.compile of it, and
 F.scaled_dot_product_attention (`torch_sdpa`, PyTorch's flash attention), which is the speed
 bar: 0.8x of it, the honest target of a first FlashAttention-2-style Triton kernel (the Triton
 tutorial's kernel reaches ~60-80% of FlashAttention on an H100 at D = 64).
@@ -94,6 +95,12 @@ def _load_v1():
     return lambda inputs, out: attention(*inputs, out)
 
 
+def _load_v2():
+    from .v2_tuned import attention
+
+    return lambda inputs, out: attention(*inputs, out)
+
+
 def _load_sdpa():
     return lambda inputs, out: sdpa(*inputs)
 
@@ -109,6 +116,11 @@ REVISIONS = (
              "softmax (running max and sum in fp32, the accumulator rescaled), key blocks up to the "
              "diagonal only, the mask on the diagonal blocks alone, exp2 with log2(e) in the scale",
              ">= 2x v0_library and >= 0.5x SDPA at (1, 12, 1024, 64) bf16", refuses=refuses_head_dim),
+    Revision("v2_tuned", "triton", (HERE / "v2_tuned.py", HERE / "v1_flash.py", COMMON / "triton_interpreter.py",
+                                    COMMON / "tuning.py"), _load_v2,
+             "v1 with the causal loop split: the key blocks below the diagonal with no mask and no bounds, the "
+             "diagonal's alone masked; BLOCK_M, BLOCK_N, warps and stages picked per shape among 3-5 candidates",
+             ">= v1 at (1, 12, 1024, 64) bf16; >= 0.8x SDPA on the longer sequences", refuses=refuses_head_dim),
     *references(eager, HERE / "__init__.py",
                 "the math, eager: torch.matmul, masked_fill, torch.softmax, torch.matmul (the scores through DRAM)",
                 "torch.compile of the eager math (Inductor fuses the mask and the softmax; the products are "
