@@ -190,3 +190,40 @@ def test_minigpt_train_steps_a_tiny_model(attention):
     first = step().item()
     assert math.isfinite(first) and abs(first - math.log(31)) < 0.5  # near-uniform logits at init
     assert math.isfinite(step().item())
+
+
+def _gpu_specs(profile_only: bool):
+    """The launches the GPU makes, as tests/test_triton_compiles.py compiles them: v1's table
+    and v2's candidates, each dtype and head dim (profile_only: bf16 at D = 64, v1's layout)."""
+    from kernels.attention import v1_flash, v2_tuned
+
+    def spec(module, name, dtype, d, config):
+        bm, bn, warps, stages = config
+        ptr = "*" + dtype
+        sig = {"q_ptr": ptr, "k_ptr": ptr, "v_ptr": ptr, "o_ptr": ptr, "lse_ptr": "*fp32", "T": "i32", "H": "i32",
+               "qk_scale": "fp32"}
+        sig.update({f"s{t}_{a}": "i32" for t in "qkvo" for a in "bht"})
+        consts = {"D": d, "BLOCK_M": bm, "BLOCK_N": bn, "PRECISION": "ieee" if dtype == "fp32" else "tf32",
+                  "STORE_LSE": False}
+        sig.update(dict.fromkeys(consts, "constexpr"))
+        return {"module": module, "name": name, "signature": sig, "constexprs": consts,
+                "options": {"num_warps": warps, "num_stages": stages}}
+
+    v1 = {k: c for k, c in v1_flash.GPU_CONFIGS.items() if not profile_only or k == ("bf16", 64)}
+    out = [spec("kernels.attention.v1_flash", "_attn_fwd_kernel", dt, d, c) for (dt, d), c in v1.items()]
+    for dt, d in ([("bf16", 64)] if profile_only else [(dt, d) for dt in ("bf16", "fp32") for d in (64, 128)]):
+        out += [spec("kernels.attention.v2_tuned", "_attn_fwd_split_kernel", dt, d, c)
+                for c in v2_tuned.candidates(dt, d)[:1 if profile_only else None]]
+    return out
+
+
+@pytest.mark.parametrize("profile_only", [True, pytest.param(False, marks=pytest.mark.slow)])
+def test_gpu_layouts_compile_for_sm90(profile_only):
+    """The CPU gate runs 16-row blocks; the GPU's 64-128-row layouts compile here for sm_90
+    (about 1-4 s each: the profile shape's by default, every one in the slow suite)."""
+    from .test_triton_compiles import _compile_all
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU the gate compiles and runs them")
+    code, out = _compile_all(_gpu_specs(profile_only))
+    assert code == 0, out
