@@ -227,3 +227,14 @@ def test_gpu_layouts_compile_for_sm90(profile_only):
         pytest.skip("on a GPU the gate compiles and runs them")
     code, out = _compile_all(_gpu_specs(profile_only))
     assert code == 0, out
+
+
+def test_the_log_has_no_line_for_a_kernel_nothing_was_stored_for():
+    """Registered and never profiled or swept, attention has no section (a row of dashes and an
+    empty page would be generated files to commit before any GPU ran it); once something of it
+    is stored it has one."""
+    from kernlog.render.facts import collect
+
+    root = find_root()
+    stored = [p for p in (root / "profiles").glob("*/attention") if p.is_dir()]
+    assert len(collect(root, [KERNEL], histories=False)) == (1 if stored else 0)
