@@ -62,3 +62,126 @@ def transformer_block(batch: int = 8, seq: int = 1024, width: int = 768, heads: 
         with torch.no_grad():
             return model(x)
     return run
+
+
+ATTENTIONS = ("eager", "sdpa", "kernlog")
+
+
+def minigpt_train(attention: str = "eager", batch: int = 8, layers: int = 12, width: int = 768, tokens: int = 1024,
+                  vocab: int = 50257):
+    """One training step of GPT-2 small (models.minigpt: 12 layers, width 768, 12 heads of 64,
+    1024 tokens, vocabulary 50257; 124M parameters), batch 8: forward, cross-entropy on random
+    targets, backward, AdamW (fused on the GPU), gradients cleared. Weights in fp32 under
+    torch.autocast to bf16 on the GPU (about 30 GB at batch 8 with eager attention, most of it
+    the saved T x T scores); fp32 on the CPU. `attention`: "eager" (scores, mask, softmax, @ v),
+    "sdpa" (F.scaled_dot_product_attention) or "kernlog" (kernlog's attention v1_flash, see
+    minigpt_train_attention)."""
+    import torch
+    import torch.nn.functional as F
+
+    from models.minigpt.config import Config
+    from models.minigpt.torch_model import MiniGPT
+
+    if attention not in ATTENTIONS:
+        raise KernlogError(f"attention {attention!r} is not one of {', '.join(ATTENTIONS)}")
+    device, _ = _device()
+    cfg = Config(vocab_size=vocab, context=tokens, n_layer=layers, n_head=max(1, width // 64), width=width)
+    model = MiniGPT(cfg, dtype=torch.float32).to(device).train()
+    model.ops = _train_ops(attention)
+    with torch.no_grad():  # GPT-2's initialisation: matrices N(0, 0.02), biases 0, LayerNorm scales 1
+        for name, p in model.named_parameters():
+            if p.ndim == 1:
+                p.fill_(1.0 if name.endswith(".w") else 0.0)
+            else:
+                p.normal_(0.0, 0.02)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=device == "cuda")
+    idx = torch.randint(0, vocab, (batch, tokens), device=device)
+    targets = torch.randint(0, vocab, (batch, tokens), device=device)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device == "cuda"):
+            logits = model(idx)
+        loss = F.cross_entropy(logits.float().reshape(-1, vocab), targets.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+    return step
+
+
+def minigpt_train_attention(batch: int = 8):
+    """minigpt_train with attention as kernlog's fused Triton kernel (attention v1_flash). The
+    kernel is forward only: the backward here is the eager math's, from q, k, v, the output and
+    the rows' log-sum-exp the kernel saves (the scores recomputed, softmax's max and sum not),
+    as FlashAttention's backward does blockwise. Against minigpt_train("eager") the step saves
+    the forward's score traffic (mask, softmax, the T x T probabilities kept for the backward)
+    and pays one recomputed q k^T and exp in the backward: a training step's verification
+    measures the forward's savings less that, not a fused backward's."""
+    return minigpt_train("kernlog", batch=batch)
+
+
+def _train_ops(attention: str):
+    from dataclasses import replace
+
+    from models.minigpt.torch_model import TORCH_OPS
+
+    if attention == "eager":
+        return TORCH_OPS
+    if attention == "sdpa":
+        import torch.nn.functional as F
+
+        return replace(TORCH_OPS, attention=lambda q, k, v, scale: F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, scale=scale))
+    return replace(TORCH_OPS, attention=kernlog_attention())
+
+
+def kernlog_attention(revision: str = "v1_flash"):
+    """attention(q, k, v, scale) through kernlog's attention kernel, differentiable: the forward
+    is the kernel's (which also writes each row's log-sum-exp), the backward the eager math's
+    from it. Under autocast the inputs are cast to its dtype, as F.scaled_dot_product_attention's
+    are."""
+    import importlib
+    from pathlib import Path
+
+    import torch
+
+    from kernlog.registry import find_root, load_kernel
+
+    load_kernel(find_root(Path(__file__).resolve().parent), "attention").revision(revision)  # known, on the path
+    run = importlib.import_module(f"kernels.attention.{revision}").attention
+
+    class Attention(torch.autograd.Function):
+        @staticmethod
+        @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.bfloat16)
+        def forward(ctx, q, k, v, scale):
+            B, H, T, D = q.shape
+            out = torch.empty((B, T, H, D), dtype=q.dtype, device=q.device).transpose(1, 2)
+            lse = torch.empty((B, H, T), dtype=torch.float32, device=q.device)
+            run(q, k, v, scale, out, lse=lse)
+            ctx.save_for_backward(q, k, v, out, lse)
+            ctx.scale = scale
+            return out
+
+        @staticmethod
+        @torch.amp.custom_bwd(device_type="cuda")
+        def backward(ctx, grad):
+            q, k, v, out, lse = ctx.saved_tensors
+            return (*_attention_backward(q, k, v, out, lse, grad, ctx.scale), None)
+
+    return Attention.apply
+
+
+def _attention_backward(q, k, v, out, lse, grad, scale):
+    """dq, dk, dv of causal attention from its output and the rows' log-sum-exp: the
+    probabilities are exp(s - lse), with no max or sum to take again."""
+    import torch
+
+    T = q.shape[-2]
+    above = torch.ones((T, T), dtype=torch.bool, device=q.device).triu(1)
+    s = torch.matmul(q, k.transpose(-2, -1)).float() * scale
+    p = torch.exp(s.masked_fill_(above, float("-inf")) - lse[..., None])
+    grad = grad.to(q.dtype)
+    dv = torch.matmul(p.to(q.dtype).transpose(-2, -1), grad)
+    dp = torch.matmul(grad, v.transpose(-2, -1)).float()
+    ds = (p * (dp - (grad.float() * out.float()).sum(-1, keepdim=True))).to(q.dtype)
+    return torch.matmul(ds, k) * scale, torch.matmul(ds.transpose(-2, -1), q) * scale, dv

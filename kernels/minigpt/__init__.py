@@ -14,6 +14,8 @@ Revisions, all on the same weights:
                  Triton softmax, LayerNorm v1_looped, GeLU v1_fused), the matmuls PyTorch's
   torch_sdpa     what a fused attention buys: the attention's matmul-mask-softmax-matmul as
                  one F.scaled_dot_product_attention (flash attention), the rest eager
+  attention      the same seam filled by kernlog's own fused kernel (attention v1_flash), the
+                 rest eager
 """
 from __future__ import annotations
 
@@ -145,6 +147,35 @@ def _load_sdpa():
     return _launcher("torch_sdpa", _with_ops(replace(TORCH_OPS, attention=_sdpa)))
 
 
+ATTENTION_REV = "v1_flash"  # the attention ladder's rung the `attention` revision runs
+ATTENTION = (ROOT / "kernels" / "attention" / "v1_flash.py", ROOT / "kernels" / "common" / "triton_interpreter.py")
+
+
+def _load_attention():
+    from dataclasses import replace
+
+    from kernlog.registry import load_kernel
+    from models.minigpt.torch_model import TORCH_OPS
+
+    launch = load_kernel(ROOT, "attention").revision(ATTENTION_REV).load()
+
+    def attention(q, k, v, scale):
+        # q, k, v are (B, T, H, D) slices of the qkv product seen as (B, H, T, D): the kernel
+        # reads them through their strides, no copy. It writes o through a (B, T, H, D) buffer
+        # seen the same way, so the model's transpose(1, 2).reshape(B, T, C) after it is a view.
+        B, H, T, D = q.shape
+        out = torch.empty((B, T, H, D), dtype=q.dtype, device=q.device).transpose(1, 2)
+        return launch((q, k, v, scale), out)
+
+    return _launcher("attention", _with_ops(replace(TORCH_OPS, attention=attention)))
+
+
+def _attention_refuses(shape) -> str:
+    from kernels.attention import refuses_head_dim
+
+    return refuses_head_dim((config(shape).head_dim,))
+
+
 LIBRARY = (MODEL / "library_ops.py", ROOT / "kernels" / "softmax" / "softmax_triton.py",
            ROOT / "kernels" / "layernorm" / "v1_looped.py", ROOT / "kernels" / "common" / "rownorm.py",
            ROOT / "kernels" / "gelu" / "v1_fused.py", ROOT / "kernels" / "dropout" / "v1_rand4x.py")
@@ -163,6 +194,9 @@ REVISIONS = (
              "attention as one F.scaled_dot_product_attention (fused: no T x T scores in DRAM), the rest eager",
              "what a fused attention kernel would buy the library: the softmax's and the score matmuls' "
              "share at 1024 tokens, minus the fused kernel's own time", role="reference"),
+    Revision("attention", "triton", (*MODEL_FILES, *ATTENTION), _load_attention,
+             "attention as kernlog's fused Triton kernel (attention v1_flash), the rest eager",
+             "most of torch_sdpa's gain over eager: the T x T scores stay on chip", refuses=_attention_refuses),
 )
 
 KERNEL = Kernel(

@@ -204,6 +204,12 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
             groups.setdefault((r.gpu.slug, format_shape(tuple(r.shape)), r.dtype), []).append(r)
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    store.glob_kernel_files(root, "bench.csv", kernel=kernel.name)})
+        mine_bad = [e for e in bad if Path(e.path).parts[-2] == kernel.name]
+        if not gpus and not mine_bad:
+            # A kernel nothing was stored for yet (registered, never profiled or swept) has no
+            # line or page to show: a row of dashes and an empty page would each need a commit
+            # of generated files the moment a kernel folder is added, before any GPU ran it.
+            continue
         roles = {r.name: r.role for r in kernel.revisions}
         outcomes = {g: gates.load(root, g, kernel.name) for g in gpus}  # the gate's latest there
         sweeps = [s for s in (sweep(root, g, kernel.name, order, current, kernel.families, roles,
@@ -239,7 +245,7 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
                          "across": across_gpus(ladders),
                          "sweeps": sweeps,
                          "revisions": {r.name: r for r in kernel.revisions},
-                         "unreadable": [e for e in bad if Path(e.path).parts[-2] == kernel.name]})
+                         "unreadable": mine_bad})
     return sections
 
 
