@@ -143,6 +143,42 @@ def test_no_chain_where_the_next_op_does_not_read_the_previous_output():
     assert judge.fusion_chains(_chain_rows(gelu_dims=(1000, 999)), PEAKS) == []
 
 
+def _attention_rows(us=(20.0, 10.0, 1.0, 10.0, 10.0, 20.0)):
+    """One layer's unfused causal attention in fp32, as MiniGPT's trace has it: scores by bmm,
+    scaled, the mask built beside them (bitwise_not: no cost rule), filled, softmaxed, @ v
+    (views: the bmm sees 3-D tensors, the elementwise ops 4-D)."""
+    s3, s4, v = f32(12, 128, 128), f32(1, 12, 128, 128), f32(12, 128, 64)
+    return [row(GEMM, us[0], 0, "aten::bmm", [f32(12, 128, 64), f32(12, 64, 128)], call=0),
+            row("mul_k", us[1], 1, "aten::mul", [s4, ((), "Scalar")], call=1),
+            row("not_k", us[2], 2, "aten::bitwise_not", [((128, 128), "bool")], call=2),
+            row("fill_k", us[3], 3, "aten::masked_fill_", [s4, ((128, 128), "bool"), ((), "Scalar")], call=3),
+            row("softmax_k", us[4], 4, "aten::_softmax", [s4, ((), ""), ((), "")], call=4),
+            row(GEMM, us[5], 5, "aten::bmm", [s3, v], call=5)]
+
+
+def test_attention_is_one_chain_from_the_scores_matmul_to_the_one_reading_them():
+    (chain,) = judge.fusion_chains(_attention_rows(), PEAKS)
+    assert chain.ops == ["aten::bmm", "aten::mul", "aten::masked_fill_", "aten::_softmax", "aten::bmm"]
+    scores = 12 * 128 * 128 * 4
+    assert chain.intermediate_bytes == 4 * scores  # bmm's, mul's, fill's and softmax's outputs
+    assert chain.measured_us == pytest.approx(70.0)  # the mask's 1 us passed over, not counted
+    assert chain.saved_us == pytest.approx(2 * 4 * scores / 1e6)  # each written and read once, at 1 MB/us
+    # fast kernels: the saving stops at the fused kernel's roof (its FLOPs at 50 TFLOP/s fp32)
+    (fast,) = judge.fusion_chains(_attention_rows((1.0, 1.0, 0.1, 1.0, 1.0, 1.0)), PEAKS)
+    flops = 2 * (2 * 12 * 128 * 128 * 64)
+    fused_bytes = 4 * 12 * 128 * 64 * 4 + 128 * 128  # q, k, v, out and the mask
+    assert fast.saved_us == pytest.approx(5.0 - max(flops / 5e7, fused_bytes / 1e6))
+
+
+def test_matmuls_alone_make_no_chain_and_two_unknown_calls_break_one():
+    rows = _attention_rows()
+    mm_only = [rows[0], row(GEMM, 20.0, 1, "aten::bmm", [f32(12, 128, 128), f32(12, 128, 64)], call=1)]
+    assert judge.fusion_chains(mm_only, PEAKS) == []
+    broken = rows[:3] + [row("not_k", 1.0, 2.5, "aten::bitwise_not", [((128, 128), "bool")], call=6)] + rows[3:]
+    assert [c.ops for c in judge.fusion_chains(broken, PEAKS)] == [["aten::masked_fill_", "aten::_softmax",
+                                                                     "aten::bmm"], ["aten::bmm", "aten::mul"]]
+
+
 def test_amdahl_on_the_measured_total():
     assert judge.amdahl(100.0, 20.0) == pytest.approx(1.25)
     assert judge.amdahl(100.0, 0.0) == 1.0

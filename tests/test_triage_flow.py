@@ -361,3 +361,16 @@ def test_a_report_ncu_wrote_reads_into_the_evidence_kept():
     # read once, written once (part of the write still in L2 when the kernel ends)
     assert 50 < figures["duration_us"] < 1000 and 1.5 * 8192 * 4096 * 4 < figures["dram_bytes"] < 3e8
     assert 50 < figures["dram_pct"] <= 100 and figures["occupancy_limiter"] == "registers"
+
+
+def test_a_verify_is_stored_in_the_baselines_record_and_rendered(repo, monkeypatch):
+    root, name = repo
+    path = lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(), progress=lambda s: 0)
+    monkeypatch.setattr(lib.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(lib, "build_callable", lambda root, t, device="cuda": (lambda: None))
+    monkeypatch.setattr(lib, "time_interleaved", lambda base, new: ([0.2] * 8, [0.16] * 8))
+    v = lib.verify(root, f"{name}:make", baseline=f"{name}:make", gpu=True, progress=lambda s: 0)
+    (stored,) = store.load_triage(path).verified
+    assert stored["measured"] == pytest.approx(1.25) == v.measured and stored["outcome"] == v.outcome
+    assert stored["candidate"] == 1 and stored["title"] == store.load_triage(path).candidates[0]["title"]
+    assert "1.250x" in markdown(store.load_triage(path)) and v.outcome in markdown(store.load_triage(path))

@@ -15,6 +15,7 @@ once warm, then once more (the launch ncu profiles).
 """
 from __future__ import annotations
 
+import datetime
 import importlib
 import re
 import shutil
@@ -340,9 +341,14 @@ def verify(root: Path, text: str, baseline: str | None = None, candidate: int = 
     if baseline:
         progress(f"timing {base.text} and {target.text} in turn")
         base_ms, new_ms = time_interleaved(guarded(build_callable(root, base), base.text), fn)
-        return judge_verify(rec, candidate, new_ms, base_ms, base.text)
-    progress(f"timing {target.text}")
-    return judge_verify(rec, candidate, time_samples(fn))
+        v = judge_verify(rec, candidate, new_ms, base_ms, base.text)
+    else:
+        progress(f"timing {target.text}")
+        v = judge_verify(rec, candidate, time_samples(fn))
+    at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    store.add_verdict(path, {"target": target.text, "candidate": candidate,
+                             "title": rec.candidates[candidate - 1]["title"], **asdict(v), "at": at})
+    return v
 
 
 def _launch(root: str, text: str) -> None:

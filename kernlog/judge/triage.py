@@ -6,9 +6,11 @@ no I/O, no torch.
   MINIMUM bytes and FLOPs (kernlog.judge.opcost), or at ncu's measured DRAM bytes where no
   rule knows the op (flagged: measured, not minimum); its time above the roof is
   measured - max(bytes / bandwidth, FLOPs / compute peak), summed over its calls.
-- `fusion_chains`: runs of consecutive memory-bound calls where one's output (shape and type)
-  is the next one's input: fusing them saves the intermediates' bytes written and read again,
-  over the bandwidth (never more than the run's measured time less the fused run's roof).
+- `fusion_chains`: runs of consecutive calls where one's output (its element count and type) is
+  the next one's input, memory-bound inside, perhaps opened and closed by a compute-bound call
+  (a matmul writing the tensor, one reading it: attention's scores): fusing them saves the
+  intermediates' bytes written and read again, over the bandwidth (never more than the run's
+  measured time less the fused run's roof, FLOPs included).
 - `rank`: both kinds of candidate by time saved, each with Amdahl's whole-program speedup.
   Candidates may overlap (a fusion and the roofline gap of an op inside it): their savings do
   not add up.
@@ -16,6 +18,7 @@ no I/O, no torch.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -138,7 +141,9 @@ def place_groups(rows, peaks: Peaks, ncu: dict | None = None) -> list[Group]:
 
 @dataclass
 class Chain:
-    """Consecutive memory-bound calls passing a tensor through DRAM, over all its repeats."""
+    """Consecutive calls passing a tensor through DRAM, over all its repeats: memory-bound calls,
+    perhaps opened by the compute-bound call that writes the tensor and closed by the one that
+    reads it last (attention's scores: bmm -> scale -> mask -> softmax -> bmm)."""
     ops: list[str]
     keys: list[str]
     repeats: int
@@ -147,38 +152,64 @@ class Chain:
     saved_us: float
 
 
+def _reads(r, cost: Cost | None) -> bool:
+    """Call `r` reads `cost`'s output: an input of its element count and type (a view or a
+    reshape of it moves no byte)."""
+    if cost is None or cost.out_dims is None:
+        return False
+    n = math.prod(cost.out_dims)
+    return any(math.prod(d) == n and t == cost.out_type for d, t in r.inputs)
+
+
+def _runs(info) -> list[list]:
+    """The runs of `info` ((row, cost, us, side) per call) a fusion could merge: each call reads
+    the previous one's output; memory-bound calls inside, a compute-bound call only first or
+    last (it closes the run and may open the next); one call no rule knows the cost of (the
+    mask attention builds beside its scores) is passed over, its time not counted."""
+    runs, current, passed = [], [], False
+
+    def close():  # two matmuls alone are no fusion of this kind, whatever their roofs
+        if len(current) >= 2 and any(cost.flops is None for _, cost, *_ in current):
+            runs.append(list(current))
+
+    for item in info:
+        r, cost, _, side = item
+        if current and side is not None and _reads(r, current[-1][1]):
+            passed = False
+            current.append(item)
+            if side == "compute":
+                close()
+                current = [item]
+            continue
+        if current and cost is None and not passed:
+            passed = True
+            continue
+        close()
+        current, passed = ([item] if side is not None else []), False
+    close()
+    return runs
+
+
 def fusion_chains(rows, peaks: Peaks) -> list[Chain]:
-    """Runs of >= 2 consecutive calls, each memory-bound at its minimum cost, each reading the
-    previous one's output (same dims and type): the time fusing each run would save, the
-    repeats of one run (same signatures) summed, most saved first."""
+    """The runs (`_runs`) and the time fusing each would save: its intermediates written and
+    read again, over the bandwidth, never more than the run's measured time less the fused
+    run's roof (its other bytes and all its FLOPs). Repeats of one run (same signatures) are
+    summed; most saved first."""
     info = []
     for call in _calls(rows):
         r = call[0]
         cost = minimum_cost(r.op, r.inputs, r.concrete) if r.op else None
-        bound = None if cost is None else roof_us(cost.bytes, cost.flops, peaks, cost.out_type)
-        info.append((r, cost, sum(k.us for k in call), bound is not None and bound[1] == "memory"))
-    runs, current = [], []
-    for item in info:
-        r, cost, _, memory = item
-        prev = current[-1] if current else None
-        feeds = prev is not None and prev[1].out_dims is not None and any(
-            tuple(d) == prev[1].out_dims and t == prev[1].out_type for d, t in r.inputs)
-        if memory and feeds:
-            current.append(item)
-            continue
-        if len(current) >= 2:
-            runs.append(current)
-        current = [item] if memory else []
-    if len(current) >= 2:
-        runs.append(current)
+        side = None if cost is None else roof_us(cost.bytes, cost.flops, peaks, cost.out_type)[1]
+        info.append((r, cost, sum(k.us for k in call), side))
     chains: dict[tuple, Chain] = {}
-    for run in runs:
+    for run in _runs(info):
         keys = tuple(_signature(r) for r, *_ in run)
         inter = sum(nbytes(c.out_dims, c.out_type) for _, c, _, _ in run[:-1])
         measured = sum(us for _, _, us, _ in run)
         fused_bytes = sum(c.bytes for _, c, _, _ in run) - 2 * inter
-        saved = max(0.0, min(2 * inter / (peaks.bandwidth_gbps * 1e3),
-                             measured - fused_bytes / (peaks.bandwidth_gbps * 1e3)))
+        flops = sum(c.flops or 0 for _, c, _, _ in run)
+        fused_roof, _ = roof_us(max(fused_bytes, 0.0), flops or None, peaks, run[0][1].out_type)
+        saved = max(0.0, min(2 * inter / (peaks.bandwidth_gbps * 1e3), measured - fused_roof))
         ch = chains.get(keys)
         if ch is None:
             chains[keys] = Chain([r.op for r, *_ in run], list(keys), 1, inter, measured, saved)

@@ -59,6 +59,13 @@ def markdown(rec: TriageRecord, top: int = TOP) -> str:
         title = c["title"].replace("|", "\\|")
         out.append(f"| {i} | {title} | {_us(c['saved_us'])} | {c['speedup']:.3f}x | "
                    f"{_evidence(c).replace('|', '/')} |")
+    if rec.verified:
+        out += ["", "Verified (`kernlog triage TARGET --verify`): the program with the kernel built, timed again.",
+                "", "| with | candidate | predicted | measured | verdict | basis |",
+                "| --- | --- | --- | --- | --- | --- |"]
+        for v in rec.verified:
+            out.append(f"| {v['target']} | {v['candidate']} | {v['predicted']:.3f}x | {v['measured']:.3f}x | "
+                       f"{v['outcome']} (band {v['band']:.1%}) | {v['basis'].replace('|', '/')} |")
     return "\n".join(out) + "\n"
 
 

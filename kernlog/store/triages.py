@@ -48,6 +48,9 @@ class TriageRecord:
     trace: str = ""  # the trace's file name, beside the record
     trace_sha256: str = ""
     versions: dict = field(default_factory=dict)
+    # `triage --verify`'s verdicts on this record's predictions, oldest first: target, candidate,
+    # title, predicted, measured, band, outcome, basis, at
+    verified: list[dict] = field(default_factory=list)
     schema: int = SCHEMA
 
     def to_dict(self) -> dict:
@@ -107,6 +110,13 @@ def save_triage(root: Path, record: TriageRecord, trace: dict | None = None) -> 
         blob = dump_json(record.to_dict())
     write_atomic(path, blob)
     return path
+
+
+def add_verdict(path: Path, verdict: dict) -> None:
+    """Append one verdict to the stored record at `path` (read, extended, written atomically)."""
+    rec = load_triage(path)
+    rec.verified.append(verdict)
+    write_atomic(path, dump_json(rec.to_dict()))
 
 
 def load_triage(path: Path) -> TriageRecord:
