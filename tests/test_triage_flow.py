@@ -374,3 +374,17 @@ def test_a_verify_is_stored_in_the_baselines_record_and_rendered(repo, monkeypat
     assert stored["measured"] == pytest.approx(1.25) == v.measured and stored["outcome"] == v.outcome
     assert stored["candidate"] == 1 and stored["title"] == store.load_triage(path).candidates[0]["title"]
     assert "1.250x" in markdown(store.load_triage(path)) and v.outcome in markdown(store.load_triage(path))
+
+
+def test_rejudging_a_stored_triage_reproduces_its_ranking_and_keeps_its_verdicts(repo, monkeypatch):
+    root, name = repo
+    path = lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(), progress=lambda s: 0)
+    before = store.load_triage(path).to_dict()
+    store.add_verdict(path, {"target": "x", "candidate": 1})
+    data = json.loads(path.read_text())
+    data["candidates"] = data["candidates"][::-1][:1]  # as an older judge might have ranked
+    path.write_text(json.dumps(data))
+    (rec,) = lib.rejudge(root, f"{name}:make")
+    assert rec.candidates == before["candidates"] and rec.verified == [{"target": "x", "candidate": 1}]
+    with pytest.raises(KernlogError, match="no triage of .* is stored"):
+        lib.rejudge(root, f"{name}:boom")

@@ -291,6 +291,27 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
     return store.save_triage(root, record, slim(trace))
 
 
+def rejudge(root: Path, text: str) -> list[store.TriageRecord]:
+    """No GPU: each stored triage of TARGET ranked again by today's judge from what it stored
+    (its trace, ncu figures, peaks and measured total), and written back; its verdicts kept."""
+    target = resolve_target(root, text)
+    paths = store.stored(root, target.text)
+    if not paths:
+        raise KernlogError(f"no triage of {target.text} is stored: run `kernlog triage {target.text}` on a GPU first")
+    out = []
+    for path in paths:
+        rec = store.load_triage(path)
+        rows = parse_chrome_trace(store.load_trace(root, rec))
+        peaks = judge.Peaks(**rec.peaks)
+        groups = judge.place_groups(rows, peaks, rec.ncu.get("kernels", {}))
+        chains = judge.fusion_chains(rows, peaks)
+        rec.groups, rec.chains = [asdict(g) for g in groups], [asdict(c) for c in chains]
+        rec.candidates = [asdict(c) for c in judge.rank(groups, chains, rec.total_us)]
+        store.save_triage(root, rec)
+        out.append(store.load_triage(path))
+    return out
+
+
 def triage(root: Path, text: str, steps: Steps | None = None, gpu: bool | None = None,
            progress: Callable[[str], None] = print) -> list[store.TriageRecord]:
     """On a GPU, a fresh triage (stored, then returned); without one, the stored triages of

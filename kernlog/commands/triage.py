@@ -17,9 +17,11 @@ from kernlog.errors import KernlogError
               help="With --verify: the triaged program, timed in turn with TARGET (its prediction is judged).")
 @click.option("--candidate", type=click.IntRange(min=1), default=1, show_default=True,
               help="With --verify: which ranked candidate was implemented.")
+@click.option("--rejudge", is_flag=True,
+              help="No GPU: rank the stored triage again from its stored trace and ncu figures (after a judge change).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
-def triage(ctx, target, verify, baseline, candidate, fmt):
+def triage(ctx, target, verify, baseline, candidate, rejudge, fmt):
     """Where TARGET's GPU time goes and what fixing it would buy. TARGET: module:function (returns a
     zero-argument callable) or a kernel such as minigpt[/REVISION][@SHAPE][.DTYPE]. Without a GPU:
     the stored triage."""
@@ -37,7 +39,7 @@ def triage(ctx, target, verify, baseline, candidate, fmt):
             sys.exit(1 if v.outcome == "missed" else 0)
         if baseline:
             raise KernlogError("--baseline goes with --verify")
-        records = lib.triage(root, target, progress=progress)
+        records = lib.rejudge(root, target) if rejudge else lib.triage(root, target, progress=progress)
         if fmt == "json":
             click.echo(json.dumps([r.to_dict() for r in records], indent=1))
         else:
