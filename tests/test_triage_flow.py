@@ -388,3 +388,13 @@ def test_rejudging_a_stored_triage_reproduces_its_ranking_and_keeps_its_verdicts
     assert rec.candidates == before["candidates"] and rec.verified == [{"target": "x", "candidate": 1}]
     with pytest.raises(KernlogError, match="no triage of .* is stored"):
         lib.rejudge(root, f"{name}:boom")
+
+
+def test_a_stored_triage_is_not_taken_for_a_kernels_profile(repo):
+    """profiles/<gpu>/triage/ sits where a kernel's folder would: the profile readers pass it by
+    (a stored triage once made `kernlog list` refuse every command)."""
+    from kernlog.store.profiles import iter_profiles
+
+    root, name = repo
+    lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(), progress=lambda s: 0)
+    assert list(iter_profiles(root)) == []

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kernlog.errors import KernlogError
 from kernlog.store import profiles as store
-from kernlog.store.keys import XZ
+from kernlog.store.keys import TRIAGE_FOLDER, XZ
 from kernlog.store.record import Profile
 
 
@@ -107,13 +107,13 @@ def commit_date(root: Path, commit: str) -> str | None:
 
 def profiles_at(root: Path, commit: str, kernel: str | None = None, revision: str | None = None) -> list[Profile]:
     """Every profile `commit` stored (of `kernel`, of `revision`), each checked by load_at:
-    the JSONs of profiles/<gpu>/<kernel>/, not those of its noise/ or at/ folders."""
+    the JSONs of profiles/<gpu>/<kernel>/, not those of its noise/ or at/ folders (nor triage's)."""
     sizes = paths(root, commit)
     out = []
     for path in sorted(sizes):
         parts = Path(path).parts
         if (len(parts) == 4 and path.endswith(".json") and kernel in (None, parts[2])
-                and (revision is None or parts[3].startswith(f"{revision}."))):
+                and parts[2] != TRIAGE_FOLDER and (revision is None or parts[3].startswith(f"{revision}."))):
             out.append(load_at(root, commit, path, sizes))
     return out
 

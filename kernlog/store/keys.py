@@ -217,12 +217,18 @@ def report_cache(root: Path, sha256: str) -> Path:
     return Path(root) / ".cache" / "reports" / f"{sha256}.ncu-rep"
 
 
+TRIAGE_FOLDER = "triage"  # profiles/<gpu>/triage/: `kernlog triage`'s records, no kernel's profiles
+
+
 def glob_profiles(root: Path, gpu: str = "*", kernel: str = "*", revision: str | None = None,
                   at: bool = False) -> Iterator[Path]:
     """The JSON files that may be profiles, in path order: profiles/<gpu>/<kernel>/<revision>.*.json
-    (`at`: those of the at/<commit>/ folders instead). Hidden files (a save's temporaries) are left out."""
+    (`at`: those of the at/<commit>/ folders instead). Hidden files (a save's temporaries) and the
+    triage folder are left out."""
     pattern = f"{gpu}/{kernel}/" + ("at/*/" if at else "") + (f"{revision}.*.json" if revision else "*.json")
-    return iter(sorted(p for p in profiles_dir(root).glob(pattern) if not p.name.startswith(".")))
+    base = profiles_dir(root)
+    return iter(sorted(p for p in base.glob(pattern)
+                       if not p.name.startswith(".") and p.relative_to(base).parts[1] != TRIAGE_FOLDER))
 
 
 def glob_kernel_files(root: Path, name: str, gpu: str = "*", kernel: str = "*") -> list[Path]:

@@ -17,10 +17,11 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from kernlog.errors import KernlogError
+from kernlog.store.keys import TRIAGE_FOLDER
 from kernlog.store.profiles import dump_json, write_atomic
 
 SCHEMA = 1
-FOLDER = "triage"
+FOLDER = TRIAGE_FOLDER
 
 
 class TriageError(KernlogError):
