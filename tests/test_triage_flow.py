@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernlog.capture import triage as lib
+from kernlog.capture import triage_ncu as tncu
 from kernlog.capture.trace import parse_chrome_trace, slim
 from kernlog.commands.triage import triage as triage_cmd
 from kernlog.errors import KernlogError, NoGpu
@@ -124,9 +125,10 @@ def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(rep
     assert path == root / "profiles" / "fake-gpu" / "triage" / f"{name.replace('_', '-')}-make.json"
     rec = store.load_triage(path)
     assert rec.picked == [GEMM, GELU]  # 70 + 40 of 120 us: 92%; the 10 us split-K reduce left out
-    gelu = GELU.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")
-    assert [c[c.index("--kernel-name") + 1] for c in calls] == [f"regex:^{GEMM}$", f"regex:^{gelu}$"]
-    assert all(c[c.index("--launch-skip") + 1] == "1" and c[-1] == f"{name}:make" for c in calls)
+    # by function name inside the profiled call's NVTX range; each is its function's first launch there
+    assert [c[c.index("--kernel-name") + 1] for c in calls] == [f"regex:^{GEMM}$",
+                                                                 "regex:^vectorized_elementwise_kernel$"]
+    assert all(c[c.index("--launch-skip") + 1] == "0" and c[-1] == f"{name}:make" for c in calls)
     assert rec.versions == {"torch": "2.13", "ncu": "/usr/local/cuda/bin/ncu"}
     assert rec.total_us == pytest.approx(200.0) and rec.gpu_us == pytest.approx(120.0) and rec.launches == 3
     top = rec.candidates[0]
@@ -163,12 +165,55 @@ def test_slim_keeps_what_the_parser_reads():
     assert [r.name for r in parse_chrome_trace(slimmed)] == [GEMM, REDUCE, GELU]
 
 
-def test_ncu_command_matches_one_kernel_whole_and_skips_the_warm_call():
-    cmd = lib.ncu_command("ncu", "void k<4>(float*, int)", 12, Path("/t/r.ncu-rep"), Path("/repo"), "m:f")
-    assert cmd[cmd.index("--kernel-name") + 1] == r"regex:^void k<4>\(float\*, int\)$"
+def test_ncu_command_matches_the_function_inside_the_profiled_calls_range():
+    cmd = tncu.ncu_command("ncu", "void at::k<4>(float*, int)", 12, Path("/t/r.ncu-rep"), Path("/repo"), "m:f")
+    assert cmd[cmd.index("--kernel-name") + 1] == "regex:^k$"
+    assert cmd[cmd.index("--kernel-name-base") + 1] == "function"
+    assert cmd[cmd.index("--nvtx-include") + 1] == f"{tncu.RANGE}/" and "--nvtx" in cmd
     assert cmd[cmd.index("--launch-skip") + 1] == "12" and cmd[cmd.index("--launch-count") + 1] == "1"
-    assert cmd[cmd.index("--kernel-name-base") + 1] == "demangled"
     assert cmd[-5:] == ["-m", "kernlog.capture.triage", "--launch", "/repo", "m:f"]
+
+
+@pytest.mark.parametrize("cupti, function", [
+    # as ncu's function base names them (the softmax one read from a real H100 report's action)
+    ("void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<float, float, float, "
+     "at::native::(anonymous namespace)::SoftMaxForwardEpilogue, long, 4>(float*, float const*, long)",
+     "cunn_SoftMaxForwardReg"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, "
+     "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul> >(int, "
+     "at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, "
+     "std::array<char*, 3ul>)", "vectorized_elementwise_kernel"),
+    ("void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_nn_align1>("
+     "cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_nn_align1::Params)", "Kernel2"),
+    ("nvjet_sm90_tst_160x256_64x3_2x1_v_bz_coopA_NNN", "nvjet_sm90_tst_160x256_64x3_2x1_v_bz_coopA_NNN"),
+    ("triton_poi_fused_mm_relu_1", "triton_poi_fused_mm_relu_1"),
+])
+def test_a_cupti_kernel_name_gives_ncus_function_name(cupti, function):
+    assert tncu.function_name(cupti) == function
+
+
+def test_the_skip_counts_the_same_functions_launches_before_the_kernels_first():
+    a = "void at::native::elementwise_kernel<128, 2, A>(int, A)"
+    b = "void at::native::elementwise_kernel<128, 4, B>(int, B)"
+    order = [a, "gemm", a, b, a, b]
+    assert tncu.skip_before(order, b) == 2 and tncu.skip_before(order, a) == 0 and tncu.skip_before(order, "gemm") == 0
+
+
+def test_the_ncu_report_names_the_function_as_the_cupti_name_gives_it(tmp_path):
+    """A real H100 report of F.softmax (`--nvtx-include`, one action): its function name is the
+    one function_name derives from the name the CUPTI trace gives the same kernel."""
+    import lzma
+
+    from kernlog.capture import ncu
+
+    from .helpers import FIXTURES
+
+    report = tmp_path / "torch_softmax.ncu-rep"
+    report.write_bytes(lzma.decompress((FIXTURES / "torch_softmax_8192x4096_fp32_full.ncu-rep.xz").read_bytes()))
+    (action,) = ncu.read_report(report)[:1]
+    cupti = ("void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<float, float, float, "
+             "at::native::(anonymous namespace)::SoftMaxForwardEpilogue, long, 4>(float*, float const*, long)")
+    assert action.name() == tncu.function_name(cupti)
 
 
 def _record(**kw) -> store.TriageRecord:
@@ -351,7 +396,7 @@ def test_a_stored_triage_gets_its_page_linked_from_the_front_page_and_check_gate
 def test_a_report_ncu_wrote_reads_into_the_evidence_kept():
     """The ncu pass's own reader on a real H100 report (a fake ncu step skipped it: the reader
     once called a function the store rebuild had moved, and only the GPU found out)."""
-    from kernlog.capture.triage import read_figures
+    from kernlog.capture.triage_ncu import read_figures
 
     from .helpers import FULL_REP
 
@@ -398,3 +443,14 @@ def test_a_stored_triage_is_not_taken_for_a_kernels_profile(repo):
     root, name = repo
     lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(), progress=lambda s: 0)
     assert list(iter_profiles(root)) == []
+
+
+def test_an_ncu_pass_that_matched_nothing_says_which_function_and_skip(monkeypatch):
+    from kernlog.capture import profiler
+
+    def nothing(cmd, timeout, env=None):
+        raise KernlogError("ncu profiled no kernel: the revision launched nothing inside its NVTX range")
+    monkeypatch.setattr(profiler, "run_ncu", nothing)
+    cmd = tncu.ncu_command("ncu", "void at::k<4>(float*, int)", 3, Path("/t/r.ncu-rep"), Path("/repo"), "m:f")
+    with pytest.raises(KernlogError, match=r"no launch of \^k\$ after skipping 3 inside the profiled call"):
+        tncu.run_ncu(cmd, Path("/t/r.ncu-rep"))

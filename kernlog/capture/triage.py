@@ -22,14 +22,13 @@ import shutil
 import statistics
 import sys
 import tempfile
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kernlog import metrics
-from kernlog.capture import ncu, provenance
+from kernlog.capture import provenance
 from kernlog.capture.trace import group_times, parse_chrome_trace, slim, take_trace
+from kernlog.capture.triage_ncu import RANGE, ncu_command, run_ncu, skip_before
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.judge import triage as judge
 from kernlog.registry import load_kernel
@@ -39,7 +38,6 @@ from kernlog.store import triages as store
 PROGRAM_RE = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):([A-Za-z_]\w*)$")
 KERNEL_RE = re.compile(r"^([a-z0-9][a-z0-9_]*)(?:/([a-z0-9][a-z0-9_]*))?(?:@([0-9x]+))?(?:\.([a-z0-9]+))?$")
 DEFAULT_REVISION = "torch"
-NCU_TIMEOUT_S = 600.0
 TOP = 5  # candidates the table names
 
 
@@ -141,45 +139,6 @@ def guarded(fn: Callable[[], object], text: str) -> Callable[[], object]:
     return call
 
 
-_REGEX_SPECIAL = re.compile(r"([.^$|?*+()\[\]{}\\])")
-
-
-def ncu_command(ncu: str, kernel_name: str, per_call: int, report: Path, root: Path, target: str,
-                sections: tuple[str, ...] = metrics.SECTIONS) -> list[str]:
-    """One ncu process profiling one launch of `kernel_name` in the second call of TARGET: the
-    name matched whole (demangled, as the CUPTI trace spells it), the `per_call` launches of
-    the warm first call skipped."""
-    whole = "^" + _REGEX_SPECIAL.sub(r"\\\1", kernel_name) + "$"
-    cmd = [ncu, "--target-processes", "all", "--kernel-name-base", "demangled", "--kernel-name", f"regex:{whole}",
-           "--launch-skip", str(per_call), "--launch-count", "1",
-           "--clock-control", "none", "--cache-control", "all", "--import-source", "no", "--export", str(report)]
-    for s in sections:
-        cmd += ["--section", s]
-    return cmd + ["--metrics", ",".join(metrics.EXTRA_METRICS),
-                  sys.executable, "-m", "kernlog.capture.triage", "--launch", str(root), target]
-
-
-def ncu_figures(values: dict, facts: dict) -> dict:
-    """The evidence kept per profiled kernel, from ncu.summarize's (values, facts)."""
-    dram = values.get("dram_mb")
-    return {"dram_bytes": dram * 1e6 if dram else None, "dram_pct": values.get("dram_pct"),
-            "compute_pct": values.get("compute_pct"), "duration_us": values.get("duration_us"),
-            "occupancy_pct": values.get("achieved_occupancy_pct"), "occupancy_limiter": facts.get("occupancy_limiter")}
-
-
-def run_ncu(cmd: list[str], report: Path) -> dict:
-    """GPU only: run one ncu command and read its report into ncu_figures."""
-    from kernlog.capture.profiler import run_ncu as run
-
-    run(cmd, NCU_TIMEOUT_S)
-    return read_figures(report)
-
-
-def read_figures(report: Path) -> dict:
-    """ncu_figures of a stored report (its main kernel's)."""
-    return ncu_figures(*ncu.summarize(ncu.read_report(report)))
-
-
 def time_samples(fn: Callable[[], object]) -> list[float]:
     """GPU only: milliseconds per call of `fn` (kernlog.timing.Timer, L2 flushed before each)."""
     from kernlog.timing import Timer
@@ -257,7 +216,7 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
                            "on the GPU?)")
     gpu_us = sum(r.us for r in rows)
     picked = judge.cover(rows)
-    per_call = Counter(r.name for r in rows)
+    order = [r.name for r in sorted(rows, key=lambda r: r.start_us)]
     figures: dict = {}
     commands = []
     ncu = steps.ncu_path() if steps.ncu is not None else None
@@ -266,7 +225,7 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
             for i, name in enumerate(picked, 1):
                 progress(f"ncu [{i}/{len(picked)}]: {name[:80]}")
                 report = Path(tmp) / f"k{i}.ncu-rep"
-                cmd = ncu_command(ncu, name, per_call[name], report, root, target.text)
+                cmd = ncu_command(ncu, name, skip_before(order, name), report, root, target.text)
                 commands.append(cmd[:cmd.index(sys.executable)])
                 try:
                     figures[name] = steps.ncu(cmd, report)
@@ -376,9 +335,13 @@ def _launch(root: str, text: str) -> None:
     import torch
 
     fn = build_callable(Path(root), resolve_target(Path(root), text))
-    for _ in range(2):  # the first warm, the second profiled (ncu's --launch-skip)
+    for _ in range(2):  # warm: a training step's first call may launch other kernels
         fn()
-        torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_push(RANGE)  # the call ncu profiles in
+    fn()
+    torch.cuda.synchronize()
+    torch.cuda.nvtx.range_pop()
 
 
 if __name__ == "__main__":
