@@ -381,3 +381,26 @@ def test_bench_refuses_a_revision_wrong_in_a_dtype_it_does_not_sweep(tmp_path, m
     kept = gates.load(root, GPU["slug"], "toy")  # each gate's outcome kept for this GPU
     assert kept["bf16_wrong"]["passed"] is False and kept["right"]["passed"] is True
     assert kept["bf16_wrong"]["source_sha256"] == kernel.revision("bf16_wrong").sha256()
+
+
+def test_the_front_page_line_takes_the_first_dtype_the_sweep_has():
+    """A kernel swept only in its second dtype (attention: bf16 only) still gets its front-page
+    figures, from that dtype, not dashes."""
+    import tempfile
+    from pathlib import Path
+
+    from kernlog.registry import load_kernel
+    from kernlog.render import report
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = scratch_repo(Path(tmp))
+        kernel = load_kernel(root, "softmax")
+        assert kernel.dtypes[0] == "fp32"
+        common = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0}
+        rows = [dict(_row(rev, "8192x4096", v), dtype="bf16", **common)
+                for rev, v in (("v0_naive", 200.0), ("v5_tuned", 2800.0), ("torch", 2000.0))]
+        bench._write(root, GPU, kernel, rows)
+        (section,) = report.collect(root, [kernel])
+    front = section["front"]
+    assert front["dtype"] == "bf16" and front["point"]["best"] == "v5_tuned"
+    assert front["point"]["vs_naive"] == 14.0
