@@ -73,8 +73,9 @@ PAGE_INTRO = """# Triage: which kernel to write next
 
 `kernlog triage TARGET` traces a PyTorch program on a GPU, profiles under ncu the kernels that cover
 most of its GPU time, places each on its roofline at its minimum bytes and FLOPs, and ranks what a
-new kernel could save: an op's time above its roof, or a chain of memory-bound kernels passing a
-tensor through DRAM that one fused kernel would keep on chip. Each candidate's speedup is the whole
+new kernel could save: an op's time above its roof, or a chain of kernels passing a tensor through
+DRAM (memory-bound ones, perhaps between the matmuls that write and read it) that one fused kernel
+would keep on chip. Each candidate's speedup is the whole
 program's (Amdahl on the measured time per call); the savings of two candidates overlap and do not add.
 [Front page](../KERNEL_LOG.md)."""
 
