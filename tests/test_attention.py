@@ -182,6 +182,27 @@ def test_the_training_wrapper_has_the_eager_gradients():
         assert (g.double() - w).norm() / w.norm() < 1e-5
 
 
+def test_the_training_backward_under_bf16_autocast_recomputes_the_scores_in_fp32():
+    """In a custom backward autocast is on again: bf16 scores put exp(s - lse) rows off 1 at large
+    logits (gradients 1.3e-2 off float64 here); the scores in fp32 keep them at bf16's own 4.5e-3."""
+    from kernels.attention import eager
+    from models.triage_examples import _attention_backward
+
+    g = torch.Generator().manual_seed(0)
+    T, D, scale = 256, 64, 64 ** -0.5
+    q, k, v = (torch.randn(1, 2, T, D, generator=g).mul(1.7).bfloat16() for _ in range(3))
+    q64, k64, v64 = (t.double().requires_grad_() for t in (q, k, v))
+    out = eager(q64, k64, v64, scale)
+    grad = torch.randn(out.shape, generator=g)
+    want = torch.autograd.grad(out, (q64, k64, v64), grad.double())
+    s = (q64.detach() @ k64.detach().transpose(-2, -1)) * scale
+    lse = torch.logsumexp(s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")), -1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = _attention_backward(q, k, v, out.detach().bfloat16(), lse.float(), grad.bfloat16(), scale)
+    for gr, w in zip(got, want, strict=True):
+        assert (gr.double() - w).norm() / w.norm() < 8e-3
+
+
 @pytest.mark.parametrize("attention", ["eager", "sdpa", "kernlog"])
 def test_minigpt_train_steps_a_tiny_model(attention):
     from models.triage_examples import minigpt_train

@@ -384,8 +384,8 @@ def test_bench_refuses_a_revision_wrong_in_a_dtype_it_does_not_sweep(tmp_path, m
 
 
 def test_the_front_page_line_takes_the_first_dtype_the_sweep_has():
-    """A kernel swept only in its second dtype (attention: bf16 only) still gets its front-page
-    figures, from that dtype, not dashes."""
+    """A kernel whose steps were swept only in its second dtype (attention: bf16 only) still gets
+    its front-page figures, from that dtype, not dashes; a reference swept in the first does not count."""
     import tempfile
     from pathlib import Path
 
@@ -399,6 +399,7 @@ def test_the_front_page_line_takes_the_first_dtype_the_sweep_has():
         common = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0}
         rows = [dict(_row(rev, "8192x4096", v), dtype="bf16", **common)
                 for rev, v in (("v0_naive", 200.0), ("v5_tuned", 2800.0), ("torch", 2000.0))]
+        rows.append(dict(_row("torch", "8192x4096", 1900.0), **common))  # fp32: a reference alone
         bench._write(root, GPU, kernel, rows)
         (section,) = report.collect(root, [kernel])
     front = section["front"]

@@ -232,3 +232,12 @@ def test_interleaved_pairs_give_the_median_ratio_and_widen_a_noisy_band():
     assert judge.stored_speedup(125.0, [0.1, 0.1, 0.2]) == pytest.approx(1.25)
     with pytest.raises(ValueError):
         judge.interleaved_speedup([1.0, 2.0], [1.0])
+
+
+def test_a_tensor_of_the_same_element_count_but_another_last_dimension_is_not_read():
+    x, y = f32(1000, 1000), f32(500, 2000)  # 1e6 elements each
+    rows = [row("add_k", 20.0, 0, "aten::add", [x, x, ((), "Scalar")], call=0),
+            row("gelu_k", 20.0, 1, "aten::gelu", [y, ((), "")], call=1)]
+    assert judge.fusion_chains(rows, PEAKS) == []
+    rows[1] = row("gelu_k", 20.0, 1, "aten::gelu", [f32(10, 100, 1000), ((), "")], call=1)  # a view of x
+    assert [c.ops for c in judge.fusion_chains(rows, PEAKS)] == [["aten::add", "aten::gelu"]]

@@ -125,7 +125,7 @@ def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(rep
     assert path == root / "profiles" / "fake-gpu" / "triage" / f"{name.replace('_', '-')}-make.json"
     rec = store.load_triage(path)
     assert rec.picked == [GEMM, GELU]  # 70 + 40 of 120 us: 92%; the 10 us split-K reduce left out
-    # by function name inside the profiled call's NVTX range; each is its function's first launch there
+    # by function name inside the profiled call's window; each is its function's first launch there
     assert [c[c.index("--kernel-name") + 1] for c in calls] == [f"regex:^{GEMM}$",
                                                                  "regex:^vectorized_elementwise_kernel$"]
     assert all(c[c.index("--launch-skip") + 1] == "0" and c[-1] == f"{name}:make" for c in calls)
@@ -165,11 +165,11 @@ def test_slim_keeps_what_the_parser_reads():
     assert [r.name for r in parse_chrome_trace(slimmed)] == [GEMM, REDUCE, GELU]
 
 
-def test_ncu_command_matches_the_function_inside_the_profiled_calls_range():
+def test_ncu_command_matches_the_function_inside_the_profiled_calls_window():
     cmd = tncu.ncu_command("ncu", "void at::k<4>(float*, int)", 12, Path("/t/r.ncu-rep"), Path("/repo"), "m:f")
     assert cmd[cmd.index("--kernel-name") + 1] == "regex:^k$"
     assert cmd[cmd.index("--kernel-name-base") + 1] == "function"
-    assert cmd[cmd.index("--nvtx-include") + 1] == f"{tncu.RANGE}/" and "--nvtx" in cmd
+    assert cmd[cmd.index("--profile-from-start") + 1] == "off" and "--nvtx" not in cmd  # a process-wide window
     assert cmd[cmd.index("--launch-skip") + 1] == "12" and cmd[cmd.index("--launch-count") + 1] == "1"
     assert cmd[-5:] == ["-m", "kernlog.capture.triage", "--launch", "/repo", "m:f"]
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kernlog.capture import provenance
 from kernlog.capture.trace import group_times, parse_chrome_trace, slim, take_trace
-from kernlog.capture.triage_ncu import RANGE, ncu_command, run_ncu, skip_before
+from kernlog.capture.triage_ncu import ncu_command, run_ncu, skip_before
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.judge import triage as judge
 from kernlog.registry import load_kernel
@@ -338,10 +338,10 @@ def _launch(root: str, text: str) -> None:
     for _ in range(2):  # warm: a training step's first call may launch other kernels
         fn()
     torch.cuda.synchronize()
-    torch.cuda.nvtx.range_push(RANGE)  # the call ncu profiles in
+    torch.cuda.profiler.start()  # the call ncu profiles in (--profile-from-start off), every thread's launches
     fn()
     torch.cuda.synchronize()
-    torch.cuda.nvtx.range_pop()
+    torch.cuda.profiler.stop()
 
 
 if __name__ == "__main__":

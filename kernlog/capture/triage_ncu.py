@@ -13,7 +13,10 @@ from kernlog.errors import KernlogError
 NCU_TIMEOUT_S = 600.0
 
 _REGEX_SPECIAL = re.compile(r"([.^$|?*+()\[\]{}\\])")
-RANGE = "kl_triage"  # the NVTX range around the profiled call: ncu sees no launch outside it
+# ncu profiles only between cudaProfilerStart and cudaProfilerStop, around the profiled call: a
+# process-wide window (an NVTX push/pop range is one thread's, and autograd launches a backward's
+# kernels from its own thread)
+WINDOW = ["--profile-from-start", "off"]
 TRIAGE_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")  # what ncu_figures reads, no more
 
 
@@ -51,10 +54,10 @@ def skip_before(names: list[str], kernel_name: str) -> int:
 def ncu_command(ncu: str, kernel_name: str, skip: int, report: Path, root: Path, target: str,
                 sections: tuple[str, ...] = TRIAGE_SECTIONS) -> list[str]:
     """One ncu process profiling one launch of `kernel_name` in the call of TARGET that runs
-    inside the NVTX range RANGE (after a warm call outside it): its function name matched whole,
+    between cudaProfilerStart and Stop (after warm calls outside): its function name matched whole,
     the `skip` launches of the same function before it in the call skipped."""
     whole = "^" + _REGEX_SPECIAL.sub(r"\\\1", function_name(kernel_name)) + "$"
-    cmd = [ncu, "--target-processes", "all", "--nvtx", "--nvtx-include", f"{RANGE}/",
+    cmd = [ncu, "--target-processes", "all", *WINDOW,
            "--kernel-name-base", "function", "--kernel-name", f"regex:{whole}",
            "--launch-skip", str(skip), "--launch-count", "1",
            "--clock-control", "none", "--cache-control", "all", "--import-source", "no", "--export", str(report)]
@@ -84,7 +87,7 @@ def run_ncu(cmd: list[str], report: Path) -> dict:
         name = cmd[cmd.index("--kernel-name") + 1].removeprefix("regex:")
         skip = cmd[cmd.index("--launch-skip") + 1]
         raise KernlogError(f"ncu found no launch of {name} after skipping {skip} inside the profiled call "
-                           f"(NVTX range {RANGE})") from None
+                           "(between cudaProfilerStart and Stop)") from None
     return read_figures(report)
 
 

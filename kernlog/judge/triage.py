@@ -153,12 +153,13 @@ class Chain:
 
 
 def _reads(r, cost: Cost | None) -> bool:
-    """Call `r` reads `cost`'s output: an input of its element count and type (a view or a
-    reshape of it moves no byte)."""
-    if cost is None or cost.out_dims is None:
+    """Call `r` reads `cost`'s output, as far as a trace without tensor identities tells: an input
+    of its element count, last dimension and type (a view folding or splitting the leading
+    dimensions moves no byte). Two unrelated tensors of one shape, back to back, look the same."""
+    if cost is None or not cost.out_dims:
         return False
-    n = math.prod(cost.out_dims)
-    return any(math.prod(d) == n and t == cost.out_type for d, t in r.inputs)
+    n, last = math.prod(cost.out_dims), cost.out_dims[-1]
+    return any(d and math.prod(d) == n and d[-1] == last and t == cost.out_type for d, t in r.inputs)
 
 
 def _runs(info) -> list[list]:

@@ -236,7 +236,8 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
         pay = arc.payoff(ladders)
         steps = [r.name for r in kernel.revisions if r.role == "step"]
         main_sw = arc.sweep_of(sweeps, main["gpu"]["name"]) if main else (sweeps[0] if sweeps else None)
-        swept = {r["dtype"] for r in (main_sw or {}).get("rows", [])}  # the first dtype the sweep has
+        swept = {r["dtype"] for r in (main_sw or {}).get("rows", [])  # the first dtype a step was swept in
+                 if any(r["values"].get(st) is not None for st in steps)}
         dtype = next((d for d in kernel.dtypes if d in swept), kernel.dtypes[0])
         shape = arc.front_shape(main_sw, format_shape(kernel.profile_shape), dtype)
         front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None),
