@@ -250,12 +250,20 @@ def test_gpu_layouts_compile_for_sm90(profile_only):
     assert code == 0, out
 
 
-def test_the_log_has_no_line_for_a_kernel_nothing_was_stored_for():
-    """Registered and never profiled or swept, attention has no section (a row of dashes and an
+def test_the_log_has_no_line_for_a_kernel_nothing_was_stored_for(tmp_path):
+    """Registered and never profiled or swept, a kernel has no section (a row of dashes and an
     empty page would be generated files to commit before any GPU ran it); once something of it
-    is stored it has one."""
+    is stored (here: its committed profiles) it has one."""
+    import shutil
+
     from kernlog.render.facts import collect
 
-    root = find_root()
-    stored = [p for p in (root / "profiles").glob("*/attention") if p.is_dir()]
-    assert len(collect(root, [KERNEL], histories=False)) == (1 if stored else 0)
+    from .helpers import scratch_repo
+
+    root = scratch_repo(tmp_path)
+    assert collect(root, [KERNEL], histories=False) == []
+    for src in (find_root() / "profiles").glob("*/attention"):
+        shutil.copytree(src, root / "profiles" / src.parent.name / "attention")
+    shutil.copy(find_root() / "profiles" / "nvidia-h100-80gb-hbm3" / "ceilings.json",
+                root / "profiles" / "nvidia-h100-80gb-hbm3" / "ceilings.json")
+    assert [s["kernel"].name for s in collect(root, [KERNEL], histories=False)] == ["attention"]

@@ -316,10 +316,23 @@ def test_prune_removes_reports_no_profile_names_and_keeps_named_ones(tmp_path):
     other.write_bytes(b"y")
     result = CliRunner().invoke(main, ["--root", str(root), "prune", "--dry-run"])
     assert result.exit_code == 0 and orphan.exists() and "8x8.fp32.0123456789abcdef" in result.output
+    bad = now.parent / "broken.json"  # a JSON that cannot be read may name any report: none goes
+    bad.write_text("{")
+    CliRunner().invoke(main, ["--root", str(root), "prune"])
+    assert orphan.exists()
+    bad.unlink()
     result = CliRunner().invoke(main, ["--root", str(root), "prune"])
     assert result.exit_code == 0, result.output
     assert not orphan.exists() and named.exists() and other.exists()
     assert store.load_profile(root, now).metrics["wall_ms"] > 0
+    # a named report stored compressed is named by its plain name: it stays
+    from kernlog.store.reports import compress_reports
+
+    compress_reports(root)
+    xz = named.with_name(named.name + ".xz")
+    assert xz.exists() and not named.exists()
+    CliRunner().invoke(main, ["--root", str(root), "prune"])
+    assert xz.exists() and store.load_profile(root, now).metrics["wall_ms"] > 0
 
 
 @pytest.mark.parametrize("damage", ["truncate the report", "break the JSON"])
