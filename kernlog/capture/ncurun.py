@@ -49,6 +49,10 @@ def last_line(text: str) -> str:
     return next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "no output")
 
 
+class NothingProfiled(KernlogError):
+    """ncu ran and matched no launch: the caller knows which filter it gave."""
+
+
 def ncu_outcome(returncode: int, text: str) -> None:
     """Raise with ncu's reason where its process (exit status, output) profiled nothing."""
     if "ERR_NVGPUCTRPERM" in text:
@@ -58,7 +62,7 @@ def ncu_outcome(returncode: int, text: str) -> None:
         said = [ln.strip() for ln in text.splitlines() if ln.startswith(TARGET_SAYS)]  # the target's own reason
         raise KernlogError(f"ncu exited with {returncode}: {said[-1] if said else last_line(text)}")
     if "No kernels were profiled" in text:
-        raise KernlogError("ncu profiled no kernel: the revision launched nothing inside its NVTX range")
+        raise NothingProfiled("ncu profiled no kernel: the revision launched nothing inside its NVTX range")
 
 
 STAGING = ".kernlog-"  # profiles/.kernlog-<pid>-*: an ncu pass's scratch folder, removed when it ends

@@ -6,16 +6,16 @@ returns a zero-argument callable), or a kernlog kernel of many kernels, NAME[/RE
 
 On a GPU: time the callable, take a CUPTI trace of one warm call (kernlog.capture.trace),
 profile the kernels covering 90% of the GPU time under ncu (one process each, the kernel's
-name as the filter, the warm call's launches skipped), judge (kernlog.judge.triage) and store
+function name as the filter inside the profiled call; kernlog.capture.triage_ncu), judge
+(kernlog.judge.triage) and store
 (kernlog.store.triages). Without one: the stored triages, or one line saying none is stored.
 Every GPU step is injectable (`Steps`), so the flow is tested on the CPU with fakes.
 
 `python -m kernlog.capture.triage --launch ROOT TARGET` is the process ncu runs: the callable
-once warm, then once more (the launch ncu profiles).
+twice warm, then once between cudaProfilerStart and Stop (the call ncu profiles).
 """
 from __future__ import annotations
 
-import datetime
 import importlib
 import re
 import shutil
@@ -236,18 +236,23 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
                     figures[name] = {"error": str(exc)}
     else:
         progress("ncu not found: the kernels are placed at their minimum bytes only, without ncu evidence")
-    groups = judge.place_groups(rows, peaks, figures)
-    chains = judge.fusion_chains(rows, peaks)
     total_us = max(statistics.median(samples) * 1e3 if samples else 0.0, gpu_us)
-    candidates = judge.rank(groups, chains, total_us)
     record = store.TriageRecord(
         target=target.text, gpu={"name": gpu["name"], "slug": gpu["slug"]}, captured_at=provenance.now(),
         total_us=total_us, gpu_us=gpu_us, launches=len(rows), peaks=asdict(peaks),
         by_kernel=group_times(rows, "kernel"), by_op=group_times(rows, "op"), by_module=group_times(rows, "module"),
-        picked=picked, groups=[asdict(g) for g in groups], chains=[asdict(c) for c in chains],
-        candidates=[asdict(c) for c in candidates], ncu={"kernels": figures, "commands": commands},
+        picked=picked, **judged(rows, peaks, figures, total_us), ncu={"kernels": figures, "commands": commands},
         wall_samples_ms=[round(s, 5) for s in samples], versions=steps.versions(ncu))
     return store.save_triage(root, record, slim(trace))
+
+
+def judged(rows, peaks: judge.Peaks, figures: dict, total_us: float) -> dict:
+    """A triage record's judged part (groups, chains, candidates) from its kernel rows, the
+    ncu figures by kernel name and the program's measured time per call."""
+    groups = judge.place_groups(rows, peaks, figures)
+    chains = judge.fusion_chains(rows, peaks)
+    return {"groups": [asdict(g) for g in groups], "chains": [asdict(c) for c in chains],
+            "candidates": [asdict(c) for c in judge.rank(groups, chains, total_us)]}
 
 
 def rejudge(root: Path, text: str) -> list[store.TriageRecord]:
@@ -261,11 +266,8 @@ def rejudge(root: Path, text: str) -> list[store.TriageRecord]:
     for path in paths:
         rec = store.load_triage(path)
         rows = parse_chrome_trace(store.load_trace(root, rec))
-        peaks = judge.Peaks(**rec.peaks)
-        groups = judge.place_groups(rows, peaks, rec.ncu.get("kernels", {}))
-        chains = judge.fusion_chains(rows, peaks)
-        rec.groups, rec.chains = [asdict(g) for g in groups], [asdict(c) for c in chains]
-        rec.candidates = [asdict(c) for c in judge.rank(groups, chains, rec.total_us)]
+        for name, value in judged(rows, judge.Peaks(**rec.peaks), rec.ncu.get("kernels", {}), rec.total_us).items():
+            setattr(rec, name, value)
         store.save_triage(root, rec)
         out.append(store.load_triage(path))
     return out
@@ -325,9 +327,8 @@ def verify(root: Path, text: str, baseline: str | None = None, candidate: int = 
     else:
         progress(f"timing {target.text}")
         v = judge_verify(rec, candidate, time_samples(fn))
-    at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     store.add_verdict(path, {"target": target.text, "candidate": candidate,
-                             "title": rec.candidates[candidate - 1]["title"], **asdict(v), "at": at})
+                             "title": rec.candidates[candidate - 1]["title"], **asdict(v), "at": provenance.now()})
     return v
 
 

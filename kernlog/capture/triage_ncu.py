@@ -8,6 +8,7 @@ from pathlib import Path
 
 from kernlog import metrics
 from kernlog.capture import ncu
+from kernlog.capture.ncurun import NothingProfiled
 from kernlog.errors import KernlogError
 
 NCU_TIMEOUT_S = 600.0
@@ -81,9 +82,7 @@ def run_ncu(cmd: list[str], report: Path) -> dict:
 
     try:
         run(cmd, NCU_TIMEOUT_S)
-    except KernlogError as exc:
-        if "profiled no kernel" not in str(exc):
-            raise
+    except NothingProfiled:
         name = cmd[cmd.index("--kernel-name") + 1].removeprefix("regex:")
         skip = cmd[cmd.index("--launch-skip") + 1]
         raise KernlogError(f"ncu found no launch of {name} after skipping {skip} inside the profiled call "
