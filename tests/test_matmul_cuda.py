@@ -64,9 +64,18 @@ def test_nvrtc_rungs_compile_for_plain_sm90(name):
 
 
 @needs_nvcc
-def test_wgmma_rung_needs_sm90a():
+@pytest.mark.parametrize("name", cuda_launch.SM90A)
+def test_wgmma_rung_needs_sm90a(name):
     with pytest.raises(RuntimeError, match="wgmma"):  # hence nvcc -gencode ...sm_90a in the launcher
-        cuda.compile_report(cuda_launch.source("cu7_wgmma"), arch="sm_90")
+        cuda.compile_report(cuda_launch.source(name), arch="sm_90")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", cuda_launch.SM90A)
+def test_wgmma_rungs_keep_their_groups_asynchronous(name):
+    """ptxas serializes wgmma (a warning, and the overlap cu8 is built for gone) when it cannot
+    prove the accumulators untouched between issue and wait."""
+    assert "serialized" not in ptxas(name), ptxas(name)
 
 
 @needs_nvcc
@@ -134,6 +143,10 @@ def test_grids_cover_the_output(name):
         for aligned in (True, False):
             step = plan(M, N, K, aligned)
             gx, gy, _ = step.grid
+            if step.kernel == "mm_wgmma_wide":  # one block per 128x256 tile along x, in grouped order
+                tm, tn = -(-M // 128), -(-N // 256)
+                assert (gx, gy) == (tm * tn, 1), (step, (M, N, K))
+                continue
             tx, ty, order = tile.get(step.kernel, (128, 128, "nm"))
             cov = (gx * tx, gy * ty) if order == "nm" else (gy * ty, gx * tx)  # (N, M) covered
             assert cov[0] >= N and cov[1] >= M, (name, step, (M, N, K))
@@ -146,6 +159,25 @@ def test_dynamic_smem_matches_the_sources():
     wg = (cuda_launch.CUDA_DIR / "cu7_wgmma.cu").read_text()
     assert f"#define WG_STAGES {cuda_launch.WG_STAGES}" in wg and f"#define WG_THREADS {cuda_launch.WG_THREADS}" in wg
     assert cuda_launch.WG_SMEM_BYTES <= 227 * 1024 and cuda_launch.CP_STAGES * cuda_launch.MMA_STAGE_BYTES == 56832
+    w8 = (cuda_launch.CUDA_DIR / "cu8_wgmma_wide.cu").read_text()
+    for define, value in (("W8_BM", cuda_launch.W8_TILE[0]), ("W8_BN", cuda_launch.W8_TILE[1]),
+                          ("W8_STAGES", cuda_launch.W8_STAGES), ("W8_GROUP_M", cuda_launch.W8_GROUP_M),
+                          ("W8_THREADS", cuda_launch.W8_THREADS)):
+        assert re.search(rf"#define {define} {value}\b", w8), define
+    assert 200 * 1024 > cuda_launch.W8_SMEM_BYTES > 4 * 48 * 1024  # four 48 KB stages, under the 227 KB opt-in
+
+
+@pytest.mark.parametrize("tiles_m, tiles_n", [(32, 16), (1, 1), (17, 3), (40, 1), (1, 593), (33, 7)])
+def test_cu8s_grouped_order_visits_every_tile_once(tiles_m, tiles_n):
+    seen = [cuda_launch.grouped_tile(p, tiles_m, tiles_n) for p in range(tiles_m * tiles_n)]
+    assert sorted(seen) == [(m, n) for m in range(tiles_m) for n in range(tiles_n)]
+
+
+def test_cu8s_first_wave_stays_within_a_few_row_tiles():
+    """At 4096^3 the 132 blocks resident at once cover 16 row-tiles x 9 column-tiles (~35 MB of A
+    and B), not 32 row-tiles' worth: the point of the grouped order."""
+    wave = {cuda_launch.grouped_tile(p, 32, 16) for p in range(132)}
+    assert {m for m, _ in wave} == set(range(16)) and {n for _, n in wave} == set(range(9))
 
 
 def test_tensor_map_specs_meet_tma_rules():
@@ -214,7 +246,7 @@ def test_fast_rungs_at_family_sizes_on_gpu(shape):
     a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
     b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
     ref = torch.relu(a.float() @ b.float())
-    for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma"):
+    for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide"):
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         REVS[name].load()((a, b), out)
         torch.cuda.synchronize()

@@ -1,4 +1,4 @@
-"""The CUDA C matmul+ReLU ladder, cu0-cu7: one idea per rung, each motivated by the previous rung's
+"""The CUDA C matmul+ReLU ladder, cu0-cu8: one idea per rung, each motivated by the previous rung's
 expected ncu evidence. kernels/matmul_relu/__init__.py lists CUDA_REVISIONS ahead of the Triton
 revisions; every rung passed the gate on the H100 (tests/test_matmul_cuda.py -m gpu) before that.
 
@@ -65,6 +65,14 @@ STEPS = (
      "SASS HGMMA + UTMALDG in place of HMMA + LDSM + LDGSTS; smsp__inst_executed per FLOP down >5x (cu6's "
      "evidence: issue-bound on ldmatrix/HMMA); tensor pipe 75-85%; ~500-600 TFLOP/s (0.75-0.9x cuBLAS "
      "744); the rest is the wait_group 0 per k-tile and the register epilogue"),
+    ("cu8_wgmma_wide",
+     "128x256 block tiles (wgmma m64n256k16: 128 fp32 accumulators per consumer thread, four B boxes a stage), "
+     "one wgmma group left in flight across k-tiles (wait_group 1: a stage is freed once the next k-tile's group "
+     "is issued), tiles launched in grouped order (16 row-tiles a group) so resident blocks share tiles in L2; "
+     "384 threads: a producer warpgroup and 2 consumers",
+     "the wait_group line's share of warp samples well under cu7's 38% (cu7's evidence: the barrier stall on "
+     "wait_group 0 leads); DRAM bytes down >25% (cu7: 3.4x the minimum); ~600-700 TFLOP/s at 4096^3 "
+     "(0.75-0.88x the cuBLAS roof of 795), 1.15-1.35x cu7"),
 )
 
 CUDA_REVISIONS = tuple(

@@ -7,12 +7,13 @@ the file's entry points). `aligned`: K and N are multiples of 8 and A, B, C star
 boundaries, so every 8-bf16 vector of a row is whole and aligned (16-byte loads, cp.async, TMA);
 otherwise the plan picks the rung's scalar (masked 2-byte load) kernel.
 
-cu0-cu6 compile through kernlog.cuda (NVRTC via CuPy, -arch=sm_90 on the H100). cu7 needs sm_90a
-(wgmma), which CuPy's NVRTC call does not pass (it appends -arch=sm_<cc> itself), so it is built
+cu0-cu6 compile through kernlog.cuda (NVRTC via CuPy, -arch=sm_90 on the H100). cu7 and cu8 need
+sm_90a (wgmma), which CuPy's NVRTC call does not pass (it appends -arch=sm_<cc> itself), so they are built
 with nvcc -gencode=arch=compute_90a,code=sm_90a into a cubin cached by content, loaded with
-cupy.RawModule(path=...), and launched through kernlog.cuda.launch like the others. Its A and B
-tensor maps are encoded on the host (cuTensorMapEncodeTiled, libcuda through ctypes) and copied
-to a 256-byte device buffer whose pointer the kernel takes.
+cupy.RawModule(path=...), and launched through kernlog.cuda.launch like the others. Their A and B
+tensor maps (the same boxes: cu8 loads four B boxes a stage where cu7 loads two) are encoded on
+the host (cuTensorMapEncodeTiled, libcuda through ctypes) and copied to a 256-byte device buffer
+whose pointer the kernel takes.
 """
 from __future__ import annotations
 
@@ -93,6 +94,29 @@ def plan_wgmma(M, N, K, aligned):
     return Launch("mm_wgmma_tma", _tiles128(M, N), (WG_THREADS, 1, 1), WG_SMEM_BYTES, tma=True)
 
 
+W8_TILE = (128, 256)  # cu8_wgmma_wide.cu's W8_BM x W8_BN
+W8_STAGES = 4
+W8_GROUP_M = 16
+W8_SMEM_BYTES = 1024 + W8_STAGES * (128 * 64 * 2 + 64 * 256 * 2) + 2 * W8_STAGES * 8
+W8_THREADS = 384
+
+
+def grouped_tile(pid: int, tiles_m: int, tiles_n: int, group: int = W8_GROUP_M) -> tuple[int, int]:
+    """cu8's launch order, as its w8_tile: block `pid` -> (row-tile, column-tile), `group`
+    row-tiles per group, walked column by column inside a group."""
+    width = group * tiles_n
+    first = (pid // width) * group
+    rows = min(tiles_m - first, group)
+    return first + (pid % width) % rows, (pid % width) // rows
+
+
+def plan_wgmma_wide(M, N, K, aligned):
+    if not aligned:
+        return Launch("mm_wide_scalar", _tiles128(M, N), (128, 1, 1))
+    tiles = _cdiv(M, W8_TILE[0]) * _cdiv(N, W8_TILE[1])  # one block per tile, grouped order along x
+    return Launch("mm_wgmma_wide", (tiles, 1, 1), (W8_THREADS, 1, 1), W8_SMEM_BYTES, tma=True)
+
+
 # revision name -> (its .cu file, its plan, every kernel name the plan can return)
 PLANS: dict[str, tuple[str, Plan, Sequence[str]]] = {
     "cu0_naive": ("cu0_naive.cu", plan_naive, ("mm_naive",)),
@@ -103,11 +127,12 @@ PLANS: dict[str, tuple[str, Plan, Sequence[str]]] = {
     "cu5_mma": ("cu5_mma.cu", plan_mma, ("mm_mma", "mm_mma_scalar")),
     "cu6_cp_async": ("cu6_cp_async.cu", plan_cp_async, ("mm_cpasync", "mm_cpasync_scalar")),
     "cu7_wgmma": ("cu7_wgmma.cu", plan_wgmma, ("mm_wgmma_tma", "mm_wgmma_scalar")),
+    "cu8_wgmma_wide": ("cu8_wgmma_wide.cu", plan_wgmma_wide, ("mm_wgmma_wide", "mm_wide_scalar")),
 }
 # revision -> what its file needs beyond compute capability 8.0 (kernlog.cuda.FEATURES); SM90A:
 # built for sm_90a by nvcc (wgmma), which runs on compute capability 9.0 exactly.
-NEEDS = {"cu7_wgmma": ("tma",)}
-SM90A = ("cu7_wgmma",)
+NEEDS = {"cu7_wgmma": ("tma",), "cu8_wgmma_wide": ("tma",)}
+SM90A = ("cu7_wgmma", "cu8_wgmma_wide")
 NVCC_SM90A = ("-gencode=arch=compute_90a,code=sm_90a", "-cubin", "-lineinfo", "--std=c++17")
 
 
@@ -145,7 +170,7 @@ def is_aligned(a, b, out) -> bool:
             and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0)
 
 
-# ---- cu7: nvcc for sm_90a, and tensor maps.
+# ---- cu7 and cu8: nvcc for sm_90a, and tensor maps.
 _SM90A_MODULES: dict = {}
 
 
@@ -196,8 +221,8 @@ TMAP_INTERLEAVE_NONE = 0
 TMAP_SWIZZLE_128B = 3
 TMAP_L2_PROMOTION_128B = 2
 TMAP_OOB_FILL_ZEROS = 0  # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read as 0
-A_BOX = (64, 128)  # (K, M): cu7_wgmma.cu's WG_BK x WG_BM
-B_BOX = (64, 64)  # (N, K): half of WG_BN x WG_BK, two boxes per stage
+A_BOX = (64, 128)  # (K, M): cu7_wgmma.cu's WG_BK x WG_BM (cu8's W8_BK x W8_BM)
+B_BOX = (64, 64)  # (N, K): a 64-column slice of WG_BN x WG_BK, two boxes per stage (cu8: four)
 
 
 def tensor_map_specs(M: int, N: int, K: int):
@@ -206,7 +231,7 @@ def tensor_map_specs(M: int, N: int, K: int):
 
 
 def encode_tensor_maps(a, b) -> bytes:
-    """The two 128-byte CUtensorMaps (A then B) for cu7, from the CUDA driver."""
+    """The two 128-byte CUtensorMaps (A then B) for cu7 and cu8, from the CUDA driver."""
     import ctypes
 
     from kernlog.errors import NoGpu

@@ -18,7 +18,7 @@
 // instructions per FLOP down >5x; tensor pipe 75-85%; ~500-600 TFLOP/s at 4096^3 (0.75-0.9x
 // cuBLAS). Next: the consumer waits for each wgmma group (wait_group 0) before freeing its stage,
 // and the epilogue writes C from registers with 4-byte stores: wgmma overlap and a TMA store.
-#include "mm_mma.cuh"
+#include "mm_wgmma.cuh"
 
 #define WG_BM 128
 #define WG_BN 128
@@ -30,36 +30,6 @@
 #define WG_THREADS 288                  // warpgroups 0 and 1 compute, warp 8 loads
 // dynamic shared memory: 1024 bytes of alignment slack, the stages, then 2 x WG_STAGES mbarriers
 #define WG_SMEM_BYTES (1024 + WG_STAGES * WG_STAGE_BYTES + 2 * WG_STAGES * 8)
-
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    unsigned done;
-    do {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const void* tmap, unsigned bar, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%3, %4}], [%2];\n"
-                 ::"r"(dst), "l"(tmap), "r"(bar), "r"(c0), "r"(c1) : "memory");
-}
-
-// wgmma shared-memory matrix descriptor: start >> 4 (bits 0-13), leading byte offset >> 4
-// (16-29), stride byte offset >> 4 (32-45), layout 1 = 128-byte swizzle (bits 62-63).
-__device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-    return (unsigned long long)((addr & 0x3FFFFu) >> 4) | ((unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16) |
-           ((unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32) | (1ull << 62);
-}
 
 #define WG_ACC8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
                    "+f"(d[i + 6]), "+f"(d[i + 7])
