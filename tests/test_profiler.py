@@ -1009,3 +1009,40 @@ def test_the_gate_covers_every_declared_dtype_whichever_is_profiled(tmp_path, mo
     kept = gates.load(root, GPU["slug"], "toy")
     assert kept["bf16_wrong"]["passed"] is False and " bf16 random: " in kept["bf16_wrong"]["failure"]
     assert kept["right"]["passed"] is True and {e["by"] for e in kept.values()} == {"profile"}
+
+
+def test_the_target_takes_a_pin_whose_key_differs_only_by_an_objects_address(monkeypatch, tmp_path):
+    """The timing pass's key text for an autotune object over a heuristics object names that
+    object's address in its process; the ncu process's object has another address. The pin is
+    taken all the same (seen: matmul_relu v0_tiled tuned again under ncu, picked another config,
+    and the whole ladder's ncu pass fell back to a process per revision)."""
+    import types
+
+    from kernels.common import tuning
+    from kernlog import registry
+    from kernlog.run import target
+
+    key = (_Unnamed(), 8)
+    launch = lambda inputs, out: tuning.launch_fastest(key, ["a", "b"], lambda c: None, "cpu")  # noqa: E731
+    rev = types.SimpleNamespace(load=lambda: launch)
+    kernel = types.SimpleNamespace(make_inputs=lambda *a: (), make_output=lambda inputs: None, cases=("random",),
+                                   revision=lambda name: rev)
+    monkeypatch.setattr(registry, "load_kernel", lambda root, name: kernel)
+    monkeypatch.setattr(tuning, "PICKED", {})
+    monkeypatch.setattr(tuning, "USED", {})
+    monkeypatch.setattr(tuning, "_PINS", [])
+    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])  # measuring picks "a"
+    elsewhere = picker.ADDRESS.sub(" at 0xdeadbeef", tuning.key_text(key))
+    assert elsewhere != tuning.key_text(key)
+    (tmp_path / "pins.json").write_text(json.dumps({elsewhere: "'b'"}))
+    monkeypatch.setenv(picker.PIN_ENV, str(tmp_path / "pins.json"))
+    target.profile_revisions(str(tmp_path), "k", "8", "fp32", ["v0"])
+    assert tuning.PICKED[key] == "b"
+
+
+def test_address_free_pins_drop_keys_that_clash():
+    pins = picker.AddressFreePins({"<T object at 0x1>|8": "'a'", "<T object at 0x2>|8": "'b'",
+                                   "<U object at 0x3>|8": "'c'", "<U object at 0x4>|8": "'c'", "f|8": "'d'"})
+    assert pins.get("<T object at 0x9>|8") is None  # two picks under one plain key: measured, not guessed
+    assert pins.get("<U object at 0x9>|8") == "'c'" and "<U object at 0x5>|8" in pins
+    assert pins["f|8"] == "'d'" and pins.get("g|8", "none") == "none"

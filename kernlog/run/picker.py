@@ -63,15 +63,51 @@ def strays(pinned: dict | None) -> dict:
     return {k: v for k, v in used_config().items() if plain.get(ADDRESS.sub("", k)) != v}
 
 
+class AddressFreePins(dict):
+    """Pins looked up by key text with object addresses left out (see `strays`): the timing
+    pass's key for an autotune object over a heuristics object names that object's address in
+    its own process, so the ncu process would find no pin under its own text and tune again
+    (seen: matmul_relu v0_tiled picked 256x128 under ncu where its timing pass pinned 128x256,
+    and the whole ladder's ncu pass fell back to a process per revision). Two pins whose keys
+    differ only by an address and whose picks differ are dropped: such a pick is measured, and
+    `strays` stops it."""
+
+    def __init__(self, picks: dict):
+        plain: dict = {}
+        clash = set()
+        for key, value in picks.items():
+            k = ADDRESS.sub("", key)
+            if k in plain and plain[k] != value:
+                clash.add(k)
+            plain[k] = value
+        super().__init__({k: v for k, v in plain.items() if k not in clash})
+
+    def get(self, key, default=None):
+        return super().get(ADDRESS.sub("", key), default)
+
+    def __contains__(self, key) -> bool:
+        return super().__contains__(ADDRESS.sub("", key))
+
+    def __getitem__(self, key):
+        return super().__getitem__(ADDRESS.sub("", key))
+
+
+def take(picks: dict) -> None:
+    """Have the picker look `picks` up as AddressFreePins from its next pick on (where it keeps
+    its pins as kernels/common/tuning.py does: a one-item list, filled on first use). Imported
+    here where no revision has yet: the pins must be in place before the first pick."""
+    mod = registry.picker(load=True)
+    if isinstance(getattr(mod, "_PINS", None), list):
+        mod._PINS[:] = [AddressFreePins(picks)]
+
+
 def pin(picks: dict, path: Path) -> None:
     """From now on take `picks` ({key: pick}, as used_config gave them) instead of measuring,
     through the picker's own PIN_ENV (written to `path`), also where it has read PIN_ENV before:
     the ncu pass runs the configs its timing pass picked."""
     path.write_text(json.dumps(picks))
     os.environ[PIN_ENV] = str(path)
-    mod = registry.picker()
-    if isinstance(getattr(mod, "_PINS", None), list):
-        mod._PINS.clear()  # read again on the next pick
+    take(picks)
 
 
 @contextlib.contextmanager
