@@ -45,9 +45,9 @@ def repo(tmp_path, monkeypatch):
 def steps(trace=None, ncu_calls=None, build=None, time=None):
     ncu_calls = [] if ncu_calls is None else ncu_calls
 
-    def ncu(cmd, report):
-        ncu_calls.append(cmd)
-        return {"dram_bytes": 2e5, "dram_pct": 81.0, "compute_pct": 12.0}
+    def ncu(cmd, report, plan):
+        ncu_calls.append((cmd, plan))
+        return {k: {"dram_bytes": 2e5, "dram_pct": 81.0, "compute_pct": 12.0} for k in plan.positions}
     return lib.Steps(gpu=lambda: GPU, peaks=lambda root, gpu: PEAKS, build=build or (lambda root, t: (lambda: None)),
                      time=time or (lambda fn: [0.2] * 5), trace=lambda fn: fn() or trace or two_op_trace(),
                      ncu=ncu, ncu_path=lambda: "/usr/local/cuda/bin/ncu",
@@ -119,16 +119,20 @@ def test_without_a_gpu_a_fresh_triage_says_so_with_the_command(repo):
 
 def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(repo):
     root, name = repo
-    calls = []
+    calls, said = [], []
     path = lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(ncu_calls=calls),
-                            progress=lambda s: 0)
+                            progress=said.append)
     assert path == root / "profiles" / "fake-gpu" / "triage" / f"{name.replace('_', '-')}-make.json"
     rec = store.load_triage(path)
     assert rec.picked == [GEMM, GELU]  # 70 + 40 of 120 us: 92%; the 10 us split-K reduce left out
-    # by function name inside the profiled call's window; each is its function's first launch there
-    assert [c[c.index("--kernel-name") + 1] for c in calls] == [f"regex:^{GEMM}$",
-                                                                 "regex:^vectorized_elementwise_kernel$"]
-    assert all(c[c.index("--launch-skip") + 1] == "0" and c[-1] == f"{name}:make" for c in calls)
+    # one ncu process for both, by function name inside the profiled call's window
+    ((cmd, plan),) = calls
+    assert cmd[cmd.index("--kernel-name") + 1] == f"regex:^({GEMM}|vectorized_elementwise_kernel)$"
+    assert cmd[cmd.index("--launch-count") + 1] == "2" and "--launch-skip" not in cmd and cmd[-1] == f"{name}:make"
+    assert plan.positions == {GEMM: 0, GELU: 1}
+    assert "ncu: 2 kernels of 2 functions in one process, 2 launches profiled" in said
+    assert rec.ncu["commands"] == [cmd[:cmd.index(sys.executable)]]
+    assert rec.ncu["kernels"] == {k: {"dram_bytes": 2e5, "dram_pct": 81.0, "compute_pct": 12.0} for k in (GEMM, GELU)}
     assert rec.versions == {"torch": "2.13", "ncu": "/usr/local/cuda/bin/ncu"}
     assert rec.total_us == pytest.approx(200.0) and rec.gpu_us == pytest.approx(120.0) and rec.launches == 3
     top = rec.candidates[0]
@@ -140,18 +144,43 @@ def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(rep
     assert lib.triage(root, f"{name}:make", gpu=False)[0].to_dict() == rec.to_dict()  # without a GPU: stored
 
 
-def test_a_failed_ncu_pass_leaves_that_kernel_without_evidence(repo):
+def test_a_kernel_the_ncu_pass_could_not_read_is_left_without_evidence_the_rest_stands(repo):
     root, name = repo
 
-    def ncu(cmd, report):
-        if GEMM in cmd[cmd.index("--kernel-name") + 1]:
-            raise KernlogError("ncu profiled no kernel")
-        return {"dram_bytes": 2e5, "dram_pct": 81.0}
+    def ncu(cmd, report, plan):
+        return {GEMM: {"error": "expected sm90 at matched launch 0, found other"}, GELU: {"dram_pct": 81.0}}
+    s, said = steps(), []
+    s.ncu = ncu
+    rec = store.load_triage(lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), s, progress=said.append))
+    figures = rec.ncu["kernels"]
+    assert figures[GEMM] == {"error": "expected sm90 at matched launch 0, found other"}
+    assert figures[GELU] == {"dram_pct": 81.0}
+    assert [m for m in said if "no evidence" in m] == [f"ncu: no evidence for {GEMM}: expected sm90 at matched "
+                                                       "launch 0, found other"]
+
+
+def test_a_failed_ncu_pass_leaves_every_picked_kernel_without_evidence(repo):
+    root, name = repo
+
+    def ncu(cmd, report, plan):
+        raise KernlogError("ncu exited with 1: boom")
     s = steps()
     s.ncu = ncu
     rec = store.load_triage(lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), s, progress=lambda m: 0))
-    figures = rec.ncu["kernels"]
-    assert figures[GEMM] == {"error": "ncu profiled no kernel"} and figures[GELU]["dram_pct"] == 81.0
+    assert rec.ncu["kernels"] == {k: {"error": "ncu exited with 1: boom"} for k in (GEMM, GELU)}
+    assert len(rec.ncu["commands"]) == 1 and rec.candidates  # the trace's placing stands
+
+
+def test_no_gpu_in_the_ncu_pass_stops_the_triage(repo):
+    root, name = repo
+
+    def ncu(cmd, report, plan):
+        raise NoGpu("ncu may not read the GPU's performance counters")
+    s = steps()
+    s.ncu = ncu
+    with pytest.raises(NoGpu, match="performance counters"):
+        lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), s, progress=lambda m: 0)
+    assert not (root / "profiles").exists()
 
 
 def test_slim_keeps_what_the_parser_reads():
@@ -165,13 +194,19 @@ def test_slim_keeps_what_the_parser_reads():
     assert [r.name for r in parse_chrome_trace(slimmed)] == [GEMM, REDUCE, GELU]
 
 
-def test_ncu_command_matches_the_function_inside_the_profiled_calls_window():
-    cmd = tncu.ncu_command("ncu", "void at::k<4>(float*, int)", 12, Path("/t/r.ncu-rep"), Path("/repo"), "m:f")
-    assert cmd[cmd.index("--kernel-name") + 1] == "regex:^k$"
+def test_ncu_command_matches_the_functions_inside_the_profiled_calls_window():
+    order = ["void at::k<4>(float*, int)", "void a.b<2>(int)", "void at::k<8>(float*, int)"]
+    plan = tncu.plan_ncu(order, ["void at::k<8>(float*, int)", "void a.b<2>(int)"])
+    cmd = tncu.ncu_command("ncu", plan, Path("/t/r.ncu-rep"), Path("/repo"), "m:f")
+    assert cmd[cmd.index("--kernel-name") + 1] == r"regex:^(a\.b|k)$"  # sorted, escaped, matched whole
     assert cmd[cmd.index("--kernel-name-base") + 1] == "function"
     assert cmd[cmd.index("--profile-from-start") + 1] == "off" and "--nvtx" not in cmd  # a process-wide window
-    assert cmd[cmd.index("--launch-skip") + 1] == "12" and cmd[cmd.index("--launch-count") + 1] == "1"
-    assert cmd[-5:] == ["-m", "kernlog.capture.triage", "--launch", "/repo", "m:f"]
+    assert "--launch-skip" not in cmd and cmd[cmd.index("--launch-count") + 1] == "3"
+    for flag, value in [("--cache-control", "all"), ("--clock-control", "none"), ("--import-source", "no"),
+                        ("--target-processes", "all"), ("--export", "/t/r.ncu-rep")]:
+        assert cmd[cmd.index(flag) + 1] == value
+    assert [cmd[i + 1] for i, c in enumerate(cmd) if c == "--section"] == list(tncu.TRIAGE_SECTIONS)
+    assert cmd[-6:] == [sys.executable, "-m", "kernlog.capture.triage", "--launch", "/repo", "m:f"]
 
 
 @pytest.mark.parametrize("cupti, function", [
@@ -192,11 +227,70 @@ def test_a_cupti_kernel_name_gives_ncus_function_name(cupti, function):
     assert tncu.function_name(cupti) == function
 
 
-def test_the_skip_counts_the_same_functions_launches_before_the_kernels_first():
-    a = "void at::native::elementwise_kernel<128, 2, A>(int, A)"
-    b = "void at::native::elementwise_kernel<128, 4, B>(int, B)"
-    order = [a, "gemm", a, b, a, b]
-    assert tncu.skip_before(order, b) == 2 and tncu.skip_before(order, a) == 0 and tncu.skip_before(order, "gemm") == 0
+EW_A = "void at::native::elementwise_kernel<128, 2, A>(int, A)"
+EW_B = "void at::native::elementwise_kernel<128, 4, B>(int, B)"
+SOFTMAX = "void at::native::(anonymous namespace)::cunn_SoftMaxForwardReg<float, 4>(float*, float const*, long)"
+ORDER = [SOFTMAX, EW_A, "gemm", "void other_kernel<1>(int)", EW_A, "gemm", EW_B, EW_A, EW_B, "gemm", "late"]
+
+
+def test_the_plan_positions_each_kernel_by_its_first_launch_among_the_matched_ones():
+    plan = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A])
+    assert plan.functions == ("elementwise_kernel", "gemm") and plan.regex == "^(elementwise_kernel|gemm)$"
+    # matched launches: EW_A gemm EW_A gemm EW_B EW_A EW_B gemm (softmax, other_kernel and late are not)
+    assert plan.positions == {"gemm": 1, EW_B: 4, EW_A: 0}
+    assert plan.launch_count == 5  # stops at EW_B's first launch: the later matched ones are not profiled
+    plan = tncu.plan_ncu(ORDER, [SOFTMAX, "late"])
+    assert plan.regex == "^(cunn_SoftMaxForwardReg|late)$" and plan.positions == {SOFTMAX: 0, "late": 1}
+    assert plan.launch_count == 2
+    assert tncu.plan_ncu(ORDER, [EW_A]).launch_count == 1
+    with pytest.raises(KernlogError, match="not launched"):
+        tncu.plan_ncu(ORDER, ["absent"])
+
+
+class FakeMetric:
+    def __init__(self, value):
+        self._value = value
+
+    def value(self):
+        return self._value
+
+
+class FakeAction:
+    """What ncu.summarize reads of a report's action: its function name and a few metrics."""
+    def __init__(self, name, duration_ns, dram_pct):
+        self._name = name
+        self._metrics = {"gpu__time_duration.sum": duration_ns,
+                         "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": dram_pct}
+
+    def name(self):
+        return self._name
+
+    def metric_by_name(self, name):
+        return FakeMetric(self._metrics[name]) if name in self._metrics else None
+
+    def metric_names(self):
+        return list(self._metrics)
+
+
+def test_reading_takes_each_kernels_figures_from_the_action_at_its_position():
+    plan = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A])
+    names = ["elementwise_kernel", "gemm", "elementwise_kernel", "gemm", "elementwise_kernel"]
+    actions = [FakeAction(n, 1000.0 * (i + 1), 10.0 * (i + 1)) for i, n in enumerate(names)]
+    figures = tncu.figures_by_kernel(actions, plan)
+    assert {k: (f["duration_us"], f["dram_pct"]) for k, f in figures.items()} == {
+        "gemm": (pytest.approx(2.0), 20.0), EW_B: (pytest.approx(5.0), 50.0), EW_A: (pytest.approx(1.0), 10.0)}
+
+
+def test_a_name_mismatch_or_a_missing_action_is_that_kernels_error_only():
+    plan = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A])
+    names = ["elementwise_kernel", "elementwise_kernel", "elementwise_kernel", "gemm", "elementwise_kernel"]
+    figures = tncu.figures_by_kernel([FakeAction(n, 1000.0, 10.0) for n in names], plan)
+    assert figures["gemm"] == {"error": "expected gemm at matched launch 1, found elementwise_kernel"}
+    assert figures[EW_A]["dram_pct"] == 10.0 and figures[EW_B]["dram_pct"] == 10.0
+    figures = tncu.figures_by_kernel([FakeAction(n, 1000.0, 10.0) for n in names[:3]], plan)
+    assert figures[EW_B] == {"error": "expected elementwise_kernel at matched launch 4, but ncu profiled only 3 "
+                                      "launches"}
+    assert "error" not in figures[EW_A] and "error" in figures["gemm"]
 
 
 def test_the_ncu_report_names_the_function_as_the_cupti_name_gives_it(tmp_path):
@@ -396,11 +490,12 @@ def test_a_stored_triage_gets_its_page_linked_from_the_front_page_and_check_gate
 def test_a_report_ncu_wrote_reads_into_the_evidence_kept():
     """The ncu pass's own reader on a real H100 report (a fake ncu step skipped it: the reader
     once called a function the store rebuild had moved, and only the GPU found out)."""
-    from kernlog.capture.triage_ncu import read_figures
+    from kernlog.capture.triage_ncu import plan_ncu, read_figures
 
     from .helpers import FULL_REP
 
-    figures = read_figures(FULL_REP)  # a softmax of 8192 x 4096 fp32: 2 x 134 MB moved
+    # a Triton softmax of 8192 x 4096 fp32 (one action): 2 x 134 MB moved
+    (figures,) = read_figures(FULL_REP, plan_ncu(["sm_kernel"], ["sm_kernel"])).values()
     assert set(figures) == {"dram_bytes", "dram_pct", "compute_pct", "duration_us", "occupancy_pct",
                             "occupancy_limiter"}
     # read once, written once (part of the write still in L2 when the kernel ends)
@@ -445,13 +540,15 @@ def test_a_stored_triage_is_not_taken_for_a_kernels_profile(repo):
     assert list(iter_profiles(root)) == []
 
 
-def test_an_ncu_pass_that_matched_nothing_says_which_function_and_skip(monkeypatch):
+def test_an_ncu_pass_that_profiled_nothing_gives_every_kernel_an_error_naming_the_functions(monkeypatch):
     from kernlog.capture import profiler
     from kernlog.capture.ncurun import ncu_outcome
 
     def nothing(cmd, timeout, env=None):
         ncu_outcome(0, "==WARNING== No kernels were profiled.")  # what ncu prints, as run_ncu reads it
     monkeypatch.setattr(profiler, "run_ncu", nothing)
-    cmd = tncu.ncu_command("ncu", "void at::k<4>(float*, int)", 3, Path("/t/r.ncu-rep"), Path("/repo"), "m:f")
-    with pytest.raises(KernlogError, match=r"no launch of \^k\$ after skipping 3 inside the profiled call"):
-        tncu.run_ncu(cmd, Path("/t/r.ncu-rep"))
+    plan = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A])
+    cmd = tncu.ncu_command("ncu", plan, Path("/t/r.ncu-rep"), Path("/repo"), "m:f")
+    said = ("ncu profiled nothing: no launch of elementwise_kernel, gemm inside the profiled call "
+            "(between cudaProfilerStart and Stop)")
+    assert tncu.run_ncu(cmd, Path("/t/r.ncu-rep"), plan) == {k: {"error": said} for k in ("gemm", EW_B, EW_A)}

@@ -5,9 +5,9 @@ returns a zero-argument callable), or a kernlog kernel of many kernels, NAME[/RE
 (default: its `torch` revision at its profile shape and first dtype).
 
 On a GPU: time the callable, take a CUPTI trace of one warm call (kernlog.capture.trace),
-profile the kernels covering 90% of the GPU time under ncu (one process each, the kernel's
-function name as the filter inside the profiled call; kernlog.capture.triage_ncu), judge
-(kernlog.judge.triage) and store
+profile the kernels covering 90% of the GPU time under ncu (one process for all of them, their
+function names as the filter inside the profiled call, each kernel read from the report by the
+position of its first launch; kernlog.capture.triage_ncu), judge (kernlog.judge.triage) and store
 (kernlog.store.triages). Without one: the stored triages, or one line saying none is stored.
 Every GPU step is injectable (`Steps`), so the flow is tested on the CPU with fakes.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kernlog.capture import provenance
 from kernlog.capture.trace import group_times, parse_chrome_trace, slim, take_trace
-from kernlog.capture.triage_ncu import ncu_command, run_ncu, skip_before
+from kernlog.capture.triage_ncu import NcuPlan, ncu_command, plan_ncu, run_ncu
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.judge import triage as judge
 from kernlog.registry import load_kernel
@@ -185,7 +185,7 @@ class Steps:
     build: Callable[[Path, Target], Callable] = build_callable
     time: Callable[[Callable], list[float]] = time_samples
     trace: Callable[[Callable], dict] = trace_in_tmp
-    ncu: Callable[[list[str], Path], dict] | None = run_ncu
+    ncu: Callable[[list[str], Path, NcuPlan], dict] | None = run_ncu  # figures by kernel name
     ncu_path: Callable[[], str | None] = provenance.find_ncu
     versions: Callable[[str | None], dict] = provenance.versions  # given ncu's path
 
@@ -220,21 +220,26 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
     figures: dict = {}
     commands = []
     ncu = steps.ncu_path() if steps.ncu is not None else None
-    if ncu:
+    if ncu and picked:
+        plan = plan_ncu(order, picked)
+        progress(f"ncu: {len(picked)} kernels of {len(plan.functions)} functions in one process, "
+                 f"{plan.launch_count} launches profiled")
         with tempfile.TemporaryDirectory(prefix="kernlog-triage-") as tmp:
-            for i, name in enumerate(picked, 1):
-                progress(f"ncu [{i}/{len(picked)}]: {name[:80]}")
-                report = Path(tmp) / f"k{i}.ncu-rep"
-                cmd = ncu_command(ncu, name, skip_before(order, name), report, root, target.text)
-                commands.append(cmd[:cmd.index(sys.executable)])
-                try:
-                    figures[name] = steps.ncu(cmd, report)
-                except NoGpu:
-                    raise
-                except KernlogError as exc:  # one kernel's ncu pass: its evidence is missing, the rest stands
-                    progress(f"ncu [{i}/{len(picked)}] failed, no evidence for it: {exc}")
-                    figures[name] = {"error": str(exc)}
-    else:
+            report = Path(tmp) / "triage.ncu-rep"
+            cmd = ncu_command(ncu, plan, report, root, target.text)
+            commands.append(cmd[:cmd.index(sys.executable)])
+            try:
+                figures = steps.ncu(cmd, report, plan)
+            except NoGpu:
+                raise
+            except KernlogError as exc:  # the whole pass: no kernel has evidence, the trace's placing stands
+                progress(f"ncu failed, no evidence for the picked kernels: {exc}")
+                figures = {name: {"error": str(exc)} for name in picked}
+            else:
+                for name, fig in figures.items():
+                    if "error" in fig:  # that kernel's evidence is missing, the rest stands
+                        progress(f"ncu: no evidence for {name[:80]}: {fig['error']}")
+    elif not ncu:
         progress("ncu not found: the kernels are placed at their minimum bytes only, without ncu evidence")
     total_us = max(statistics.median(samples) * 1e3 if samples else 0.0, gpu_us)
     record = store.TriageRecord(

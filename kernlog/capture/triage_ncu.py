@@ -1,9 +1,11 @@
-"""triage's ncu pass: one launch of one kernel of TARGET's profiled call, matched by the
-function name ncu gives it, and the figures kept from its report."""
+"""triage's ncu pass: one ncu process over every picked kernel of TARGET's profiled call,
+matched by the function names ncu gives them, each kernel's figures read from the report's
+action at the position of its first launch among the matched launches."""
 from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernlog import metrics
@@ -44,23 +46,45 @@ def function_name(kernel_name: str) -> str:
     return name.rsplit(" ", 1)[-1]
 
 
-def skip_before(names: list[str], kernel_name: str) -> int:
-    """Launches of `kernel_name`'s function (any instantiation) before its first own launch in
-    one call's launch order `names`: what ncu skips inside the range to reach it."""
-    fn = function_name(kernel_name)
-    first = names.index(kernel_name)
-    return sum(1 for n in names[:first] if function_name(n) == fn)
+@dataclass(frozen=True)
+class NcuPlan:
+    """One ncu run over the picked kernels of one call: the function names it matches (sorted),
+    how many matched launches it profiles, and each picked kernel's position among them (its
+    first launch in the call)."""
+    functions: tuple[str, ...]
+    launch_count: int
+    positions: dict[str, int]
+
+    @property
+    def regex(self) -> str:
+        """The functions matched whole: ^(f1|f2|...)$, each escaped."""
+        return "^(" + "|".join(_REGEX_SPECIAL.sub(r"\\\1", f) for f in self.functions) + ")$"
 
 
-def ncu_command(ncu: str, kernel_name: str, skip: int, report: Path, root: Path, target: str,
+def plan_ncu(order: list[str], picked: list[str]) -> NcuPlan:
+    """The ncu run profiling each of `picked` once, from one call's launch order `order`
+    (kernel names by GPU start): every launch of a picked kernel's function (any instantiation)
+    matches, so a kernel's position is its first launch's index among those; ncu stops after
+    the last position needed."""
+    if not picked:
+        raise KernlogError("no kernel picked: nothing for ncu to profile")
+    functions = tuple(sorted({function_name(k) for k in picked}))
+    matched = [n for n in order if function_name(n) in functions]
+    missing = [k for k in picked if k not in matched]
+    if missing:
+        raise KernlogError(f"{missing[0][:80]} is not launched in the call's launch order")
+    positions = {k: matched.index(k) for k in picked}
+    return NcuPlan(functions, max(positions.values()) + 1, positions)
+
+
+def ncu_command(ncu: str, plan: NcuPlan, report: Path, root: Path, target: str,
                 sections: tuple[str, ...] = TRIAGE_SECTIONS) -> list[str]:
-    """One ncu process profiling one launch of `kernel_name` in the call of TARGET that runs
-    between cudaProfilerStart and Stop (after warm calls outside): its function name matched whole,
-    the `skip` launches of the same function before it in the call skipped."""
-    whole = "^" + _REGEX_SPECIAL.sub(r"\\\1", function_name(kernel_name)) + "$"
+    """One ncu process profiling the first `plan.launch_count` launches of the plan's functions
+    (matched whole) in the call of TARGET that runs between cudaProfilerStart and Stop (after
+    warm calls outside)."""
     cmd = [ncu, "--target-processes", "all", *WINDOW,
-           "--kernel-name-base", "function", "--kernel-name", f"regex:{whole}",
-           "--launch-skip", str(skip), "--launch-count", "1",
+           "--kernel-name-base", "function", "--kernel-name", f"regex:{plan.regex}",
+           "--launch-count", str(plan.launch_count),
            "--clock-control", "none", "--cache-control", "all", "--import-source", "no", "--export", str(report)]
     for s in sections:
         cmd += ["--section", s]
@@ -76,20 +100,40 @@ def ncu_figures(values: dict, facts: dict) -> dict:
             "occupancy_pct": values.get("achieved_occupancy_pct"), "occupancy_limiter": facts.get("occupancy_limiter")}
 
 
-def run_ncu(cmd: list[str], report: Path) -> dict:
-    """GPU only: run one ncu command and read its report into ncu_figures."""
+def nothing_profiled(plan: NcuPlan) -> dict:
+    """Every picked kernel's error where ncu matched no launch inside the window."""
+    said = (f"ncu profiled nothing: no launch of {', '.join(plan.functions)} inside the profiled call "
+            "(between cudaProfilerStart and Stop)")
+    return {k: {"error": said} for k in plan.positions}
+
+
+def figures_by_kernel(actions: list, plan: NcuPlan) -> dict:
+    """Each picked kernel's ncu_figures from the action at its position (the report's actions
+    in launch order); an error for a kernel whose position holds no action or another function."""
+    out = {}
+    for kernel, i in plan.positions.items():
+        want = function_name(kernel)
+        if i >= len(actions):
+            out[kernel] = {"error": f"expected {want} at matched launch {i}, but ncu profiled only "
+                                    f"{len(actions)} launches"}
+        elif actions[i].name() != want:
+            out[kernel] = {"error": f"expected {want} at matched launch {i}, found {actions[i].name()}"}
+        else:
+            out[kernel] = ncu_figures(*ncu.summarize([actions[i]]))
+    return out
+
+
+def run_ncu(cmd: list[str], report: Path, plan: NcuPlan) -> dict:
+    """GPU only: run the one ncu command and read its report: figures (or an error) by kernel name."""
     from kernlog.capture.profiler import run_ncu as run
 
     try:
         run(cmd, NCU_TIMEOUT_S)
     except NothingProfiled:
-        name = cmd[cmd.index("--kernel-name") + 1].removeprefix("regex:")
-        skip = cmd[cmd.index("--launch-skip") + 1]
-        raise KernlogError(f"ncu found no launch of {name} after skipping {skip} inside the profiled call "
-                           "(between cudaProfilerStart and Stop)") from None
-    return read_figures(report)
+        return nothing_profiled(plan)
+    return read_figures(report, plan)
 
 
-def read_figures(report: Path) -> dict:
-    """ncu_figures of a stored report (its main kernel's)."""
-    return ncu_figures(*ncu.summarize(ncu.read_report(report)))
+def read_figures(report: Path, plan: NcuPlan) -> dict:
+    """figures_by_kernel of a report ncu wrote."""
+    return figures_by_kernel(ncu.read_report(report), plan)
