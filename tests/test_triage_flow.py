@@ -247,6 +247,31 @@ def test_the_plan_positions_each_kernel_by_its_first_launch_among_the_matched_on
         tncu.plan_ncu(ORDER, ["absent"])
 
 
+def test_over_the_launch_budget_the_kernel_saving_most_launches_per_microsecond_is_left_out():
+    """A dense function (elementwise, launched all through a training step) makes every launch up
+    to the last needed one count; over the budget, the kernels whose leaving saves the most
+    launches per microsecond of GPU time are left out, until the run fits."""
+    ew = "void at::native::elementwise_kernel<4, F>(int, F)"
+    order = ["gemm_fwd"] + [ew] * 300 + ["big_gemm", "small_late"]
+    picked = ["gemm_fwd", ew, "big_gemm", "small_late"]
+    # the elementwise kernel holds 50 us: leaving it saves 300 launches, 6 a microsecond; the rest fit then
+    plan = tncu.plan_ncu(order, picked, {"gemm_fwd": 100.0, ew: 50.0, "big_gemm": 500.0, "small_late": 1.0},
+                         budget=10)
+    assert plan.positions == {"gemm_fwd": 0, "big_gemm": 1, "small_late": 2} and plan.launch_count == 3
+    assert set(plan.left_out) == {ew} and "over 10 launches" in plan.left_out[ew] and "elementwise" not in plan.regex
+    # holding 5000 us it stays: small_late goes first (1 launch for 1 us), then big_gemm (300 for 500 us)
+    us = {"gemm_fwd": 100.0, ew: 5000.0, "big_gemm": 500.0, "small_late": 1.0}
+    plan = tncu.plan_ncu(order, picked, us, budget=10)
+    assert plan.positions == {"gemm_fwd": 0, ew: 1} and plan.launch_count == 2
+    assert set(plan.left_out) == {"big_gemm", "small_late"} and "big_gemm" not in plan.regex
+    # within the budget nothing is left out; the report's reading names the left-out kernels' reason
+    assert tncu.plan_ncu(order, ["gemm_fwd", "big_gemm"], us, budget=10).left_out == {}
+    figures = tncu.figures_by_kernel([], plan)
+    assert set(figures) == set(picked) and "over 10 launches" in figures["big_gemm"]["error"]
+    assert "only 0 launches" in figures[ew]["error"]
+    assert "over 10 launches" in tncu.nothing_profiled(plan)["small_late"]["error"]
+
+
 class FakeMetric:
     def __init__(self, value):
         self._value = value

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from kernlog.capture import provenance
 from kernlog.capture.trace import group_times, parse_chrome_trace, slim, take_trace
-from kernlog.capture.triage_ncu import NcuPlan, ncu_command, plan_ncu, run_ncu
+from kernlog.capture.triage_ncu import MAX_LAUNCHES, NcuPlan, ncu_command, plan_ncu, run_ncu
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.judge import triage as judge
 from kernlog.registry import load_kernel
@@ -221,9 +221,14 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
     commands = []
     ncu = steps.ncu_path() if steps.ncu is not None else None
     if ncu and picked:
-        plan = plan_ncu(order, picked)
-        progress(f"ncu: {len(picked)} kernels of {len(plan.functions)} functions in one process, "
-                 f"{plan.launch_count} launches profiled")
+        us: dict[str, float] = {}
+        for r in rows:
+            us[r.name] = us.get(r.name, 0.0) + r.us
+        plan = plan_ncu(order, picked, us)
+        progress(f"ncu: {len(plan.positions)} kernels of {len(plan.functions)} functions in one process, "
+                 f"{plan.launch_count} launches profiled"
+                 + (f"; {len(plan.left_out)} picked kernels left out (over {MAX_LAUNCHES} launches)"
+                    if plan.left_out else ""))
         with tempfile.TemporaryDirectory(prefix="kernlog-triage-") as tmp:
             report = Path(tmp) / "triage.ncu-rep"
             cmd = ncu_command(ncu, plan, report, root, target.text)

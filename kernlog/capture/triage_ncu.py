@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernlog import metrics
 from kernlog.capture import ncu
 from kernlog.capture.ncurun import NothingProfiled
 from kernlog.errors import KernlogError
@@ -21,6 +20,12 @@ _REGEX_SPECIAL = re.compile(r"([.^$|?*+()\[\]{}\\])")
 # kernels from its own thread)
 WINDOW = ["--profile-from-start", "off"]
 TRIAGE_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")  # what ncu_figures reads, no more
+TRIAGE_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")  # ncu_figures' DRAM bytes: no other extra
+# Launches one triage's ncu pass profiles at most. Every launch of a matched function up to the last
+# one needed is profiled (about 0.3 s each on the H100 with the sections above): a GPT-2 small
+# training step needed 865, a bf16 forward 231, and both ran past their time; resnet50's 262 took
+# most of its 131 s.
+MAX_LAUNCHES = 250
 
 
 def _strip_group(text: str, open_: str, close: str) -> str:
@@ -49,11 +54,13 @@ def function_name(kernel_name: str) -> str:
 @dataclass(frozen=True)
 class NcuPlan:
     """One ncu run over the picked kernels of one call: the function names it matches (sorted),
-    how many matched launches it profiles, and each picked kernel's position among them (its
-    first launch in the call)."""
+    how many matched launches it profiles, each profiled kernel's position among them (its
+    first launch in the call), and the picked kernels left out to keep within the launch budget,
+    with why."""
     functions: tuple[str, ...]
     launch_count: int
     positions: dict[str, int]
+    left_out: dict[str, str] = field(default_factory=dict)
 
     @property
     def regex(self) -> str:
@@ -61,13 +68,7 @@ class NcuPlan:
         return "^(" + "|".join(_REGEX_SPECIAL.sub(r"\\\1", f) for f in self.functions) + ")$"
 
 
-def plan_ncu(order: list[str], picked: list[str]) -> NcuPlan:
-    """The ncu run profiling each of `picked` once, from one call's launch order `order`
-    (kernel names by GPU start): every launch of a picked kernel's function (any instantiation)
-    matches, so a kernel's position is its first launch's index among those; ncu stops after
-    the last position needed."""
-    if not picked:
-        raise KernlogError("no kernel picked: nothing for ncu to profile")
+def _plan(order: list[str], picked: list[str]) -> NcuPlan:
     functions = tuple(sorted({function_name(k) for k in picked}))
     matched = [n for n in order if function_name(n) in functions]
     missing = [k for k in picked if k not in matched]
@@ -75,6 +76,30 @@ def plan_ncu(order: list[str], picked: list[str]) -> NcuPlan:
         raise KernlogError(f"{missing[0][:80]} is not launched in the call's launch order")
     positions = {k: matched.index(k) for k in picked}
     return NcuPlan(functions, max(positions.values()) + 1, positions)
+
+
+def plan_ncu(order: list[str], picked: list[str], us: dict[str, float] | None = None,
+             budget: int = MAX_LAUNCHES) -> NcuPlan:
+    """The ncu run profiling each of `picked` once, from one call's launch order `order`
+    (kernel names by GPU start): every launch of a picked kernel's function (any instantiation)
+    matches, so a kernel's position is its first launch's index among those; ncu stops after
+    the last position needed. Over `budget` launches, picked kernels are left out one at a time,
+    each time the one whose leaving saves the most launches per microsecond of GPU time it
+    holds (`us`, by kernel), until the run fits; a left-out kernel is placed without ncu evidence."""
+    if not picked:
+        raise KernlogError("no kernel picked: nothing for ncu to profile")
+    us = us or {}
+    keep = list(picked)
+    plan = _plan(order, keep)
+    while plan.launch_count > budget and len(keep) > 1:
+        def gain(k: str) -> float:
+            saved = plan.launch_count - _plan(order, [x for x in keep if x != k]).launch_count
+            return saved / max(us.get(k, 0.0), 1e-6)
+        keep.remove(max(keep, key=gain))
+        plan = _plan(order, keep)
+    why = (f"not profiled: ncu would have profiled over {budget} launches (every launch of a picked function up to "
+           "the last one needed); the kernels that saved the most launches per microsecond of GPU time were left out")
+    return NcuPlan(plan.functions, plan.launch_count, plan.positions, {k: why for k in picked if k not in keep})
 
 
 def ncu_command(ncu: str, plan: NcuPlan, report: Path, root: Path, target: str,
@@ -88,7 +113,7 @@ def ncu_command(ncu: str, plan: NcuPlan, report: Path, root: Path, target: str,
            "--clock-control", "none", "--cache-control", "all", "--import-source", "no", "--export", str(report)]
     for s in sections:
         cmd += ["--section", s]
-    return cmd + ["--metrics", ",".join(metrics.EXTRA_METRICS),
+    return cmd + ["--metrics", ",".join(TRIAGE_METRICS),
                   sys.executable, "-m", "kernlog.capture.triage", "--launch", str(root), target]
 
 
@@ -104,7 +129,7 @@ def nothing_profiled(plan: NcuPlan) -> dict:
     """Every picked kernel's error where ncu matched no launch inside the window."""
     said = (f"ncu profiled nothing: no launch of {', '.join(plan.functions)} inside the profiled call "
             "(between cudaProfilerStart and Stop)")
-    return {k: {"error": said} for k in plan.positions}
+    return {k: {"error": said} for k in plan.positions} | {k: {"error": why} for k, why in plan.left_out.items()}
 
 
 def figures_by_kernel(actions: list, plan: NcuPlan) -> dict:
@@ -120,7 +145,7 @@ def figures_by_kernel(actions: list, plan: NcuPlan) -> dict:
             out[kernel] = {"error": f"expected {want} at matched launch {i}, found {actions[i].name()}"}
         else:
             out[kernel] = ncu_figures(*ncu.summarize([actions[i]]))
-    return out
+    return out | {k: {"error": why} for k, why in plan.left_out.items()}
 
 
 def run_ncu(cmd: list[str], report: Path, plan: NcuPlan) -> dict:
