@@ -120,7 +120,11 @@ def test_without_a_gpu_a_fresh_triage_says_so_with_the_command(repo):
 def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(repo):
     root, name = repo
     calls, said = [], []
-    path = lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(ncu_calls=calls),
+    trace = two_op_trace()
+    for e in trace["traceEvents"]:  # the GEMM's launch as CUPTI records it: the plan checks the report against it
+        if e.get("cat") == "kernel" and e["name"] == GEMM:
+            e["args"].update(grid=[4, 8, 1], block=[128, 1, 1])
+    path = lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), steps(trace=trace, ncu_calls=calls),
                             progress=said.append)
     assert path == root / "profiles" / "fake-gpu" / "triage" / f"{name.replace('_', '-')}-make.json"
     rec = store.load_triage(path)
@@ -129,7 +133,7 @@ def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(rep
     ((cmd, plan),) = calls
     assert cmd[cmd.index("--kernel-name") + 1] == f"regex:^({GEMM}|vectorized_elementwise_kernel)$"
     assert cmd[cmd.index("--launch-count") + 1] == "2" and "--launch-skip" not in cmd and cmd[-1] == f"{name}:make"
-    assert plan.positions == {GEMM: 0, GELU: 1}
+    assert plan.positions == {GEMM: 0, GELU: 1} and plan.geometry == {GEMM: (32, 128)}
     assert "ncu: 2 kernels of 2 functions in one process, 2 launches profiled" in said
     assert rec.ncu["commands"] == [cmd[:cmd.index(sys.executable)]]
     assert rec.ncu["kernels"] == {k: {"dram_bytes": 2e5, "dram_pct": 81.0, "compute_pct": 12.0} for k in (GEMM, GELU)}
@@ -140,7 +144,7 @@ def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(rep
     assert top["speedup"] == pytest.approx(200.0 / (200.0 - top["saved_us"]))
     assert top["evidence"]["group"]["ncu"][GEMM]["dram_pct"] == 81.0
     assert rec.trace == path.name.replace(".json", ".trace.json.gz")
-    assert store.load_trace(root, rec) == slim(two_op_trace())
+    assert store.load_trace(root, rec) == slim(trace)
     assert lib.triage(root, f"{name}:make", gpu=False)[0].to_dict() == rec.to_dict()  # without a GPU: stored
 
 
@@ -316,6 +320,48 @@ def test_a_name_mismatch_or_a_missing_action_is_that_kernels_error_only():
     assert figures[EW_B] == {"error": "expected elementwise_kernel at matched launch 4, but ncu profiled only 3 "
                                       "launches"}
     assert "error" not in figures[EW_A] and "error" in figures["gemm"]
+
+
+class SizedAction(FakeAction):
+    def __init__(self, name, blocks, threads):
+        super().__init__(name, 1000.0, 10.0)
+        if blocks is not None:
+            self._metrics.update({"launch__grid_size": blocks, "launch__block_size": threads})
+
+
+def test_an_action_whose_launch_differs_from_the_traced_one_is_that_kernels_error():
+    """Two instantiations of one function that swap places between the traced and the profiled
+    call match by name; their grids do not: the trace's (blocks, threads) of each kernel's first
+    launch must be the action's."""
+    geometry = {"gemm": (132, 384), EW_A: (1024, 128), EW_B: (64, 256)}
+    plan = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A], geometry=geometry)
+    assert plan.geometry == geometry
+    ew = "elementwise_kernel"
+    ok = [SizedAction(ew, 1024, 128), SizedAction("gemm", 132, 384), SizedAction(ew, 1, 1), SizedAction("gemm", 1, 1),
+          SizedAction(ew, 64, 256)]
+    assert not any("error" in f for f in tncu.figures_by_kernel(ok, plan).values())
+    swapped = [SizedAction(ew, 64, 256)] + ok[1:4] + [SizedAction(ew, 1024, 128)]
+    figures = tncu.figures_by_kernel(swapped, plan)
+    assert figures[EW_A]["error"] == ("expected elementwise_kernel at matched launch 0 with 1024 blocks of 128 "
+                                      "threads, found 64 blocks of 256 threads: the profiled call launched in "
+                                      "another order than the traced one")
+    assert "another order" in figures[EW_B]["error"] and "error" not in figures["gemm"]
+    # a report without the launch figures, or a kernel the trace gave no grid: no judgement, the figures stand
+    unsized = [SizedAction(a.name(), None, None) for a in swapped]
+    assert not any("error" in f for f in tncu.figures_by_kernel(unsized, plan).values())
+    bare = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A], geometry={"gemm": (132, 384)})
+    assert set(bare.geometry) == {"gemm"} and "error" not in tncu.figures_by_kernel(swapped, bare)[EW_A]
+
+
+def test_the_trace_gives_each_launch_its_grid_and_block():
+    trace = two_op_trace()
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "kernel" and e["name"] == GEMM:
+            e["args"].update(grid=[33, 4, 1], block=[384, 1, 1])
+    rows = parse_chrome_trace(slim(trace))
+    gemm = next(r for r in rows if r.name == GEMM)
+    assert (gemm.grid, gemm.block) == ((33, 4, 1), (384, 1, 1))
+    assert next(r for r in rows if r.name == GELU).grid == ()  # not recorded: no geometry to check
 
 
 def test_the_ncu_report_names_the_function_as_the_cupti_name_gives_it(tmp_path):

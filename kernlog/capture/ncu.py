@@ -21,6 +21,11 @@ def _value(action, name):
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
+def metric_value(action, name: str) -> float | None:
+    """One metric of one action (a profiled launch): its number, or None where not collected."""
+    return _value(action, name)
+
+
 def _sum(actions, names):
     total = None
     for action in actions:

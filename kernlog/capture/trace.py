@@ -41,6 +41,8 @@ class KernelRow:
     concrete: tuple[str, ...] = ()  # its "Concrete Inputs": scalars and lists as text ("[2, 2]"), "" for tensors
     module: str = ""  # the innermost nn.Module, e.g. "Linear_0"
     modules: tuple[str, ...] = ()  # outermost first
+    grid: tuple[int, ...] = ()  # the launch's grid and block, as CUPTI records them (() where it does not)
+    block: tuple[int, ...] = ()
 
 
 def _module_name(event: dict) -> str | None:
@@ -103,8 +105,16 @@ def parse_chrome_trace(trace: dict | list) -> list[KernelRow]:
             op=inner["name"] if inner else "", top_op=cpu[0]["name"] if cpu else "",
             call=call_of[id(inner)] if inner else -1, inputs=_inputs(inner.get("args") or {}) if inner else (),
             concrete=tuple(str(c) for c in (inner.get("args") or {}).get("Concrete Inputs") or ()) if inner else (),
-            module=mods[-1] if mods else "", modules=mods))
+            module=mods[-1] if mods else "", modules=mods, grid=_dims((k.get("args") or {}).get("grid")),
+            block=_dims((k.get("args") or {}).get("block"))))
     return rows
+
+
+def _dims(value) -> tuple[int, ...]:
+    """A CUPTI grid or block ([x, y, z]) as a tuple of ints; () where absent or not one."""
+    if isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+        return tuple(value)
+    return ()
 
 
 def slim(trace: dict) -> dict:

@@ -17,6 +17,7 @@ twice warm, then once between cudaProfilerStart and Stop (the call ncu profiles)
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import shutil
 import statistics
@@ -222,9 +223,12 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
     ncu = steps.ncu_path() if steps.ncu is not None else None
     if ncu and picked:
         us: dict[str, float] = {}
-        for r in rows:
+        geometry: dict[str, tuple[int, int]] = {}
+        for r in sorted(rows, key=lambda r: r.start_us):
             us[r.name] = us.get(r.name, 0.0) + r.us
-        plan = plan_ncu(order, picked, us)
+            if r.grid and r.block and r.name not in geometry:  # its first launch's, as the plan positions it
+                geometry[r.name] = (math.prod(r.grid), math.prod(r.block))
+        plan = plan_ncu(order, picked, us, geometry=geometry)
         progress(f"ncu: {len(plan.positions)} kernels of {len(plan.functions)} functions in one process, "
                  f"{plan.launch_count} launches profiled"
                  + (f"; {len(plan.left_out)} picked kernels left out (over {MAX_LAUNCHES} launches)"

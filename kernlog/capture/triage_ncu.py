@@ -55,12 +55,14 @@ def function_name(kernel_name: str) -> str:
 class NcuPlan:
     """One ncu run over the picked kernels of one call: the function names it matches (sorted),
     how many matched launches it profiles, each profiled kernel's position among them (its
-    first launch in the call), and the picked kernels left out to keep within the launch budget,
-    with why."""
+    first launch in the call), the picked kernels left out to keep within the launch budget,
+    with why, and the (blocks, threads a block) the trace recorded for each kernel's first launch,
+    which the action at its position must show."""
     functions: tuple[str, ...]
     launch_count: int
     positions: dict[str, int]
     left_out: dict[str, str] = field(default_factory=dict)
+    geometry: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def regex(self) -> str:
@@ -79,13 +81,14 @@ def _plan(order: list[str], picked: list[str]) -> NcuPlan:
 
 
 def plan_ncu(order: list[str], picked: list[str], us: dict[str, float] | None = None,
-             budget: int = MAX_LAUNCHES) -> NcuPlan:
+             budget: int = MAX_LAUNCHES, geometry: dict[str, tuple[int, int]] | None = None) -> NcuPlan:
     """The ncu run profiling each of `picked` once, from one call's launch order `order`
     (kernel names by GPU start): every launch of a picked kernel's function (any instantiation)
     matches, so a kernel's position is its first launch's index among those; ncu stops after
     the last position needed. Over `budget` launches, picked kernels are left out one at a time,
     each time the one whose leaving saves the most launches per microsecond of GPU time it
-    holds (`us`, by kernel), until the run fits; a left-out kernel is placed without ncu evidence."""
+    holds (`us`, by kernel), until the run fits; a left-out kernel is placed without ncu evidence.
+    `geometry`: each kernel's first launch's (blocks, threads a block), checked against the report."""
     if not picked:
         raise KernlogError("no kernel picked: nothing for ncu to profile")
     us = us or {}
@@ -99,7 +102,8 @@ def plan_ncu(order: list[str], picked: list[str], us: dict[str, float] | None = 
         plan = _plan(order, keep)
     why = (f"not profiled: ncu would have profiled over {budget} launches (every launch of a picked function up to "
            "the last one needed); the kernels that saved the most launches per microsecond of GPU time were left out")
-    return NcuPlan(plan.functions, plan.launch_count, plan.positions, {k: why for k in picked if k not in keep})
+    return NcuPlan(plan.functions, plan.launch_count, plan.positions, {k: why for k in picked if k not in keep},
+                   {k: g for k, g in (geometry or {}).items() if k in plan.positions})
 
 
 def ncu_command(ncu: str, plan: NcuPlan, report: Path, root: Path, target: str,
@@ -143,9 +147,30 @@ def figures_by_kernel(actions: list, plan: NcuPlan) -> dict:
                                     f"{len(actions)} launches"}
         elif actions[i].name() != want:
             out[kernel] = {"error": f"expected {want} at matched launch {i}, found {actions[i].name()}"}
+        elif _other_geometry(actions[i], plan.geometry.get(kernel)):
+            out[kernel] = {"error": f"expected {want} at matched launch {i} with {_said(plan.geometry[kernel])}, "
+                                    f"found {_said(_geometry(actions[i]))}: the profiled call launched in "
+                                    "another order than the traced one"}
         else:
             out[kernel] = ncu_figures(*ncu.summarize([actions[i]]))
     return out | {k: {"error": why} for k, why in plan.left_out.items()}
+
+
+def _geometry(action) -> tuple[int | None, int | None]:
+    blocks, threads = (ncu.metric_value(action, n) for n in ("launch__grid_size", "launch__block_size"))
+    return (None if blocks is None else int(blocks), None if threads is None else int(threads))
+
+
+def _other_geometry(action, expected: tuple[int, int] | None) -> bool:
+    """The action's launch differs from the trace's (blocks, threads); unknown on either side: no."""
+    if expected is None:
+        return False
+    return any(got is not None and got != want for got, want in zip(_geometry(action), expected, strict=True))
+
+
+def _said(geometry) -> str:
+    blocks, threads = geometry
+    return f"{blocks} blocks of {threads} threads"
 
 
 def run_ncu(cmd: list[str], report: Path, plan: NcuPlan) -> dict:
