@@ -160,11 +160,12 @@ def test_dynamic_smem_matches_the_sources():
     assert f"#define WG_STAGES {cuda_launch.WG_STAGES}" in wg and f"#define WG_THREADS {cuda_launch.WG_THREADS}" in wg
     assert cuda_launch.WG_SMEM_BYTES <= 227 * 1024 and cuda_launch.CP_STAGES * cuda_launch.MMA_STAGE_BYTES == 56832
     w8 = (cuda_launch.CUDA_DIR / "cu8_wgmma_wide.cu").read_text()
-    for define, value in (("W8_BM", cuda_launch.W8_TILE[0]), ("W8_BN", cuda_launch.W8_TILE[1]),
+    for define, value in (("W8_BM", cuda_launch.W8_TILE[0]), ("W8_BN", cuda_launch.W8_TILE[1]), ("W8_BK", 64),
                           ("W8_STAGES", cuda_launch.W8_STAGES), ("W8_GROUP_M", cuda_launch.W8_GROUP_M),
                           ("W8_THREADS", cuda_launch.W8_THREADS)):
         assert re.search(rf"#define {define} {value}\b", w8), define
     assert 200 * 1024 > cuda_launch.W8_SMEM_BYTES > 4 * 48 * 1024  # four 48 KB stages, under the 227 KB opt-in
+    assert cuda_launch.A_BOX == (64, 128) and cuda_launch.B_BOX == (64, 64)  # BK 64: one 128-byte swizzle row
 
 
 @pytest.mark.parametrize("tiles_m, tiles_n", [(32, 16), (1, 1), (17, 3), (40, 1), (1, 593), (33, 7)])

@@ -1046,3 +1046,17 @@ def test_address_free_pins_drop_keys_that_clash():
     assert pins.get("<T object at 0x9>|8") is None  # two picks under one plain key: measured, not guessed
     assert pins.get("<U object at 0x9>|8") == "'c'" and "<U object at 0x5>|8" in pins
     assert pins["f|8"] == "'d'" and pins.get("g|8", "none") == "none"
+
+
+def test_a_pick_under_clashing_pins_is_a_stray_whichever_it_equals(monkeypatch):
+    """Two pins whose keys differ only by an address, with different picks: the picker measures
+    (it cannot tell which was meant), and whatever it picks is a stray, also where it equals one."""
+    from kernels.common import tuning
+
+    key = (_Unnamed(), 8)
+    monkeypatch.setattr(tuning, "PICKED", {key: "b"})
+    monkeypatch.setattr(tuning, "USED", {key: None})
+    here = tuning.key_text(key)
+    a, b = (picker.ADDRESS.sub(f" at 0x{n}", here) for n in ("1", "2"))
+    assert picker.strays({a: "'a'", b: "'b'"}) == {here: "'b'"}
+    assert picker.strays({a: "'b'"}) == {}

@@ -133,7 +133,8 @@ def test_a_fresh_triage_profiles_the_covering_kernels_and_stores_its_ranking(rep
     ((cmd, plan),) = calls
     assert cmd[cmd.index("--kernel-name") + 1] == f"regex:^({GEMM}|vectorized_elementwise_kernel)$"
     assert cmd[cmd.index("--launch-count") + 1] == "2" and "--launch-skip" not in cmd and cmd[-1] == f"{name}:make"
-    assert plan.positions == {GEMM: 0, GELU: 1} and plan.geometry == {GEMM: (32, 128)}
+    assert plan.positions == {GEMM: 0, GELU: 1}
+    assert plan.expected == ((GEMM, 32, 128), ("vectorized_elementwise_kernel", None, None))  # the report is held to it
     assert "ncu: 2 kernels of 2 functions in one process, 2 launches profiled" in said
     assert rec.ncu["commands"] == [cmd[:cmd.index(sys.executable)]]
     assert rec.ncu["kernels"] == {k: {"dram_bytes": 2e5, "dram_pct": 81.0, "compute_pct": 12.0} for k in (GEMM, GELU)}
@@ -205,7 +206,11 @@ def test_ncu_command_matches_the_functions_inside_the_profiled_calls_window():
     assert cmd[cmd.index("--kernel-name") + 1] == r"regex:^(a\.b|k)$"  # sorted, escaped, matched whole
     assert cmd[cmd.index("--kernel-name-base") + 1] == "function"
     assert cmd[cmd.index("--profile-from-start") + 1] == "off" and "--nvtx" not in cmd  # a process-wide window
-    assert "--launch-skip" not in cmd and cmd[cmd.index("--launch-count") + 1] == "3"
+    # k<4> comes first but is not needed: skipped, and ncu profiles the two launches needed
+    assert cmd[cmd.index("--launch-skip") + 1] == "1" and cmd[cmd.index("--launch-count") + 1] == "2"
+    assert plan.positions == {"void at::k<8>(float*, int)": 1, "void a.b<2>(int)": 0}
+    first_needed = tncu.plan_ncu(order, ["void at::k<4>(float*, int)"])
+    assert "--launch-skip" not in tncu.ncu_command("ncu", first_needed, Path("/r"), Path("/repo"), "m:f")
     for flag, value in [("--cache-control", "all"), ("--clock-control", "none"), ("--import-source", "no"),
                         ("--target-processes", "all"), ("--export", "/t/r.ncu-rep")]:
         assert cmd[cmd.index(flag) + 1] == value
@@ -310,16 +315,21 @@ def test_reading_takes_each_kernels_figures_from_the_action_at_its_position():
         "gemm": (pytest.approx(2.0), 20.0), EW_B: (pytest.approx(5.0), 50.0), EW_A: (pytest.approx(1.0), 10.0)}
 
 
-def test_a_name_mismatch_or_a_missing_action_is_that_kernels_error_only():
-    plan = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A])
+def test_from_the_first_launch_that_differs_from_the_trace_every_later_kernel_is_an_error():
+    """A launch added, lost or reordered in the profiled call shifts every later position: the
+    kernels before the first difference keep their figures, the ones from it on get its error."""
+    plan = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A])  # expected: ew gemm ew gemm ew
     names = ["elementwise_kernel", "elementwise_kernel", "elementwise_kernel", "gemm", "elementwise_kernel"]
     figures = tncu.figures_by_kernel([FakeAction(n, 1000.0, 10.0) for n in names], plan)
-    assert figures["gemm"] == {"error": "expected gemm at matched launch 1, found elementwise_kernel"}
-    assert figures[EW_A]["dram_pct"] == 10.0 and figures[EW_B]["dram_pct"] == 10.0
-    figures = tncu.figures_by_kernel([FakeAction(n, 1000.0, 10.0) for n in names[:3]], plan)
-    assert figures[EW_B] == {"error": "expected elementwise_kernel at matched launch 4, but ncu profiled only 3 "
+    said = ("the profiled call departs from the traced one at profiled launch 1: expected gemm, "
+            "found elementwise_kernel")
+    assert figures["gemm"] == {"error": said} and figures[EW_B] == {"error": said}  # EW_B's name matches: shifted
+    assert figures[EW_A]["dram_pct"] == 10.0
+    right = ["elementwise_kernel", "gemm", "elementwise_kernel"]
+    figures = tncu.figures_by_kernel([FakeAction(n, 1000.0, 10.0) for n in right], plan)
+    assert figures[EW_B] == {"error": "expected elementwise_kernel at profiled launch 4, but ncu profiled only 3 "
                                       "launches"}
-    assert "error" not in figures[EW_A] and "error" in figures["gemm"]
+    assert "error" not in figures[EW_A] and "error" not in figures["gemm"]
 
 
 class SizedAction(FakeAction):
@@ -329,28 +339,45 @@ class SizedAction(FakeAction):
             self._metrics.update({"launch__grid_size": blocks, "launch__block_size": threads})
 
 
-def test_an_action_whose_launch_differs_from_the_traced_one_is_that_kernels_error():
+def test_two_instantiations_that_swap_places_are_caught_by_their_launch_sizes():
     """Two instantiations of one function that swap places between the traced and the profiled
-    call match by name; their grids do not: the trace's (blocks, threads) of each kernel's first
-    launch must be the action's."""
-    geometry = {"gemm": (132, 384), EW_A: (1024, 128), EW_B: (64, 256)}
-    plan = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A], geometry=geometry)
-    assert plan.geometry == geometry
+    call match by name; their grids do not: each profiled launch must show the trace's (blocks,
+    threads) where both know them."""
+    sizes = [None, (1024, 128), (132, 384), None, (1, 1), (1, 1), (64, 256), None, None, None, None]
+    plan = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A], sizes=sizes)
     ew = "elementwise_kernel"
+    assert plan.expected == ((ew, 1024, 128), ("gemm", 132, 384), (ew, 1, 1), ("gemm", 1, 1), (ew, 64, 256))
     ok = [SizedAction(ew, 1024, 128), SizedAction("gemm", 132, 384), SizedAction(ew, 1, 1), SizedAction("gemm", 1, 1),
           SizedAction(ew, 64, 256)]
     assert not any("error" in f for f in tncu.figures_by_kernel(ok, plan).values())
     swapped = [SizedAction(ew, 64, 256)] + ok[1:4] + [SizedAction(ew, 1024, 128)]
     figures = tncu.figures_by_kernel(swapped, plan)
-    assert figures[EW_A]["error"] == ("expected elementwise_kernel at matched launch 0 with 1024 blocks of 128 "
-                                      "threads, found 64 blocks of 256 threads: the profiled call launched in "
-                                      "another order than the traced one")
-    assert "another order" in figures[EW_B]["error"] and "error" not in figures["gemm"]
-    # a report without the launch figures, or a kernel the trace gave no grid: no judgement, the figures stand
+    said = ("the profiled call departs from the traced one at profiled launch 0: expected elementwise_kernel "
+            "(1024 blocks of 128 threads), found elementwise_kernel (64 blocks of 256 threads)")
+    assert figures == {k: {"error": said} for k in ("gemm", EW_B, EW_A)}
+    # a report without the launch figures, or launches the trace gave no size: judged by name alone
     unsized = [SizedAction(a.name(), None, None) for a in swapped]
     assert not any("error" in f for f in tncu.figures_by_kernel(unsized, plan).values())
-    bare = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A], geometry={"gemm": (132, 384)})
-    assert set(bare.geometry) == {"gemm"} and "error" not in tncu.figures_by_kernel(swapped, bare)[EW_A]
+    bare = tncu.plan_ncu(ORDER, ["gemm", EW_B, EW_A])
+    assert not any("error" in f for f in tncu.figures_by_kernel(swapped, bare).values())
+
+
+def test_the_budget_takes_back_the_left_out_kernels_that_fit_again():
+    """Leaving kernels out one at a time can leave out one that fits once a dense function is gone."""
+    order = ["void at::native::elementwise_kernel<4, F>(int, F)"] * 300 + ["big", "tiny"]
+    ew = order[0]
+    plan = tncu.plan_ncu(order, [ew, "big", "tiny"], {ew: 1000.0, "big": 1000.0, "tiny": 1.0}, budget=10)
+    assert plan.positions == {"big": 0, "tiny": 1} and plan.launch_count == 2 and set(plan.left_out) == {ew}
+
+
+def test_the_launches_before_the_first_one_needed_are_skipped():
+    """A training step's backward kernels sit together late in the call: ncu skips the matched
+    launches before them instead of profiling them."""
+    order = [EW_A] * 100 + ["bwd_gemm", EW_B, "bwd_gemm"]
+    plan = tncu.plan_ncu(order, [EW_B, "bwd_gemm"], budget=10)
+    assert (plan.skip, plan.launch_count, plan.positions, plan.left_out) == (100, 2, {EW_B: 1, "bwd_gemm": 0}, {})
+    cmd = tncu.ncu_command("ncu", plan, Path("/r"), Path("/repo"), "m:f")
+    assert cmd[cmd.index("--launch-skip") + 1] == "100" and cmd[cmd.index("--launch-count") + 1] == "2"
 
 
 def test_the_trace_gives_each_launch_its_grid_and_block():

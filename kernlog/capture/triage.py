@@ -223,12 +223,11 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
     ncu = steps.ncu_path() if steps.ncu is not None else None
     if ncu and picked:
         us: dict[str, float] = {}
-        geometry: dict[str, tuple[int, int]] = {}
-        for r in sorted(rows, key=lambda r: r.start_us):
+        for r in rows:
             us[r.name] = us.get(r.name, 0.0) + r.us
-            if r.grid and r.block and r.name not in geometry:  # its first launch's, as the plan positions it
-                geometry[r.name] = (math.prod(r.grid), math.prod(r.block))
-        plan = plan_ncu(order, picked, us, geometry=geometry)
+        sizes = [(math.prod(r.grid), math.prod(r.block)) if r.grid and r.block else None
+                 for r in sorted(rows, key=lambda r: r.start_us)]  # beside `order`: the report is checked against it
+        plan = plan_ncu(order, picked, us, sizes=sizes)
         progress(f"ncu: {len(plan.positions)} kernels of {len(plan.functions)} functions in one process, "
                  f"{plan.launch_count} launches profiled"
                  + (f"; {len(plan.left_out)} picked kernels left out (over {MAX_LAUNCHES} launches)"

@@ -21,10 +21,10 @@ _REGEX_SPECIAL = re.compile(r"([.^$|?*+()\[\]{}\\])")
 WINDOW = ["--profile-from-start", "off"]
 TRIAGE_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy")  # what ncu_figures reads, no more
 TRIAGE_METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum")  # ncu_figures' DRAM bytes: no other extra
-# Launches one triage's ncu pass profiles at most. Every launch of a matched function up to the last
-# one needed is profiled (about 0.3 s each on the H100 with the sections above): a GPT-2 small
-# training step needed 865, a bf16 forward 231, and both ran past their time; resnet50's 262 took
-# most of its 131 s.
+# Launches one triage's ncu pass profiles at most. Every matched launch between the first and the
+# last one needed is profiled (about 0.3 s each on the H100 with the sections above): before the
+# budget, a GPT-2 small training step's pass needed 865 launches and a bf16 forward's 231, and both
+# ran past their time.
 MAX_LAUNCHES = 250
 
 
@@ -53,16 +53,17 @@ def function_name(kernel_name: str) -> str:
 
 @dataclass(frozen=True)
 class NcuPlan:
-    """One ncu run over the picked kernels of one call: the function names it matches (sorted),
-    how many matched launches it profiles, each profiled kernel's position among them (its
-    first launch in the call), the picked kernels left out to keep within the launch budget,
-    with why, and the (blocks, threads a block) the trace recorded for each kernel's first launch,
-    which the action at its position must show."""
+    """One ncu run over the picked kernels of one call. ncu matches every launch of the plan's
+    functions (sorted), skips the first `skip` of those and profiles the next `launch_count`;
+    `expected` is what the trace says those launches are (function, blocks, threads a block: None
+    where the trace did not record it), `positions` each profiled kernel's first launch among
+    them, `left_out` the picked kernels left out to keep within the launch budget, with why."""
     functions: tuple[str, ...]
+    skip: int
     launch_count: int
     positions: dict[str, int]
+    expected: tuple[tuple[str, int | None, int | None], ...] = ()
     left_out: dict[str, str] = field(default_factory=dict)
-    geometry: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def regex(self) -> str:
@@ -70,50 +71,78 @@ class NcuPlan:
         return "^(" + "|".join(_REGEX_SPECIAL.sub(r"\\\1", f) for f in self.functions) + ")$"
 
 
-def _plan(order: list[str], picked: list[str]) -> NcuPlan:
-    functions = tuple(sorted({function_name(k) for k in picked}))
-    matched = [n for n in order if function_name(n) in functions]
-    missing = [k for k in picked if k not in matched]
-    if missing:
-        raise KernlogError(f"{missing[0][:80]} is not launched in the call's launch order")
-    positions = {k: matched.index(k) for k in picked}
-    return NcuPlan(functions, max(positions.values()) + 1, positions)
+class _Launches:
+    """One call's launch order, each launch's function name worked out once (a training step
+    launches a thousand kernels, and the budget search plans many subsets of the picked ones)."""
+
+    def __init__(self, order: list[str], sizes: list | None):
+        names = {n: function_name(n) for n in set(order)}
+        self.functions = [names[n] for n in order]
+        self.sizes = list(sizes) if sizes is not None else [None] * len(order)
+        self.first: dict[str, int] = {}
+        for i, n in enumerate(order):
+            self.first.setdefault(n, i)
+        self.name_of = names
+
+    def plan(self, picked: list[str]) -> NcuPlan:
+        missing = [k for k in picked if k not in self.first]
+        if missing:
+            raise KernlogError(f"{missing[0][:80]} is not launched in the call's launch order")
+        functions = tuple(sorted({self.name_of[k] for k in picked}))
+        wanted = set(functions)
+        matched = [i for i, f in enumerate(self.functions) if f in wanted]
+        at = {i: j for j, i in enumerate(matched)}
+        absolute = {k: at[self.first[k]] for k in picked}
+        skip = min(absolute.values())
+        count = max(absolute.values()) - skip + 1
+        expected = tuple((self.functions[i], *(self.sizes[i] or (None, None))) for i in matched[skip:skip + count])
+        return NcuPlan(functions, skip, count, {k: p - skip for k, p in absolute.items()}, expected)
 
 
 def plan_ncu(order: list[str], picked: list[str], us: dict[str, float] | None = None,
-             budget: int = MAX_LAUNCHES, geometry: dict[str, tuple[int, int]] | None = None) -> NcuPlan:
+             budget: int = MAX_LAUNCHES, sizes: list | None = None) -> NcuPlan:
     """The ncu run profiling each of `picked` once, from one call's launch order `order`
-    (kernel names by GPU start): every launch of a picked kernel's function (any instantiation)
-    matches, so a kernel's position is its first launch's index among those; ncu stops after
-    the last position needed. Over `budget` launches, picked kernels are left out one at a time,
-    each time the one whose leaving saves the most launches per microsecond of GPU time it
-    holds (`us`, by kernel), until the run fits; a left-out kernel is placed without ncu evidence.
-    `geometry`: each kernel's first launch's (blocks, threads a block), checked against the report."""
+    (kernel names by GPU start; `sizes`, beside it, each launch's (blocks, threads a block) or
+    None): every launch of a picked kernel's function (any instantiation) matches; ncu skips the
+    matched launches before the first one needed and stops after the last. Over `budget`
+    launches, picked kernels are left out one at a time, each time the one whose leaving saves
+    the most launches per microsecond of GPU time it holds (`us`, by kernel), until the run fits
+    or one kernel is left; then the left-out ones that fit again are taken back, most GPU time
+    first. A left-out kernel is placed without ncu evidence."""
     if not picked:
         raise KernlogError("no kernel picked: nothing for ncu to profile")
     us = us or {}
+    launches = _Launches(order, sizes)
     keep = list(picked)
-    plan = _plan(order, keep)
+    plan = launches.plan(keep)
     while plan.launch_count > budget and len(keep) > 1:
         def gain(k: str) -> float:
-            saved = plan.launch_count - _plan(order, [x for x in keep if x != k]).launch_count
+            saved = plan.launch_count - launches.plan([x for x in keep if x != k]).launch_count
             return saved / max(us.get(k, 0.0), 1e-6)
         keep.remove(max(keep, key=gain))
-        plan = _plan(order, keep)
-    why = (f"not profiled: ncu would have profiled over {budget} launches (every launch of a picked function up to "
-           "the last one needed); the kernels that saved the most launches per microsecond of GPU time were left out")
-    return NcuPlan(plan.functions, plan.launch_count, plan.positions, {k: why for k in picked if k not in keep},
-                   {k: g for k, g in (geometry or {}).items() if k in plan.positions})
+        plan = launches.plan(keep)
+    for k in sorted((k for k in picked if k not in keep), key=lambda k: -us.get(k, 0.0)):
+        wider = launches.plan([*keep, k])
+        if wider.launch_count <= budget:
+            keep.append(k)
+            plan = wider
+    keep_order = [k for k in picked if k in keep]
+    plan = launches.plan(keep_order)
+    why = (f"not profiled: ncu would have profiled over {budget} launches (every launch of a picked function between "
+           "the first and the last one needed); the kernels that saved the most launches per microsecond of GPU time "
+           "were left out")
+    return NcuPlan(plan.functions, plan.skip, plan.launch_count, plan.positions, plan.expected,
+                   {k: why for k in picked if k not in keep})
 
 
 def ncu_command(ncu: str, plan: NcuPlan, report: Path, root: Path, target: str,
                 sections: tuple[str, ...] = TRIAGE_SECTIONS) -> list[str]:
-    """One ncu process profiling the first `plan.launch_count` launches of the plan's functions
-    (matched whole) in the call of TARGET that runs between cudaProfilerStart and Stop (after
-    warm calls outside)."""
+    """One ncu process profiling `plan.launch_count` launches of the plan's functions (matched
+    whole), after skipping `plan.skip` of them, in the call of TARGET that runs between
+    cudaProfilerStart and Stop (after warm calls outside)."""
     cmd = [ncu, "--target-processes", "all", *WINDOW,
            "--kernel-name-base", "function", "--kernel-name", f"regex:{plan.regex}",
-           "--launch-count", str(plan.launch_count),
+           *(["--launch-skip", str(plan.skip)] if plan.skip else []), "--launch-count", str(plan.launch_count),
            "--clock-control", "none", "--cache-control", "all", "--import-source", "no", "--export", str(report)]
     for s in sections:
         cmd += ["--section", s]
@@ -138,19 +167,25 @@ def nothing_profiled(plan: NcuPlan) -> dict:
 
 def figures_by_kernel(actions: list, plan: NcuPlan) -> dict:
     """Each picked kernel's ncu_figures from the action at its position (the report's actions
-    in launch order); an error for a kernel whose position holds no action or another function."""
+    in launch order). The actions are first checked against the launches the trace expects
+    (function, and blocks and threads where both sides know them): from the first one that
+    differs, a launch was added, lost or reordered in the profiled call, every later position may
+    hold another launch, and each kernel there gets an error instead of another kernel's figures."""
+    departs, said = len(actions), ""
+    for j, (action, (function, blocks, threads)) in enumerate(zip(actions, plan.expected, strict=False)):
+        got = _geometry(action)
+        if action.name() != function or _differs(got, (blocks, threads)):
+            departs = j
+            said = (f"the profiled call departs from the traced one at profiled launch {j}: expected {function}"
+                    f"{_sized((blocks, threads))}, found {action.name()}{_sized(got)}")
+            break
     out = {}
     for kernel, i in plan.positions.items():
-        want = function_name(kernel)
-        if i >= len(actions):
-            out[kernel] = {"error": f"expected {want} at matched launch {i}, but ncu profiled only "
+        if i >= departs and said:
+            out[kernel] = {"error": said}
+        elif i >= len(actions):
+            out[kernel] = {"error": f"expected {function_name(kernel)} at profiled launch {i}, but ncu profiled only "
                                     f"{len(actions)} launches"}
-        elif actions[i].name() != want:
-            out[kernel] = {"error": f"expected {want} at matched launch {i}, found {actions[i].name()}"}
-        elif _other_geometry(actions[i], plan.geometry.get(kernel)):
-            out[kernel] = {"error": f"expected {want} at matched launch {i} with {_said(plan.geometry[kernel])}, "
-                                    f"found {_said(_geometry(actions[i]))}: the profiled call launched in "
-                                    "another order than the traced one"}
         else:
             out[kernel] = ncu_figures(*ncu.summarize([actions[i]]))
     return out | {k: {"error": why} for k, why in plan.left_out.items()}
@@ -161,16 +196,14 @@ def _geometry(action) -> tuple[int | None, int | None]:
     return (None if blocks is None else int(blocks), None if threads is None else int(threads))
 
 
-def _other_geometry(action, expected: tuple[int, int] | None) -> bool:
-    """The action's launch differs from the trace's (blocks, threads); unknown on either side: no."""
-    if expected is None:
-        return False
-    return any(got is not None and got != want for got, want in zip(_geometry(action), expected, strict=True))
+def _differs(got: tuple, want: tuple) -> bool:
+    """Two (blocks, threads) differ where both sides know a figure."""
+    return any(g is not None and w is not None and g != w for g, w in zip(got, want, strict=True))
 
 
-def _said(geometry) -> str:
+def _sized(geometry: tuple) -> str:
     blocks, threads = geometry
-    return f"{blocks} blocks of {threads} threads"
+    return "" if blocks is None or threads is None else f" ({blocks} blocks of {threads} threads)"
 
 
 def run_ncu(cmd: list[str], report: Path, plan: NcuPlan) -> dict:

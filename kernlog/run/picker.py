@@ -5,9 +5,10 @@ pass made, to record them and pin the ncu pass to them; and gates whose picks ar
 The module is the one kernlog.registry names (registry.PICKER, registry.picker): the registry
 knows the project's layout, as it finds kernels/<op>/, so this stage never imports a module of
 the project by name. It is found as before: in sys.modules, where a revision imported it (a
-revision that picks imports it when it loads); only `untimed` has it imported first, as a
-target process enters it before loading the revisions it warms up, and a picker imported
-inside would time their picks and keep them (registry.picker(load=True))."""
+revision that picks imports it when it loads); only `untimed` and `take` have it imported
+first: a target process enters `untimed` before loading the revisions it warms up (a picker
+imported inside would time their picks and keep them), and `take` puts the pins in place before
+the first pick (registry.picker(load=True))."""
 from __future__ import annotations
 
 import contextlib
@@ -56,11 +57,12 @@ def strays(pinned: dict | None) -> dict:
     key with an object named by its address (an autotune object over a heuristics object, in
     kernels.common.tuning.key_text) is another text in this process, so the launcher tuned on
     its own instead of taking the timing pass's pick: the same pick, found under the key with
-    the address left out, is no stray; another pick is."""
+    the address left out (AddressFreePins, as the picker looked it up), is no stray; another pick
+    is, and so is any pick under a key whose pins clash once addresses are left out."""
     if pinned is None:
         return {}
-    plain = {ADDRESS.sub("", k): v for k, v in pinned.items()}
-    return {k: v for k, v in used_config().items() if plain.get(ADDRESS.sub("", k)) != v}
+    plain = AddressFreePins(pinned)
+    return {k: v for k, v in used_config().items() if plain.get(k) != v}
 
 
 class AddressFreePins(dict):

@@ -165,7 +165,7 @@ def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs:
         picker.pin(told["pins"], go.with_suffix(".pins.json"))
         revs = [name for name in revs if name in told["revisions"]]
     pinned = picker.pins()
-    if pinned is not None:
+    if after is None and pinned is not None:  # on the GO path, pin() took them
         picker.take(pinned)
     for name in revs:
         launch = loaded.get(name) or kernel.revision(name).load()
