@@ -902,18 +902,15 @@ def test_a_pick_its_pins_do_not_name_as_they_are_is_a_stray(monkeypatch, tmp_pat
     assert picker.pins() == {n: "'c1'"}
 
 
-def test_the_target_stops_before_profiling_a_config_its_timing_pass_did_not_pin(monkeypatch, tmp_path, capsys):
-    """A launcher whose tuning key holds an object named by its address (seen: LayerNorm v3's
-    autotune over a heuristics object) tunes on its own in the ncu process, which then profiles
-    another config than the one timed: the target says so and exits before the NVTX range."""
+def _one_picking_kernel(monkeypatch, key, candidates):
+    """A kernel of one revision whose launch picks among `candidates` under tuning key `key`,
+    with the picker's state emptied: what a target process meets."""
     import types
 
     from kernels.common import tuning
     from kernlog import registry
-    from kernlog.run import target
 
-    key = (_Unnamed(), 8)
-    launch = lambda inputs, out: tuning.launch_fastest(key, ["only"], lambda c: None, "cpu")  # noqa: E731
+    launch = lambda inputs, out: tuning.launch_fastest(key, candidates, lambda c: None, "cpu")  # noqa: E731
     rev = types.SimpleNamespace(load=lambda: launch)
     kernel = types.SimpleNamespace(make_inputs=lambda *a: (), make_output=lambda inputs: None, cases=("random",),
                                    revision=lambda name: rev)
@@ -921,6 +918,17 @@ def test_the_target_stops_before_profiling_a_config_its_timing_pass_did_not_pin(
     monkeypatch.setattr(tuning, "PICKED", {})
     monkeypatch.setattr(tuning, "USED", {})
     monkeypatch.setattr(tuning, "_PINS", [])
+
+
+def test_the_target_stops_before_profiling_a_config_its_timing_pass_did_not_pin(monkeypatch, tmp_path, capsys):
+    """A launcher whose tuning key holds an object named by its address (seen: LayerNorm v3's
+    autotune over a heuristics object) tunes on its own in the ncu process, which then profiles
+    another config than the one timed: the target says so and exits before the NVTX range."""
+    from kernels.common import tuning
+    from kernlog.run import target
+
+    key = (_Unnamed(), 8)
+    _one_picking_kernel(monkeypatch, key, ["only"])
     (tmp_path / "pins.json").write_text(json.dumps({"<_Unnamed object>|8": "'only'"}))  # another key
     monkeypatch.setenv(picker.PIN_ENV, str(tmp_path / "pins.json"))
     with pytest.raises(SystemExit) as exc:
@@ -1016,21 +1024,11 @@ def test_the_target_takes_a_pin_whose_key_differs_only_by_an_objects_address(mon
     object's address in its process; the ncu process's object has another address. The pin is
     taken all the same (seen: matmul_relu v0_tiled tuned again under ncu, picked another config,
     and the whole ladder's ncu pass fell back to a process per revision)."""
-    import types
-
     from kernels.common import tuning
-    from kernlog import registry
     from kernlog.run import target
 
     key = (_Unnamed(), 8)
-    launch = lambda inputs, out: tuning.launch_fastest(key, ["a", "b"], lambda c: None, "cpu")  # noqa: E731
-    rev = types.SimpleNamespace(load=lambda: launch)
-    kernel = types.SimpleNamespace(make_inputs=lambda *a: (), make_output=lambda inputs: None, cases=("random",),
-                                   revision=lambda name: rev)
-    monkeypatch.setattr(registry, "load_kernel", lambda root, name: kernel)
-    monkeypatch.setattr(tuning, "PICKED", {})
-    monkeypatch.setattr(tuning, "USED", {})
-    monkeypatch.setattr(tuning, "_PINS", [])
+    _one_picking_kernel(monkeypatch, key, ["a", "b"])
     monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])  # measuring picks "a"
     elsewhere = picker.ADDRESS.sub(" at 0xdeadbeef", tuning.key_text(key))
     assert elsewhere != tuning.key_text(key)

@@ -42,15 +42,16 @@ def repo(tmp_path, monkeypatch):
     return tmp_path, name
 
 
-def steps(trace=None, ncu_calls=None, build=None, time=None):
+def steps(trace=None, ncu_calls=None, build=None, time=None, ncu=None):
+    """Fake GPU steps; `ncu` replaces the fake ncu pass (which records its calls in `ncu_calls`)."""
     ncu_calls = [] if ncu_calls is None else ncu_calls
 
-    def ncu(cmd, report, plan):
+    def recorded(cmd, report, plan):
         ncu_calls.append((cmd, plan))
         return {k: {"dram_bytes": 2e5, "dram_pct": 81.0, "compute_pct": 12.0} for k in plan.positions}
     return lib.Steps(gpu=lambda: GPU, peaks=lambda root, gpu: PEAKS, build=build or (lambda root, t: (lambda: None)),
                      time=time or (lambda fn: [0.2] * 5), trace=lambda fn: fn() or trace or two_op_trace(),
-                     ncu=ncu, ncu_path=lambda: "/usr/local/cuda/bin/ncu",
+                     ncu=ncu or recorded, ncu_path=lambda: "/usr/local/cuda/bin/ncu",
                      versions=lambda ncu: {"torch": "2.13", "ncu": ncu})
 
 
@@ -154,8 +155,7 @@ def test_a_kernel_the_ncu_pass_could_not_read_is_left_without_evidence_the_rest_
 
     def ncu(cmd, report, plan):
         return {GEMM: {"error": "expected sm90 at matched launch 0, found other"}, GELU: {"dram_pct": 81.0}}
-    s, said = steps(), []
-    s.ncu = ncu
+    s, said = steps(ncu=ncu), []
     rec = store.load_triage(lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), s, progress=said.append))
     figures = rec.ncu["kernels"]
     assert figures[GEMM] == {"error": "expected sm90 at matched launch 0, found other"}
@@ -169,8 +169,7 @@ def test_a_failed_ncu_pass_leaves_every_picked_kernel_without_evidence(repo):
 
     def ncu(cmd, report, plan):
         raise KernlogError("ncu exited with 1: boom")
-    s = steps()
-    s.ncu = ncu
+    s = steps(ncu=ncu)
     rec = store.load_triage(lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), s, progress=lambda m: 0))
     assert rec.ncu["kernels"] == {k: {"error": "ncu exited with 1: boom"} for k in (GEMM, GELU)}
     assert len(rec.ncu["commands"]) == 1 and rec.candidates  # the trace's placing stands
@@ -181,8 +180,7 @@ def test_no_gpu_in_the_ncu_pass_stops_the_triage(repo):
 
     def ncu(cmd, report, plan):
         raise NoGpu("ncu may not read the GPU's performance counters")
-    s = steps()
-    s.ncu = ncu
+    s = steps(ncu=ncu)
     with pytest.raises(NoGpu, match="performance counters"):
         lib.fresh_triage(root, lib.resolve_target(root, f"{name}:make"), s, progress=lambda m: 0)
     assert not (root / "profiles").exists()

@@ -217,17 +217,15 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
                            "on the GPU?)")
     gpu_us = sum(r.us for r in rows)
     picked = judge.cover(rows)
-    order = [r.name for r in sorted(rows, key=lambda r: r.start_us)]
+    by_kernel = group_times(rows, "kernel")
     figures: dict = {}
     commands = []
     ncu = steps.ncu_path() if steps.ncu is not None else None
     if ncu and picked:
-        us: dict[str, float] = {}
-        for r in rows:
-            us[r.name] = us.get(r.name, 0.0) + r.us
+        launched = sorted(rows, key=lambda r: r.start_us)
         sizes = [(math.prod(r.grid), math.prod(r.block)) if r.grid and r.block else None
-                 for r in sorted(rows, key=lambda r: r.start_us)]  # beside `order`: the report is checked against it
-        plan = plan_ncu(order, picked, us, sizes=sizes)
+                 for r in launched]  # beside the order: the report is checked against it
+        plan = plan_ncu([r.name for r in launched], picked, {g["name"]: g["us"] for g in by_kernel}, sizes=sizes)
         progress(f"ncu: {len(plan.positions)} kernels of {len(plan.functions)} functions in one process, "
                  f"{plan.launch_count} launches profiled"
                  + (f"; {len(plan.left_out)} picked kernels left out (over {MAX_LAUNCHES} launches)"
@@ -253,7 +251,7 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
     record = store.TriageRecord(
         target=target.text, gpu={"name": gpu["name"], "slug": gpu["slug"]}, captured_at=provenance.now(),
         total_us=total_us, gpu_us=gpu_us, launches=len(rows), peaks=asdict(peaks),
-        by_kernel=group_times(rows, "kernel"), by_op=group_times(rows, "op"), by_module=group_times(rows, "module"),
+        by_kernel=by_kernel, by_op=group_times(rows, "op"), by_module=group_times(rows, "module"),
         picked=picked, **judged(rows, peaks, figures, total_us), ncu={"kernels": figures, "commands": commands},
         wall_samples_ms=[round(s, 5) for s in samples], versions=steps.versions(ncu))
     return store.save_triage(root, record, slim(trace))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kernlog.capture import ncu
@@ -122,17 +122,12 @@ def plan_ncu(order: list[str], picked: list[str], us: dict[str, float] | None = 
         keep.remove(max(keep, key=gain))
         plan = launches.plan(keep)
     for k in sorted((k for k in picked if k not in keep), key=lambda k: -us.get(k, 0.0)):
-        wider = launches.plan([*keep, k])
-        if wider.launch_count <= budget:
+        if launches.plan([*keep, k]).launch_count <= budget:
             keep.append(k)
-            plan = wider
-    keep_order = [k for k in picked if k in keep]
-    plan = launches.plan(keep_order)
     why = (f"not profiled: ncu would have profiled over {budget} launches (every launch of a picked function between "
            "the first and the last one needed); the kernels that saved the most launches per microsecond of GPU time "
            "were left out")
-    return NcuPlan(plan.functions, plan.skip, plan.launch_count, plan.positions, plan.expected,
-                   {k: why for k in picked if k not in keep})
+    return replace(launches.plan([k for k in picked if k in keep]), left_out={k: why for k in picked if k not in keep})
 
 
 def ncu_command(ncu: str, plan: NcuPlan, report: Path, root: Path, target: str,
