@@ -1,59 +1,67 @@
-"""Finds the repository and loads its operator folders (`kernels/<op>/__init__.py`)."""
+"""Finds the repository and loads its operator folders (`<kernels>/<op>/__init__.py`, the folder
+[tool.kernlog] names: kernlog.config)."""
 from __future__ import annotations
 
 import importlib
 import sys
 from pathlib import Path
 
+from kernlog import config
 from kernlog.errors import KernlogError
 from kernlog.spec import NAME_RE, Kernel
 
 
 def find_root(start: Path | None = None) -> Path:
-    """The nearest directory at or above `start` that holds a kernels/ package."""
-    here = (start or Path.cwd()).resolve()
-    for d in (here, *here.parents):
-        if (d / "kernels" / "__init__.py").is_file():
-            return d
-    raise KernlogError(f"no kernels/ folder at or above {here}: run kernlog inside a kernlog repository")
+    """The repository's root: kernlog.config.find_root."""
+    return config.find_root(start)
 
 
 def kernel_names(root: Path) -> list[str]:
-    return sorted(p.parent.name for p in (root / "kernels").glob("*/__init__.py")
-                  if NAME_RE.match(p.parent.name) and p.parent.name != "common")
+    """The operator folders of the repository's kernels folder ([tool.kernlog] kernels)."""
+    return config.layout(root).operators()
 
 
 def load_kernel(root: Path, name: str) -> Kernel:
-    if name not in kernel_names(root):
-        raise KernlogError(f"unknown kernel {name!r}; known: {', '.join(kernel_names(root))}")
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
+    lay = config.layout(root)
+    names = lay.operators()
+    if name not in names:
+        config.require_kernels(lay)
+        known = ", ".join(names) if names else f"none yet in {lay.rel(lay.kernels)}/"
+        raise KernlogError(f"unknown kernel {name!r}; known: {known}")
+    init = f"{lay.rel(lay.kernels)}/{name}/__init__.py"
     try:
-        module = importlib.import_module(f"kernels.{name}")
+        module = lay.import_operator(name)
     except ValueError as e:  # a Kernel(...) or Revision(...) that spec rejects
-        raise KernlogError(f"kernels/{name}/__init__.py: {e}") from None
+        raise KernlogError(f"{init}: {e}") from None
+    except ImportError as e:
+        raise KernlogError(f"{init}: cannot import {e.name or 'a module'} ({e})") from None
     kernel = getattr(module, "KERNEL", None)
     if not isinstance(kernel, Kernel):
-        raise KernlogError(f"kernels/{name}/__init__.py defines no KERNEL = Kernel(...)")
+        raise KernlogError(f"{init} defines no KERNEL = Kernel(...)")
     return kernel
 
 
-# The project's config picker, where it has one (kernels/common/tuning.py: launchers ask it for a
-# config per shape and it times the candidates); kernlog.run.picker records, pins and, in gates,
-# untimes its picks. Named here, beside kernels/<op>/, as this is the module that knows the
-# project's layout: kernlog's stages below never name a module of the project.
-PICKER = "kernels.common.tuning"
-
-
 def picker(load: bool = False):
-    """The project's picker module (PICKER): the one a revision imported, None before that; with
-    `load`, imported now where no revision has yet, None where the project has none."""
+    """The config picker the revisions imported: a repository's own copy of it (a module named
+    `*.tuning` that records its picks as kernlog.tuning does: USED, used_config, _PINS; an older
+    commit's kernels, profiled with --at, carry one), else kernlog.tuning (PICKER); None before a
+    revision imported one. With `load`, kernlog.tuning is imported where none is."""
+    own = [m for name, m in list(sys.modules.items())
+           if name.endswith(".tuning") and not name.startswith("kernlog.") and m is not None
+           and all(hasattr(m, a) for a in ("USED", "used_config", "_PINS"))]
+    if own:
+        return own[0]
     if not load:
         return sys.modules.get(PICKER)
     try:
         return importlib.import_module(PICKER)
     except ImportError:
         return None
+
+
+# kernlog's config picker: launchers ask it for a config per shape and it times the candidates;
+# kernlog.run.picker records, pins and, in gates, untimes its picks.
+PICKER = "kernlog.tuning"
 
 
 def split_rev(text: str) -> tuple[str, str]:

@@ -25,8 +25,10 @@ Launcher = Callable[[Inputs, Any], Any]
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 KINDS = ("cuda", "triton", "torch")
 # step: a rung of the ladder; reference: the framework baseline; counterpart: shown beside
-# the tuned step (the Triton version of a CUDA C ladder).
-ROLES = ("step", "reference", "counterpart")
+# the tuned step (the Triton version of a CUDA C ladder); wrong: a known-wrong revision kept to
+# document a bug (its `bug` says which): the gate must reject it, and it is never timed or profiled.
+ROLES = ("step", "reference", "counterpart", "wrong")
+WRONG = "wrong"
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 COPY = "copy"  # the sweep's same-size copy column (kernlog bench): no revision may take the name
 REFUSED = "refused"  # bench.csv's metric of a point a revision declined, its reason in the "note" column
@@ -70,6 +72,9 @@ class Revision:
     # The shapes it declines, declared: shape -> why ("" where it runs). The gate leaves those out
     # and bench records the refusal; a revision raising on a shape it did not decline fails.
     refuses: Optional[Callable[[Shape], str]] = None
+    # role="wrong" only: the bug this revision documents, in words (a race on the row maximum, an
+    # accumulator left in bf16); the log shows it beside the revision, and the gate must reject it.
+    bug: str = ""
 
     def refusal(self, shape: Shape) -> str:
         return self.refuses(tuple(shape)) if self.refuses is not None else ""
@@ -79,6 +84,12 @@ class Revision:
             raise ValueError(f"revision name {self.name!r} must match {NAME_RE.pattern}")
         if self.kind not in KINDS or self.role not in ROLES:
             raise ValueError(f"revision {self.name}: kind must be one of {KINDS}, role one of {ROLES}")
+        if (self.role == WRONG) != bool(self.bug.strip()):
+            raise ValueError(f"revision {self.name}: role='wrong' takes bug='the bug it documents', and only it does")
+
+    @property
+    def known_wrong(self) -> bool:
+        return self.role == WRONG
 
     def sha256(self) -> str:
         """The revision's identity: a hash of every file it executes -- `sources`, the files

@@ -19,7 +19,7 @@ from .helpers import GPU, git, git_repo, make_record, put
 
 @pytest.fixture
 def repo(tmp_path, monkeypatch):
-    monkeypatch.setattr(at_commit, "SOURCE_PATHS", ("marker.txt",))  # the scratch repository's "sources"
+    monkeypatch.setattr(at_commit, "source_paths", lambda root: ("marker.txt",))  # the scratch repository's "sources"
     return git_repo(tmp_path / "repo")
 
 

@@ -401,16 +401,18 @@ def test_kernel_times_sum_every_op_and_fold_the_rest_into_other(monkeypatch):
 
 
 def test_a_picker_of_an_older_commit_without_recorded_picks_is_left_alone(monkeypatch):
+    """An older commit's kernels import their own copy of the picker (kernels/common/tuning.py
+    before it moved into kernlog): it stands for kernlog.tuning once it records its picks as
+    kernlog.tuning does, and not before."""
     import sys
     import types
 
     old = types.ModuleType("kernels.common.tuning")  # an older tuning.py: picks, records none
     monkeypatch.setitem(sys.modules, "kernels.common.tuning", old)
-    assert picker.module() is None and picker.used_config() == {}
-    picker.forget_used()  # nothing to clear: no error
+    assert picker.module() is not old
     old.USED = {"k": None}  # half the protocol is none of it
-    assert picker.module() is None and picker.used_config() == {}
-    old.USED, old.used_config = {"k": None}, lambda: {"k": "v"}
+    assert picker.module() is not old
+    old.USED, old.used_config, old._PINS = {"k": None}, lambda: {"k": "v"}, []
     assert picker.module() is old and picker.used_config() == {"k": "v"}
     picker.forget_used()
     assert old.USED == {}
@@ -445,10 +447,15 @@ from pathlib import Path
 
 import torch
 
+from kernlog import tuning
 from kernlog.spec import Kernel, Revision
 
 SRC = (Path(__file__),)
 LAUNCHED = []  # the revisions launched in this process, in order
+if os.environ.get("TOY_MAIN_PID") not in (None, str(os.getpid())):
+    # kernlog's picker "times" a pick here: the second candidate in every process but the
+    # test's own, which the test gives the last (toy_picker), so a pin is seen to cross processes
+    tuning.fastest = lambda run, candidates, device: candidates[1]
 
 
 def _double(wrong_row=None, exit_code=None, name="", hang=False, wrong_in=None):
@@ -474,8 +481,6 @@ def _double(wrong_row=None, exit_code=None, name="", hang=False, wrong_in=None):
 
 
 def _picky():
-    from kernels.common import tuning
-
     def launch(inputs, out):
         x = inputs[0]
         if "--after" in sys.argv and ("picky", tuple(out.shape)) not in LAUNCHED:  # the ncu warm-up takes a while
@@ -512,51 +517,29 @@ KERNEL = Kernel(
 '''
 
 
-# The picker protocol kernlog.run.picker speaks (kernels/common/tuning.py's), at its smallest: its
-# "timed" pick is the last candidate in the test's process, the second in any other.
-TOY_TUNING = '''
-import json
-import os
+@pytest.fixture
+def toy_picker(monkeypatch):
+    """kernlog's picker, fresh, its "timed" pick the last candidate in the test's own process
+    (the toy's other processes take the second: TOY)."""
+    from kernlog import tuning
 
-PICKED, USED, _PINS = {}, {}, []
-PIN_ENV = "KERNLOG_PINNED"
-
-
-def fastest(run, candidates, device):  # the test's own process times one pick, every other process another
-    return candidates[-1] if os.environ.get("TOY_MAIN_PID") == str(os.getpid()) else candidates[1]
-
-
-def _pins():
-    if not _PINS:
-        path = os.environ.get(PIN_ENV)
-        _PINS.append(json.load(open(path)) if path else {})
-    return _PINS[0]
-
-
-def pick(key, candidates, run, device):
-    USED[key] = None
-    if key not in PICKED:
-        PICKED[key] = _pins().get(repr(key)) or fastest(run, candidates, device)
-    return PICKED[key]
-
-
-def used_config():
-    return {repr(k): PICKED[k] for k in USED if k in PICKED}
-'''
+    monkeypatch.setenv("TOY_MAIN_PID", str(os.getpid()))
+    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[-1])
+    for name, empty in (("PICKED", {}), ("USED", {}), ("_PINS", [])):
+        monkeypatch.setattr(tuning, name, empty)
+    return tuning
 
 
 def _toy_repo(tmp_path):
     (tmp_path / "kernels" / "toy").mkdir(parents=True)
-    (tmp_path / "kernels" / "common").mkdir(parents=True)
-    (tmp_path / "kernels" / "common" / "__init__.py").write_text("")
-    (tmp_path / "kernels" / "common" / "tuning.py").write_text(TOY_TUNING)
     (tmp_path / "kernels" / "__init__.py").write_text("")
     (tmp_path / "kernels" / "toy" / "__init__.py").write_text(TOY)
     (tmp_path / "profiles").mkdir()
     return tmp_path
 
 
-def test_gates_in_their_own_processes_say_right_wrong_and_crashed_apart(tmp_path, monkeypatch, own_kernels_package):
+def test_gates_in_their_own_processes_say_right_wrong_and_crashed_apart(tmp_path, monkeypatch, own_kernels_package,
+                                                                        toy_picker):
     """`kernlog profile` gates a ladder's revisions in processes of their own, several at once
     (compiling is most of a cold profile): a wrong revision and one that takes its process down
     fail there with their reason, and each verdict comes back under its own revision's name."""
@@ -596,7 +579,7 @@ sys.exit(proc.returncode)
     return str(path)
 
 
-def test_profile_gates_apart_then_times_only_what_passed(tmp_path, monkeypatch, own_kernels_package):
+def test_profile_gates_apart_then_times_only_what_passed(tmp_path, monkeypatch, own_kernels_package, toy_picker):
     from kernlog.errors import GateFailure
 
     root = _toy_repo(tmp_path)
@@ -624,7 +607,7 @@ def test_profile_gates_apart_then_times_only_what_passed(tmp_path, monkeypatch, 
 
 
 def test_the_ncu_process_warms_up_while_the_gates_run_then_profiles_only_what_passed(
-        tmp_path, monkeypatch, own_kernels_package):
+        tmp_path, monkeypatch, own_kernels_package, toy_picker):
     from kernlog.errors import GateFailure
 
     root = _toy_repo(tmp_path)
@@ -654,14 +637,13 @@ def test_the_ncu_process_warms_up_while_the_gates_run_then_profiles_only_what_pa
 
 
 def test_the_ncu_process_takes_the_timing_pass_picks_and_the_timing_waits_for_its_warm_up(
-        tmp_path, monkeypatch, own_kernels_package):
+        tmp_path, monkeypatch, own_kernels_package, toy_picker):
     """The warm-up picks untimed (the first candidate) and forgets it; told the timing pass's pick
     (the "timed" last one), the target launches that one, also where it had read no pins before.
     No timing pass starts before the target said it was ready."""
     root = _toy_repo(tmp_path)
     log = tmp_path / "launches.txt"
     monkeypatch.setenv("TOY_LOG", str(log))
-    monkeypatch.setenv("TOY_MAIN_PID", str(os.getpid()))
     _cpu_profiler(monkeypatch, lambda *a, **k: pytest.fail("an ncu process started after the gates"),
                   ncu=ncu_running_the_target(tmp_path))
     real = profiler.build_record
@@ -676,17 +658,17 @@ def test_the_ncu_process_takes_the_timing_pass_picks_and_the_timing_waits_for_it
                                profiler.Options(gate_workers=2), lambda s: None)
     assert ready_at_timing == [True, True]
     seen = json.loads((tmp_path / "seen.json").read_text())
-    assert seen["go"] == {"revisions": ["right", "picky"], "pins": {"('picky', 7, 33)": "c"}}
+    assert seen["go"] == {"revisions": ["right", "picky"], "pins": {"'picky'|7|33": "'c'"}}
     picks = [ln.split()[1] for ln in log.read_text().splitlines()
              if ln.split()[0] == str(seen["pid"]) and ln.split()[1].startswith("picky:")]
     # warm-up untimed (the first), then the timing pass's pick ("c"), which only the pins give there ("b")
     assert picks == ["picky:a"] + ["picky:c"] * 4
     rec = store.load_profile(root, next(p for p in written if p.name.startswith("picky.")))
-    assert rec.config == {"('picky', 7, 33)": "c"}
+    assert rec.config == {"'picky'|7|33": "'c'"}
 
 
 def test_an_ncu_process_still_warming_up_after_the_gates_is_stopped_and_started_again_later(
-        tmp_path, monkeypatch, own_kernels_package):
+        tmp_path, monkeypatch, own_kernels_package, toy_picker):
     root = _toy_repo(tmp_path)
     later = []
     _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: later.append(cmd), ncu=ncu_running_the_target(tmp_path))
@@ -744,7 +726,7 @@ time.sleep(60)
 
 
 def test_an_ncu_process_nobody_tells_what_to_profile_is_stopped_with_its_folder(
-        tmp_path, monkeypatch, own_kernels_package):
+        tmp_path, monkeypatch, own_kernels_package, toy_picker):
     """Every revision fails its gate: the waiting ncu process and its scratch folder go."""
     from kernlog.errors import GateFailure
 
@@ -776,7 +758,7 @@ def test_the_target_stops_waiting_when_the_profiling_process_is_gone(tmp_path):
 
 
 def test_warming_the_references_leaves_the_code_under_test_alone_and_a_failure_to_the_timing_pass(
-        tmp_path, monkeypatch, own_kernels_package):
+        tmp_path, monkeypatch, own_kernels_package, toy_picker):
     import dataclasses
 
     root = _toy_repo(tmp_path)
@@ -814,7 +796,8 @@ def test_profile_on_two_gpus_hands_each_process_the_shape_dtype_and_what_is_left
     assert "--gate-workers" not in args and one_by_one[one_by_one.index("--gate-workers") + 1] == "1"
 
 
-def test_a_gate_that_never_returns_fails_in_its_time_limit_naming_it(tmp_path, monkeypatch, own_kernels_package):
+def test_a_gate_that_never_returns_fails_in_its_time_limit_naming_it(tmp_path, monkeypatch, own_kernels_package,
+                                                                     toy_picker):
     root = _toy_repo(tmp_path)
     monkeypatch.setattr(profiler, "DEVICE", "cpu")
     # the other gate (a fresh process on a busy 2-core CI machine) must finish in it
@@ -843,7 +826,7 @@ def test_a_gpu_that_admits_one_process_is_found(monkeypatch, smi, visible, want)
     assert profiler.exclusive_compute_mode() == want
 
 
-def test_on_an_exclusive_gpu_the_gates_run_here_one_by_one(tmp_path, monkeypatch, own_kernels_package):
+def test_on_an_exclusive_gpu_the_gates_run_here_one_by_one(tmp_path, monkeypatch, own_kernels_package, toy_picker):
     """Gate processes beside this one could not create a context: every revision would fail."""
     root = _toy_repo(tmp_path)
     _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: None)
@@ -988,7 +971,8 @@ def test_every_flag_is_an_option_of_the_profile_command_and_a_field_of_options()
         assert flag.field in fields and names[flag.field] == [flag.name]
 
 
-def test_the_gate_covers_every_declared_dtype_whichever_is_profiled(tmp_path, monkeypatch, own_kernels_package):
+def test_the_gate_covers_every_declared_dtype_whichever_is_profiled(tmp_path, monkeypatch, own_kernels_package,
+                                                                   toy_picker):
     """A revision wrong in bf16 alone is refused by `kernlog profile` of fp32, with one line naming
     the failing case; it is never timed and nothing of it is stored."""
     from kernlog.errors import GateFailure

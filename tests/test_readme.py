@@ -12,11 +12,11 @@ import importlib
 import re
 import shlex
 import subprocess
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import tomllib
 from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.common import LazyModule
+from kernels.common import TUNING_SOURCE, LazyModule, triton_interpreter
 from kernlog.frameworks import references
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, SpeedBar, torch_dtype
 
 torch = LazyModule("torch", globals())
 F = LazyModule("torch.nn.functional", globals())
 HERE = Path(__file__).resolve().parent
-COMMON = HERE.parent / "common"
+INTERPRETER_SOURCE = Path(triton_interpreter.__file__).resolve()  # kernlog's interpreter shim
 SOFTMAX = HERE.parent / "softmax"
 HEAD_DIMS = (16, 32, 64, 128)  # v1_flash.HEAD_DIMS, kept here so the registry imports no Triton
 
@@ -106,18 +106,18 @@ def _load_sdpa():
 
 
 REVISIONS = (
-    Revision("v0_library", "triton", (HERE / "v0_library.py", SOFTMAX / "softmax_triton.py", COMMON / "tuning.py"),
+    Revision("v0_library", "triton", (HERE / "v0_library.py", SOFTMAX / "softmax_triton.py", TUNING_SOURCE),
              _load_v0,
              "naive attention through the library: q k^T * scale (torch.matmul), masked_fill -inf above the "
              "diagonal, kernlog's Triton softmax over the T x T rows, then @ v; the scores go through DRAM",
              "well under SDPA: the B H T T scores written and read ~5 times outweigh q, k, v and o"),
-    Revision("v1_flash", "triton", (HERE / "v1_flash.py", COMMON / "triton_interpreter.py"), _load_v1,
+    Revision("v1_flash", "triton", (HERE / "v1_flash.py", INTERPRETER_SOURCE), _load_v1,
              "one fused Triton kernel: a program per (query block, batch x head), q in registers, online "
              "softmax (running max and sum in fp32, the accumulator rescaled), key blocks up to the "
              "diagonal only, the mask on the diagonal blocks alone, exp2 with log2(e) in the scale",
              ">= 2x v0_library and >= 0.5x SDPA at (1, 12, 1024, 64) bf16", refuses=refuses_head_dim),
-    Revision("v2_tuned", "triton", (HERE / "v2_tuned.py", HERE / "v1_flash.py", COMMON / "triton_interpreter.py",
-                                    COMMON / "tuning.py"), _load_v2,
+    Revision("v2_tuned", "triton", (HERE / "v2_tuned.py", HERE / "v1_flash.py", INTERPRETER_SOURCE,
+                                    TUNING_SOURCE), _load_v2,
              "v1 with the causal loop split: the key blocks below the diagonal with no mask and no bounds, the "
              "diagonal's alone masked; BLOCK_M, BLOCK_N, warps and stages picked per shape among 3-5 candidates",
              ">= v1 at (1, 12, 1024, 64) bf16; >= 0.8x SDPA on the longer sequences", refuses=refuses_head_dim),

@@ -1,12 +1,19 @@
-"""Code shared by the operator folders: kl_cuda.cuh for CUDA C, Triton interpreter shims, and
-tuning.py, the picker of launch configurations; and LazyModule, which keeps torch out of
-`kernlog list`/`show`/`diff`."""
+"""Code shared by this repository's operator folders: the row-norm kernels of LayerNorm and
+RMSNorm, their shape families, and LazyModule, which keeps torch out of `kernlog list`/`show`/
+`diff`. Not an operator (no KERNEL here), so kernlog passes it over.
+
+The picker of launch configurations and the Triton interpreter shim are kernlog's own
+(kernlog.tuning, kernlog.triton_interpreter), as any repository's kernels import them; they are
+named here too, `from kernels.common import tuning` being how the operator files written
+before the move spell that import (the bytes of those files are their revisions' identity)."""
 import importlib
 from pathlib import Path
 
-# Listed among the sources of every revision that picks through tuning.py, so a change to the
+from kernlog import triton_interpreter, tuning  # noqa: F401
+
+# Listed among the sources of every revision that picks through kernlog.tuning, so a change to the
 # picker marks their profiles and sweep points stale.
-TUNING_SOURCE = Path(__file__).resolve().parent / "tuning.py"
+TUNING_SOURCE = Path(tuning.__file__).resolve()
 
 
 class LazyModule:

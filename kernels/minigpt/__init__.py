@@ -23,7 +23,7 @@ import copy
 import weakref
 from pathlib import Path
 
-from kernels.common import LazyModule
+from kernels.common import LazyModule, triton_interpreter
 from kernlog.frameworks import compiled
 from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
@@ -148,7 +148,7 @@ def _load_sdpa():
 
 
 ATTENTION_REV = "v1_flash"  # the attention ladder's rung the `attention` revision runs
-ATTENTION = (ROOT / "kernels" / "attention" / "v1_flash.py", ROOT / "kernels" / "common" / "triton_interpreter.py")
+ATTENTION = (ROOT / "kernels" / "attention" / "v1_flash.py", Path(triton_interpreter.__file__).resolve())
 
 
 def _load_attention():

@@ -8,7 +8,7 @@ profiles/<gpu>/<kernel>/at/<commit:12>/, beside today's, which they never replac
 profiled.
 
 Before any GPU work the commits are planned on the CPU: --range visits only the commits
-that change a file under kernels/ (SOURCE_PATHS), and each commit profiles only
+that change a file under the kernels folder (source_paths), and each commit profiles only
 the revisions whose (name, source hash) no profile on this GPU has yet -- today's, an at/
 entry, or an older commit of the range. On a host with several GPUs the commits are
 profiled side by side, one per GPU (kernlog.run.fanout). A commit whose process fails (a
@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from kernlog import config
 from kernlog.capture import provenance
 from kernlog.capture.profiler import Options, require_gpu
 from kernlog.errors import KernlogError
@@ -35,10 +36,14 @@ from kernlog.store import profiles as store
 from kernlog.store.record import Profile
 
 FAILED = keys.FAILED
-# What of a commit's tree a revision's hash can cover: the operator folders and the picker and
-# shared code beside them. The tool's own files in a hash (identity.KIND_FILES, kl_cuda.cuh)
-# are today's tool's: the commit's copies never run.
-SOURCE_PATHS = ("kernels",)
+# What of a commit's tree a revision's hash can cover is the kernels folder ([tool.kernlog]
+# kernels): the operator folders and the shared code beside them. The tool's own files in a hash
+# (identity.KIND_FILES, kl_cuda.cuh, kernlog.tuning) are today's tool's: the commit's copies never run.
+
+
+def source_paths(root: Path) -> tuple[str, ...]:
+    lay = config.layout(root)
+    return (lay.rel(lay.kernels),)
 # The processes for a commit start here, so that `kernlog` is today's tool (installed or this
 # checkout), never the copy inside the commit's tree.
 TOOL_HOME = Path(__file__).resolve().parents[2]
@@ -46,8 +51,8 @@ TOOL_HOME = Path(__file__).resolve().parents[2]
 
 def commits(root: Path, spec: str, paths: tuple[str, ...] | None = None) -> list[str]:
     """The commits `spec` names, oldest first: one ref, or A..B as git reads it (B's
-    ancestors that are not A's) that change a file under `paths` (default SOURCE_PATHS)."""
-    paths = paths or SOURCE_PATHS
+    ancestors that are not A's) that change a file under `paths` (default: the kernels folder)."""
+    paths = paths or source_paths(root)
     if ".." in spec:
         a, _, b = spec.partition("..")
         base, tip = gitrefs.resolve(root, a or "HEAD"), gitrefs.resolve(root, b or "HEAD")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernlog import config
 from kernlog.capture.ncu import main_action
 from kernlog.metrics import NOT_STALLS
 
@@ -36,9 +37,13 @@ def _display(path: str, root: Path, main_source: Path | None) -> tuple[str, Path
     except ValueError:
         pass
     parts = p.parts
-    for anchor in ("kernels", "kernlog"):  # captured from another checkout of this repository
-        if anchor in parts:
-            rel = Path(*parts[parts.index(anchor):])
+    lay = config.layout(root)
+    # captured from another checkout of the repository: from its kernels folder on (as
+    # [tool.kernlog] names it), or from kernlog's own package
+    for anchor in (Path(lay.rel(lay.kernels)).parts, ("kernlog",)):
+        at = next((i for i in range(len(parts) - len(anchor) + 1) if parts[i:i + len(anchor)] == anchor), None)
+        if at is not None:
+            rel = Path(*parts[at:])
             return str(rel), root / rel
     if "site-packages" in parts:
         return str(Path(*parts[parts.index("site-packages") + 1:])), p

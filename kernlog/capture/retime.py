@@ -4,7 +4,7 @@ Stored samples come from two timing passes that may be days apart; drift between
 (clocks, temperature, another tenant) reads as a change. Here the two sides alternate,
 A then B, in batches of timing.BATCH launches, each after an L2 flush, for `rounds` rounds,
 so drift lands on both. The first launch of each batch follows the other side's and is not
-kept, as in the picker (kernels/common/tuning.py). Clocks are read while it runs.
+kept, as in the picker (kernlog/tuning.py). Clocks are read while it runs.
 """
 from __future__ import annotations
 

@@ -23,10 +23,10 @@ not checkable (no claim applies there).
 """
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
-import tomllib
-
+from kernlog import config
 from kernlog.errors import KernlogError
 from kernlog.judge.verdicts import at_least, at_most
 from kernlog.metrics import ranked_stalls
@@ -36,7 +36,7 @@ SPEED = ("speedup", "speed_vs:")
 
 
 def load(root: Path, kernel: str) -> dict[str, dict]:
-    path = Path(root) / "kernels" / kernel / "predictions.toml"
+    path = config.layout(root).kernels / kernel / "predictions.toml"
     if not path.exists():
         return {}
     try:

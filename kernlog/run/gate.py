@@ -259,7 +259,7 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
     case launches twice: Triton's interpreter runs a launch's programs one after another, so
     launches differ there only by state one leaves behind, not by a race, and twice on every
     case took the Triton softmax's CPU gate from 89 s to 132 s. A launcher that picks its config
-    per shape (kernels/common/tuning.py) takes its candidates in turn here, untimed
+    per shape (kernlog/tuning.py) takes its candidates in turn here, untimed
     (picker.untimed): the gate checks what it runs, the timing pass's pick is checked again
     after that pass (recheck), and each sweep point after its own."""
     seed = fresh_seed() if seed is None else seed

@@ -1,10 +1,9 @@
-"""kernlog's side of the launchers' picker, where the project has one (kernels/common/tuning.py:
-a launcher asks it for a config per shape and it times the candidates): which picks a timing
-pass made, to record them and pin the ncu pass to them; and gates whose picks are not timed.
+"""kernlog's side of the launchers' picker (kernlog.tuning: a launcher asks it for a config per
+shape and it times the candidates): which picks a timing pass made, to record them and pin the
+ncu pass to them; and gates whose picks are not timed.
 
-The module is the one kernlog.registry names (registry.PICKER, registry.picker): the registry
-knows the project's layout, as it finds kernels/<op>/, so this stage never imports a module of
-the project by name. It is found as before: in sys.modules, where a revision imported it (a
+The module is the one kernlog.registry names (registry.PICKER, registry.picker, which also finds
+an older commit's own picker). It is found as before: in sys.modules, where a revision imported it (a
 revision that picks imports it when it loads); only `untimed` and `take` have it imported
 first: a target process enters `untimed` before loading the revisions it warms up (a picker
 imported inside would time their picks and keep them), and `take` puts the pins in place before
@@ -55,7 +54,7 @@ ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")  # repr()'s "<... object at 0x7f...>
 def strays(pinned: dict | None) -> dict:
     """The picks launched since forget_used() that `pinned` does not name as they are. A tuning
     key with an object named by its address (an autotune object over a heuristics object, in
-    kernels.common.tuning.key_text) is another text in this process, so the launcher tuned on
+    kernlog.tuning.key_text) is another text in this process, so the launcher tuned on
     its own instead of taking the timing pass's pick: the same pick, found under the key with
     the address left out (AddressFreePins, as the picker looked it up), is no stray; another pick
     is, and so is any pick under a key whose pins clash once addresses are left out."""
@@ -96,7 +95,7 @@ class AddressFreePins(dict):
 
 def take(picks: dict) -> None:
     """Have the picker look `picks` up as AddressFreePins from its next pick on (where it keeps
-    its pins as kernels/common/tuning.py does: a one-item list, filled on first use). Imported
+    its pins as kernlog.tuning does: a one-item list, filled on first use). Imported
     here where no revision has yet: the pins must be in place before the first pick."""
     mod = registry.picker(load=True)
     if isinstance(getattr(mod, "_PINS", None), list):

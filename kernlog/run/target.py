@@ -177,7 +177,7 @@ def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs:
         if stray:  # it would profile a config its timing pass never timed
             print(f"{TARGET_SAYS}{name} picked configs its timing pass did not pin, so its profile would be of "
                   f"another config: {stray} (pinned: {pinned}); a tuning key must be the same text in every "
-                  "process (kernels.common.tuning.key_text)", file=sys.stderr)
+                  "process (kernlog.tuning.key_text)", file=sys.stderr)
             sys.exit(4)
         if device == "cuda":
             torch.cuda.nvtx.range_push(RANGE_PREFIX + name)

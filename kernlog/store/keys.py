@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+from kernlog import config
 from kernlog.errors import KernlogError
 from kernlog.registry import split_rev
 from kernlog.spec import NAME_RE, Shape, format_shape, parse_shape
@@ -30,7 +31,6 @@ class Loaded(Protocol):
     gpu: Any  # .slug
     commit: str | None
 
-PROFILES = "profiles"
 DTYPES = ("fp32", "bf16", "fp16")
 GPU_RE = re.compile(r"[a-z][a-z0-9-]*")
 SHAPE_RE = re.compile(r"\d+(x\d+)*")
@@ -96,13 +96,14 @@ class ProfileKey:
         return cls(prof.kernel, prof.revision, tuple(prof.shape), prof.dtype, prof.gpu.slug, prof.commit)
 
     @classmethod
-    def from_path(cls, path: Path) -> ProfileKey | None:
-        """The key a path .../profiles/<gpu>/<kernel>/<rev>.<shape>.<dtype>.json spells, or None
-        where it is not such a path."""
+    def from_path(cls, path: Path, folder: str = "profiles") -> ProfileKey | None:
+        """The key a path .../<folder>/<gpu>/<kernel>/<rev>.<shape>.<dtype>.json spells, or None
+        where it is not such a path (`folder`: the name of the profiles folder, [tool.kernlog]
+        profiles)."""
         path = Path(path)
         parts = path.parts[-4:]
         names = path.name[:-len(".json")].split(".") if path.name.endswith(".json") else []
-        if len(parts) != 4 or parts[0] != PROFILES or len(names) != 3:
+        if len(parts) != 4 or parts[0] != folder or len(names) != 3:
             return None
         rev, shape, dtype = names
         try:
@@ -149,7 +150,8 @@ def stem(revision: str, shape: Shape, dtype: str) -> str:
 
 
 def profiles_dir(root: Path) -> Path:
-    return Path(root) / PROFILES
+    """The repository's profiles folder ([tool.kernlog] profiles, default profiles/)."""
+    return config.layout(root).profiles
 
 
 def gpu_dir(root: Path, gpu: str) -> Path:

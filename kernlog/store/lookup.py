@@ -35,6 +35,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernlog import config
 from kernlog.errors import KernlogError
 from kernlog.identity import gpu_slug
 from kernlog.registry import kernel_names, load_kernel
@@ -42,11 +43,6 @@ from kernlog.store import gitrefs
 from kernlog.store import profiles as store
 from kernlog.store.keys import DTYPES, GPU_RE, ProfileKey, glob_profiles, profiles_dir  # noqa: F401
 from kernlog.store.record import Profile
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: no primary_gpu setting, the most-profiled GPU is primary
-    tomllib = None
 
 MACHINE, PRIMARY = "this machine's GPU", "primary GPU"
 
@@ -104,14 +100,9 @@ def this_gpu() -> str | None:
 
 def primary_gpu(root: Path) -> str | None:
     """`[tool.kernlog] primary_gpu` of the repository's pyproject.toml, else the GPU with the most profiles."""
-    if tomllib is not None:
-        try:
-            setting = tomllib.loads((Path(root) / "pyproject.toml").read_text()).get("tool", {}).get(
-                "kernlog", {}).get("primary_gpu")
-        except (OSError, ValueError, AttributeError):
-            setting = None
-        if isinstance(setting, str) and setting:
-            return setting
+    setting = config.layout(root).primary_gpu
+    if setting:
+        return setting
     counts = Counter(p.parent.parent.name for p in glob_profiles(root))
     return min(counts, key=lambda g: (-counts[g], g)) if counts else None
 

@@ -45,6 +45,7 @@ from kernlog.store.keys import (  # noqa: F401 (re-exported)
     glob_profiles,
     kernel_dir,
     profile_json,
+    profiles_dir,
     stem,
 )
 from kernlog.store.keys import safe as _safe
@@ -186,10 +187,10 @@ class ProfileError(KernlogError):
         self.path, self.short, self.ident = path, short, ident
 
 
-def path_ident(path: Path) -> tuple | None:
+def path_ident(path: Path, folder: str = "profiles") -> tuple | None:
     """(gpu, kernel, revision, shape, dtype) as a path .../profiles/<gpu>/<kernel>/<rev>.<shape>.<dtype>.json
     spells them, or None where it is not such a path (ProfileKey.from_path's key as a tuple)."""
-    key = ProfileKey.from_path(path)
+    key = ProfileKey.from_path(path, folder)
     return key.ident() if key else None
 
 
@@ -222,7 +223,7 @@ def load_profile(root: Path, json_path: Path) -> Profile:
     rel = Path(os.path.relpath(json_path, root))
     inside = not rel.parts or rel.parts[0] != ".."
     rel = rel if inside else json_path
-    ident = path_ident(Path(os.path.abspath(json_path)))
+    ident = path_ident(Path(os.path.abspath(json_path)), profiles_dir(root).name)
 
     def fail(short: str, message: str, report: Path | None = None):
         fix = _fix(ident, inside, (rel, report) if report else (rel,))
@@ -281,7 +282,7 @@ def profile_error(root: Path, json_path: Path, short: str, message: str) -> Prof
     """A ProfileError about the profile at `json_path`, its fix added as load_profile adds it."""
     rel = Path(os.path.relpath(json_path, root))
     inside = not rel.parts or rel.parts[0] != ".."
-    ident = path_ident(Path(os.path.abspath(json_path)))
+    ident = path_ident(Path(os.path.abspath(json_path)), profiles_dir(root).name)
     return ProfileError(f"{message}; {_fix(ident, inside, (rel,))}", str(rel if inside else json_path), short,
                         ident)
 

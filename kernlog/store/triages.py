@@ -17,6 +17,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from kernlog.errors import KernlogError
+from kernlog.store import keys
 from kernlog.store.keys import TRIAGE_FOLDER
 from kernlog.store.profiles import dump_json, write_atomic
 
@@ -87,7 +88,7 @@ def target_slug(target: str) -> str:
 def _gpu_folder(root: Path, gpu_slug: str) -> Path:
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", gpu_slug):
         raise KernlogError(f"refusing GPU name {gpu_slug!r}: it could escape profiles/")
-    return root / "profiles" / gpu_slug / FOLDER
+    return keys.profiles_dir(root) / gpu_slug / FOLDER
 
 
 def triage_path(root: Path, gpu_slug: str, target: str) -> Path:
@@ -150,9 +151,9 @@ def load_trace(root: Path, rec: TriageRecord) -> dict:
 def stored(root: Path, target: str) -> list[Path]:
     """The stored triages of `target`, one per GPU that has one, by GPU name."""
     name = f"{target_slug(target)}.json"
-    return sorted(p for p in (root / "profiles").glob(f"*/{FOLDER}/{name}") if p.is_file())
+    return sorted(p for p in keys.profiles_dir(root).glob(f"*/{FOLDER}/{name}") if p.is_file())
 
 
 def all_stored(root: Path) -> list[Path]:
     """Every stored triage, of every target on every GPU, by GPU then target."""
-    return sorted(p for p in (root / "profiles").glob(f"*/{FOLDER}/*.json") if p.is_file())
+    return sorted(p for p in keys.profiles_dir(root).glob(f"*/{FOLDER}/*.json") if p.is_file())
