@@ -16,6 +16,10 @@
 #   scripts/gpu.sh retime A B [A B]   kernlog diff A B --retime for each pair
 #   scripts/gpu.sh coldprofile [K]    time `kernlog profile K` (softmax) from an empty profiles/ and empty
 #                                     compile caches (Triton, CuPy, Inductor), as the README's figure; profiles/ restored
+#   scripts/gpu.sh adopt              kernlog as a new team runs it (docs/your-repository.md): the wheel built
+#                                     here installed alone, `kernlog init` in a new git repository, the loop on
+#                                     its example operator on this GPU; its log in adopt.log, the repository in
+#                                     adopt-repo.tgz
 # Logs go to $OUT (or ./gpu-logs); profiles/ is written in place.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +105,30 @@ case $stage in
     rm -rf ~/.triton/cache ~/.cupy/kernel_cache /tmp/torchinductor_* ~/.cache/torch/inductor
     /usr/bin/time -f "cold profile $k: %e s" python3 -m kernlog profile "$k" 2>&1 | tee -a "$LOGS/coldprofile.log" || status=1
     rm -rf profiles && mv "$keep/profiles" profiles && rmdir "$keep"
+    ;;
+  adopt)
+    site=$(mktemp -d); team=$(mktemp -d)/team
+    python3 -m pip wheel -q --no-deps --no-build-isolation -w "$site/dist" . \
+      && python3 -m pip install -q --no-deps --no-compile --target "$site/lib" "$site"/dist/kernlog-*.whl || exit 1
+    mkdir -p "$team" && git -C "$team" init -q && git -C "$team" config user.email team@example.com \
+      && git -C "$team" config user.name team
+    adopt_loop() {  # in the new repository, kernlog from the wheel alone
+      cd "$team" && export PYTHONPATH="$site/lib"
+      python3 -c 'import kernlog; print("kernlog from", kernlog.__file__)'
+      nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+      for cmd in "init --kernels-dir gpu_ops" "list" "check add_relu" "profile add_relu" "bench add_relu" \
+                 "diff add_relu/v0_two_kernels add_relu/v1_fused" "show add_relu/v1_fused" "report" "report --check"; do
+        echo "\$ kernlog $cmd"
+        # shellcheck disable=SC2086
+        /usr/bin/time -f "(%e s)" python3 -m kernlog $cmd || echo "ADOPT FAILED: kernlog $cmd"
+      done
+      git add -A && git commit -qm "kernlog init; the first profiles"
+      echo "\$ kernlog compare HEAD"; python3 -m kernlog compare HEAD || echo "ADOPT FAILED: compare"
+      echo "\$ kernlog history add_relu/v1_fused"; python3 -m kernlog history add_relu/v1_fused || echo "ADOPT FAILED: history"
+    }
+    (adopt_loop) 2>&1 | tee "$LOGS/adopt.log"
+    tar -C "$team" -czf "$LOGS/adopt-repo.tgz" --exclude .git . || status=1
+    grep -q "ADOPT FAILED" "$LOGS/adopt.log" && status=1
     ;;
   *) echo "unknown stage $stage"; exit 2 ;;
 esac

@@ -15,6 +15,7 @@ from kernlog.commands import (
     diff,
     history,
     import_,
+    init,
     list_,
     misses,
     noise,
@@ -29,7 +30,8 @@ from kernlog.commands import (
 
 @click.group()
 @click.option("--root", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Repository root (default: the nearest folder above holding kernels/).")
+              help="Repository root (default: the nearest folder at or above this one whose pyproject.toml "
+                   "has [tool.kernlog], else that holds kernels/).")
 @click.version_option(package_name="kernlog")
 @click.pass_context
 def main(ctx, root):
@@ -37,7 +39,7 @@ def main(ctx, root):
     ctx.ensure_object(dict)["root"] = root
 
 
-for command in (list_.list_cmd, check.check, profile.profile, prune.prune, bench.bench, show.show,
+for command in (init.init, list_.list_cmd, check.check, profile.profile, prune.prune, bench.bench, show.show,
                 history.history, diff.diff, compare.compare, import_.import_cmd, noise.noise, report.report,
                 misses.misses, open_.open_cmd, compress.compress, triage.triage):
     main.add_command(command)
