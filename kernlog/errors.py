@@ -11,6 +11,14 @@ class GateFailure(KernlogError):
     exit_code = 3
 
 
+class CannotRun(KernlogError):
+    """A revision this machine cannot run as it is set up -- its import fails (the user's own
+    package not on the path), or it is a Triton kernel with neither a GPU nor Triton's
+    interpreter: nothing is known of its answers, so it is not a gate failure. Said in one line
+    naming what to do; `kernlog check` still checks the other revisions."""
+    exit_code = 2
+
+
 class NoGpu(KernlogError):
     exit_code = 4
 

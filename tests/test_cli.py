@@ -244,8 +244,8 @@ def test_an_optional_kernel_shows_as_optional_in_help(command):
 
 
 def test_every_command_is_registered_once_with_its_name():
-    assert sorted(main.commands) == ["bench", "check", "compare", "compress", "diff", "history", "import", "list",
-                                     "misses", "noise", "open", "profile", "prune", "report", "show", "triage"]
+    assert sorted(main.commands) == ["bench", "check", "compare", "compress", "diff", "history", "import", "init",
+                                     "list", "misses", "noise", "open", "profile", "prune", "report", "show", "triage"]
 
 
 def test_check_on_the_cpu_skips_cuda_revisions_and_says_so(repo):

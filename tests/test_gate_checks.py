@@ -1,6 +1,7 @@
 """The gate's comparison on made-up outputs: each check rejects what the others let through,
 its message says where, and the tolerance table's overrides keep their meaning."""
 import dataclasses
+import re
 
 import torch
 
@@ -30,7 +31,29 @@ def test_element_failure_names_the_worst_element_and_how_many_failed():
     out[1, 7], out[2, 50], out[3, 99] = 1.5, 3.0, 2.0  # each row and the whole within l2
     err, problem = gate.compare(out, ref, BF16)
     assert err <= BF16.l2
-    assert problem.startswith("3 of 400000 elements over") and problem.endswith("worst [2, 50]: out 3, ref 1")
+    assert problem.startswith("3 of 400000 elements over") and problem.endswith("worst [2, 50]: expected 1, got 3")
+    assert gate.first_bad(out, ref, BF16) == "first bad element [1, 7]: expected 1, got 1.5"
+
+
+def test_a_row_or_whole_failure_names_the_first_bad_row_and_where_to_look():
+    """Where the output fails as a whole or row by row, the first row over its tolerance is named
+    (not only the worst), and first_bad gives an element to look at, expected against got."""
+    ref = _ref()
+    out = ref.clone()
+    out[17] *= 1.02  # first bad row
+    out[900] *= 1.05  # the worst
+    assert gate.compare(out, ref, BF16)[1] == ("row 17 error 2.00e-02 over tolerance 1e-02 (2 of 3000 rows; the "
+                                               "worst, row 900, 5.00e-02)")
+    assert re.fullmatch(r"first bad element \[17, \d+\]: expected \S+, got \S+", gate.first_bad(out, ref, BF16))
+    thin = ref.clone()
+    thin[5] *= 1.012  # each element under rtol = 1.6e-2: no element is wrong on its own
+    assert gate.first_bad(thin, ref, BF16).startswith("largest error [5, ")
+    whole = ref.clone()
+    whole[2:] *= 1.5
+    assert gate.compare(whole, ref, BF16)[1].startswith("error ")
+    assert gate.first_bad(whole, ref, BF16).startswith("first bad element [2, 0]: expected ")
+    assert gate.first_bad(whole.reshape(2, 1500, 64), ref.reshape(2, 1500, 64), BF16).startswith(
+        "first bad element [0, 2, 0]: ")
 
 
 def test_atol_follows_the_row_mean_not_an_absolute_unit():
@@ -55,6 +78,7 @@ def test_zero_rows_must_be_zeros_and_nan_rows_nan():
     out = ref.clone()
     out[2, 5] = 0.0
     assert gate.compare(out, ref, BF16)[1] == "1 NaN in the reference missing from the output"
+    assert gate.first_bad(out, ref, BF16) == "first bad element [2, 5]: expected nan, got 0"
 
 
 def test_infinities_must_match_and_finite_values_be_finite():
@@ -64,8 +88,10 @@ def test_infinities_must_match_and_finite_values_be_finite():
     assert gate.compare(out, ref, BF16)[1] == ""
     out[0, 0] = 1e30
     assert gate.compare(out, ref, BF16)[1] == "1 infinities in the reference not in the output"
+    assert gate.first_bad(out, ref, BF16) == "first bad element [0, 0]: expected inf, got 1e+30"
     out[0, 0], out[3, 3] = float("inf"), float("-inf")
     assert gate.compare(out, ref, BF16)[1] == "1 elements non-finite or unwritten"
+    assert gate.first_bad(out, ref, BF16).startswith("first bad element [3, 3]: expected ")
 
 
 def test_compare_takes_a_tolerance_a_bare_l2_number_or_the_output_dtype():

@@ -14,8 +14,8 @@ from pathlib import Path
 from kernlog import timing
 from kernlog.capture import checked, provenance
 from kernlog.capture.profiler import ceilings, require_gpu
-from kernlog.errors import GateFailure, Unsupported
-from kernlog.run import gate
+from kernlog.errors import CannotRun, GateFailure, Unsupported
+from kernlog.run import gate, ladder
 from kernlog.spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 
@@ -98,14 +98,14 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     vers = provenance.versions()
     git = provenance.git_state(root)
     run = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # tells this run's points from a merged file's
-    launchers, failed, verdicts = {}, [], []
+    launchers, failed, verdicts, unrun, passed = {}, [], [], [], []  # passed: known-wrong ones the gate let by
     for rev in revs:
         progress(f"{rev.name}: correctness gate at the check shapes")  # tens of seconds where Triton compiles
         g0 = time.perf_counter()
         try:
-            launchers[rev.name] = rev.load()
+            launchers[rev.name] = gate.load(kernel, rev)
             # torch.compile: the gate's shapes through its shape-generic graph, not a graph each
-            gate_launch = rev.load_for_gate() if rev.load_for_gate else launchers[rev.name]
+            gate_launch = gate.load(kernel, rev, for_gate=True) if rev.load_for_gate else launchers[rev.name]
             # every declared dtype and case, whichever the sweep times: a revision wrong in one is refused whole
             bad = gate.first_failure(gate.check_revision(kernel, rev, DEVICE, dtypes=list(kernel.dtypes),
                                                          launch=gate_launch))
@@ -113,8 +113,19 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             progress(f"{rev.name}: skipped: {exc}")
             launchers.pop(rev.name, None)
             continue
+        except CannotRun as exc:  # its import fails here: not run, so not judged; the others go on
+            progress(f"{rev.name}: not gated: {exc}")
+            launchers.pop(rev.name, None)
+            unrun.append(rev.name)
+            continue
         verdicts.append((rev, None if bad is None else bad.line()))
-        if bad is not None:
+        if rev.known_wrong:  # gated only to prove the gate rejects it: never timed or swept
+            launchers.pop(rev.name)
+            ok, said = ladder.known_wrong(rev, bad and bad.line())
+            progress(f"{rev.name}: {said}; never timed or swept")
+            if not ok:
+                passed.append(rev.name)
+        elif bad is not None:
             progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
             failed.append(rev.name)
         else:
@@ -183,9 +194,13 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             torch.cuda.empty_cache()
             path = _write(root, gpu, kernel, rows)  # after every point: a cut-off sweep keeps what it measured
     path = _write(root, gpu, kernel, rows)
-    if failed or wrong:
-        raise GateFailure("failed the correctness gate: " + ", ".join(failed + wrong)
-                          + f" (the lines above say why; what passed is in {path.relative_to(root)})")
+    kept = f"(the lines above say why; what passed is in {path.relative_to(root)})"
+    said = [f"failed the correctness gate: {', '.join(failed + wrong)}"] if failed or wrong else []
+    said += [f"{kernel.name}/{n} {ladder.WRONG_PASSED}" for n in passed]
+    if said:  # a wrong answer found (or a bug the gate no longer sees) outranks what could not run
+        raise GateFailure("; ".join(said + ([f"not gated: {', '.join(unrun)}"] if unrun else [])) + f" {kept}")
+    if unrun:
+        raise CannotRun(f"not gated, so not swept: {', '.join(unrun)} {kept}")
     return path
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from kernlog.capture import provenance
-from kernlog.run import gate
+from kernlog.run import gate, ladder
 from kernlog.spec import Kernel, Revision
 from kernlog.store import gates
 
@@ -44,10 +44,11 @@ def note_verdict(root: Path, kernel: Kernel, rev: Revision, common: dict, outcom
 
 
 def check(root: Path, kernel: Kernel, revs: list[Revision], device: str | None = None,
-          dtypes: list[str] | None = None, gpu: str | None = None) -> Iterator[str]:
-    """gate.check_all's lines, each revision's outcome kept for `gpu` (default: the GPU `device`
+          dtypes: list[str] | None = None, gpu: str | None = None, seed: int | None = None) -> Iterator[str]:
+    """ladder.check_all's lines, each revision's outcome kept for `gpu` (default: the GPU `device`
     is; on the CPU none is kept). A failure is kept whatever dtypes were checked; a pass only
-    where every declared dtype was (a pass in fp32 alone says nothing of bf16)."""
+    where every declared dtype was (a pass in fp32 alone says nothing of bf16). A known-wrong
+    revision's outcome is kept as it was: rejected, it fails the gate, as it must."""
     if device is None:
         import torch
 
@@ -61,4 +62,4 @@ def check(root: Path, kernel: Kernel, revs: list[Revision], device: str | None =
         if gpu is not None and (bad is not None or whole):
             note(root, gpu, kernel, [(rev, None if bad is None else bad.line())], "check", commit)
 
-    yield from gate.check_all(kernel, revs, device, dtypes or None, done)
+    yield from ladder.check_all(kernel, revs, device, dtypes or None, done, seed)

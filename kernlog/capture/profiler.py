@@ -20,9 +20,10 @@ from kernlog.capture.extract import build_record, stored_state
 from kernlog.capture.ncurun import NcuRun, _staging, last_line, ncu_command, ncu_outcome
 from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
-from kernlog.errors import GateFailure, KernlogError, NoGpu, Unsupported
-from kernlog.run import fanout, gate, picker
+from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, Unsupported
+from kernlog.run import fanout, gate, ladder, picker
 from kernlog.run.clocks import Clocks
+from kernlog.run.fanout import exclusive_compute_mode, gate_workers
 from kernlog.spec import Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 from kernlog.store.keys import ceilings_json
@@ -56,29 +57,7 @@ def run_ncu(cmd: list[str], timeout: float, env: dict | None = None) -> None:
     ncu_outcome(done.returncode, done.stdout + done.stderr)
 
 
-def _check(kernel: Kernel, rev: Revision) -> tuple:
-    return gate.verdict(kernel, rev, DEVICE)
-
-
-GATE_WORKERS_MAX = 8
 GATE_TIMEOUT_S = 900.0
-
-
-def gate_workers(revisions: int, cpus: int | None = None) -> int:
-    """How many revisions `kernlog profile` gates at once: a process each, half the host's
-    cores (each compiles: NVRTC, Triton, Inductor), at most GATE_WORKERS_MAX. On the H100 the
-    softmax ladder's 13 gates took 112 s one after another (nearly all compiling), the
-    timing passes 5 s, its ncu process 56 s."""
-    cpus = cpus if cpus is not None else (os.cpu_count() or 2)
-    return max(1, min(revisions, cpus // 2, GATE_WORKERS_MAX))
-
-
-def exclusive_compute_mode() -> str:
-    """The compute mode of a visible GPU that admits one process at a time ("Exclusive_Process",
-    "Prohibited"), as nvidia-smi names it; "" where every one is shared (the default) or
-    nvidia-smi cannot tell. Gate processes beside this one would fail to create a context there."""
-    modes = [row["compute_mode"] for _, row in fanout.visible() if row is not None]
-    return next((m for m in modes if m in ("Exclusive_Process", "Prohibited")), "")
 
 
 def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, workdir: Path) -> tuple:
@@ -148,26 +127,38 @@ def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options
     return Timed(rev, tag, samples, timer.clocks.summary(), config, check, t0, traced)
 
 
+REJECTED = "rejected"  # _gate_and_time's word for a known-wrong revision the gate rejected, as it must
+
+
 def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
-                   progress, verdict: tuple | None = None, noted=None) -> Timed | None:
+                   progress, verdict: tuple | None = None, noted=None) -> Timed | str | None:
     """Gate and timing pass of one revision; None if it failed the gate, before or after the
-    timing pass. A shape the revision declines (Revision.refuses) is Unsupported: skipped.
-    `verdict`: its gate's (outcome, detail, seconds), run already by parallel_gates; `noted`
-    hears the gate's (outcome, detail) (checked.note_verdict keeps it)."""
+    timing pass. A shape the revision declines (Revision.refuses) is Unsupported: skipped; one
+    this machine cannot run as set up (its import fails) is CannotRun. A known-wrong revision
+    (role="wrong") is gated only to prove the gate rejects it, never timed: REJECTED where it
+    is, None (a failure) where it passes. `verdict`: its gate's (outcome, detail, seconds), run
+    already by parallel_gates; `noted` hears the gate's (outcome, detail) (checked.note_verdict
+    keeps it)."""
     why = rev.refusal(shape)
     if why:
         raise Unsupported(why)
     if verdict is None:
         progress(f"{tag}: correctness gate")
         g0 = time.perf_counter()
-        outcome = _check(kernel, rev)
+        outcome = gate.verdict(kernel, rev, DEVICE)
         seconds, where = time.perf_counter() - g0, ""
     else:
         outcome, seconds, where = verdict[:2], verdict[2], " (its own process)"
         if outcome[0] == "unsupported":
             raise Unsupported(outcome[1])
+        if outcome[0] == "cannot_run":  # its import failed in its gate's process (kernlog.run.loading)
+            raise CannotRun(outcome[1])
     if noted is not None:
         noted(outcome)
+    if rev.known_wrong:
+        ok, said = ladder.known_wrong(rev, outcome[1] if outcome[0] == "failed" else None)
+        progress(f"{tag}: {said}; never timed or profiled")
+        return REJECTED if ok else None
     if outcome[0] == "failed":
         progress(f"{tag}: FAILED the gate, not profiled: {outcome[1]}")
         return None
@@ -324,15 +315,16 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     verdicts, early = {}, None
     try:
         if workers > 1 and len(apart) > 1:
-            early = start_ncu(root, kernel, [r.name for r in apart], shape, dtype, opts, ncu)
+            names = [r.name for r in apart if not r.known_wrong]  # a known-wrong one is gated, never profiled
+            early = start_ncu(root, kernel, names, shape, dtype, opts, ncu) if names else None
             verdicts = parallel_gates(root, kernel, apart, workers, progress,
                                       meanwhile=lambda: warm_references(kernel, todo, shape, dtype, DEVICE))
             t0 = time.perf_counter()
-            if not early.ready(READY_WAIT_S):  # still warming up: it would share the GPU with the timing passes
+            if early is not None and not early.ready(READY_WAIT_S):  # still warming up: it would share the GPU
                 progress(f"the ncu process was not ready {READY_WAIT_S:.0f} s after the gates: started again later")
                 early.close()
                 early = None
-            elif time.perf_counter() - t0 >= 1.0:
+            elif early is not None and time.perf_counter() - t0 >= 1.0:
                 progress(f"waited {time.perf_counter() - t0:.1f} s for the ncu process to finish its warm-up")
         written = _time_and_ncu(root, kernel, todo, shape, dtype, opts, ncu, timer, common, verdicts, early,
                                 progress)
@@ -353,7 +345,7 @@ def _time_and_ncu(root: Path, kernel: Kernel, todo: list[Revision], shape: Shape
                   progress) -> list[Path]:
     """The timing passes of `todo` (their gates' `verdicts` given, or run here), then the ncu
     passes of those that passed: the first in `early` where it holds them all."""
-    timed, failed, skipped = [], [], []
+    timed, failed, skipped, unrun, passed = [], [], [], [], []  # passed: known-wrong revisions the gate let by
     for i, rev in enumerate(todo, 1):
         tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
         try:
@@ -363,9 +355,13 @@ def _time_and_ncu(root: Path, kernel: Kernel, todo: list[Revision], shape: Shape
             progress(f"{tag}: skipped: {exc}")
             skipped.append(rev.name)
             continue
+        except CannotRun as exc:  # its import fails here: not gated, the others go on
+            progress(f"{tag}: not gated: {exc}")
+            unrun.append(rev.name)
+            continue
         if t is None:
-            failed.append(rev.name)
-        else:
+            (passed if rev.known_wrong else failed).append(rev.name)
+        elif t is not REJECTED:
             timed.append(t)
     written, ncu_failed = [], []
     for batch in batches(timed):
@@ -393,7 +389,11 @@ def _time_and_ncu(root: Path, kernel: Kernel, todo: list[Revision], shape: Shape
         raise KernlogError(f"the ncu pass failed for {', '.join(ncu_failed)}: not profiled (the lines above say why)")
     if skipped and not written and not failed:
         raise Unsupported(f"this GPU cannot run {', '.join(skipped)}: nothing was profiled")
-    if failed:
-        raise GateFailure(f"{len(failed)} revision(s) failed the correctness gate and were not profiled: "
-                          + ", ".join(failed))
+    said = [f"{len(failed)} revision(s) failed the correctness gate and were not profiled: "
+            + ", ".join(failed)] if failed else []
+    if said or passed:  # a wrong answer found (or a bug the gate no longer sees) outranks what could not run
+        raise GateFailure("; ".join(said + [f"{kernel.name}/{n} {ladder.WRONG_PASSED}" for n in passed]
+                                    + ([f"not gated: {', '.join(unrun)}"] if unrun else [])))
+    if unrun:
+        raise CannotRun(f"not gated, so not profiled: {', '.join(unrun)} (the lines above say why)")
     return written

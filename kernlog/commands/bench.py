@@ -21,7 +21,11 @@ from kernlog.errors import KernlogError
 @click.pass_context
 @handled
 def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat):
-    """Time every revision side by side over the kernel's bench shapes (needs a GPU)."""
+    """Time every revision side by side over the kernel's bench shapes (needs a GPU).
+
+    Each revision is gated first; a known-wrong one (role="wrong") only to prove the gate rejects
+    it, never swept. Exit status 3 where a revision failed the gate or a known-wrong one passed
+    it; else 2 where one could not be gated here (its import fails), the others swept."""
     from kernlog.capture.bench import bench as run
     from kernlog.registry import load_kernel
 

@@ -56,7 +56,11 @@ def profile(ctx, kernel_name, revs, at, range_, gpus, **options):
     --range visits only commits that change kernels/.
 
     With --gpus N the revisions (or the commits) are dealt out to N GPUs, a process per
-    GPU, and each profile names the GPU it ran on."""
+    GPU, and each profile names the GPU it ran on.
+
+    A known-wrong revision (role="wrong") is gated, to prove the gate still rejects it, and
+    never timed or profiled. Exit status 3 where a revision failed the gate or a known-wrong one
+    passed it; else 2 where one could not be gated here (its import fails), the others profiled."""
     from kernlog.capture.profiler import profile_on_gpus
     from kernlog.registry import load_kernel
 

@@ -4,6 +4,8 @@ that sees only its GPU (CUDA_VISIBLE_DEVICES), so every profile names the GPU it
 `kernlog profile KERNEL` deals the revisions out to the GPUs (one process and one ncu
 report per GPU); `--range` gives each GPU the next commit to profile. Processes of one
 kernel write into one folder; store.save_profiles holds the folder's lock while it writes.
+On one GPU, `kernlog profile` gates revisions in processes side by side (gate_workers), where
+the GPU admits more than one (exclusive_compute_mode).
 """
 from __future__ import annotations
 
@@ -43,6 +45,26 @@ def visible_gpus() -> list[str]:
     of them)."""
     gpus = [(key, (row or {}).get("name")) for key, row in visible()]
     return [key for key, name in gpus if name == gpus[0][1]] if gpus else []
+
+
+GATE_WORKERS_MAX = 8
+
+
+def gate_workers(revisions: int, cpus: int | None = None) -> int:
+    """How many revisions `kernlog profile` gates at once: a process each, half the host's
+    cores (each compiles: NVRTC, Triton, Inductor), at most GATE_WORKERS_MAX. On the H100 the
+    softmax ladder's 13 gates took 112 s one after another (nearly all compiling), the
+    timing passes 5 s, its ncu process 56 s."""
+    cpus = cpus if cpus is not None else (os.cpu_count() or 2)
+    return max(1, min(revisions, cpus // 2, GATE_WORKERS_MAX))
+
+
+def exclusive_compute_mode() -> str:
+    """The compute mode of a visible GPU that admits one process at a time ("Exclusive_Process",
+    "Prohibited"), as nvidia-smi names it; "" where every one is shared (the default) or
+    nvidia-smi cannot tell. Gate processes beside this one would fail to create a context there."""
+    modes = [row["compute_mode"] for _, row in visible() if row is not None]
+    return next((m for m in modes if m in ("Exclusive_Process", "Prohibited")), "")
 
 
 def on_gpus(jobs: Sequence, gpus: Sequence[str], work: Callable[[object, str], object]) -> list:

@@ -4,17 +4,26 @@ One relative L2 error over the whole output misses a local mistake: the last 8 o
 softmax row doubled, or one bad row among thousands. So each output also passes per row (the
 row's own relative L2 error) and per element (|out - ref| <= rtol |ref| + atol x the row's mean
 |ref|), and a second launch into the poisoned buffer must repeat the first.
+
+Inputs are drawn from a seed, DEFAULT_SEED unless one is given (`kernlog check --seed N`): the
+same seed draws the same inputs, so a failing case, which names its seed and its first bad
+element, fails again the same way.
 """
 from __future__ import annotations
 
-import os
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from kernlog.errors import GateFailure, Unsupported
+from kernlog.errors import CannotRun, Unsupported
 from kernlog.run import picker
+from kernlog.run.loading import gist as _gist
+from kernlog.run.loading import import_problem, load, runnable
 from kernlog.spec import Kernel, Revision, Shape, format_shape, torch_dtype
+
+# The seed the gate draws its inputs from where none is given: one fixed seed, so that a gate
+# repeats (a check and a profile's gate see the same inputs, and a rare draw cannot fail one CI
+# run of many); `kernlog check --seed N` draws others.
+DEFAULT_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -71,25 +80,23 @@ class CheckResult:
     rel_error: float
     ok: bool
     problem: str = ""
+    seed: int | None = None  # the seed given to the gate (check_revision's), which draws these inputs again
 
     def line(self) -> str:
         where = f"{self.revision} {format_shape(self.shape)} {self.dtype} {self.case}"
-        return f"{where}: {'ok' if self.ok else 'FAIL ' + self.problem} (rel err {self.rel_error:.2e})"
+        seed = "" if self.ok or self.seed is None else f"; seed {self.seed}"
+        return f"{where}: {'ok' if self.ok else 'FAIL ' + self.problem}{seed} (rel err {self.rel_error:.2e})"
 
 
 def compare(out, ref, tol: Tolerance | float | None = None) -> tuple[float, str]:
     """(relative L2 error of the whole, problem or ''). NaN in the reference must be NaN in the
     output, an infinity the same infinity; everywhere else the output must be finite and close:
     as a whole, row by row (the last dimension), and element by element. `tol` is a Tolerance,
-    a bare relative-L2 number as in Kernel.tolerance, or None: TOLERANCE of the output's dtype."""
+    a bare relative-L2 number as in Kernel.tolerance, or None: TOLERANCE of the output's dtype.
+    The problem says what is wrong and how much; `first_bad` says where to look first."""
     import torch
 
-    if not isinstance(tol, Tolerance):
-        tol = _resolve(tol, next((n for n in TOLERANCE if torch_dtype(n) == out.dtype), "fp32"))
-    # where the reference is: on the GPU a float64 reference of a model-sized tensor (4096 rows
-    # of a 151936-token vocabulary) is compared in milliseconds, on the CPU in seconds
-    ref = ref.detach().to(torch.float64)
-    out = out.detach().to(ref.device, torch.float64)
+    out, ref, tol = _float64(out, ref, tol)
     if out.shape != ref.shape:
         return float("inf"), f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
     ref_nan = torch.isnan(ref)
@@ -103,11 +110,55 @@ def compare(out, ref, tol: Tolerance | float | None = None) -> tuple[float, str]
     if bad.any():
         return float("inf"), f"{int(bad.sum())} elements non-finite or unwritten"
     diff = torch.where(finite, out - ref, 0.0)
-    ref = torch.where(finite, ref, 0.0)
-    err = _rel_l2(diff, ref).item()
+    zeroed = torch.where(finite, ref, 0.0)
+    err = _rel_l2(diff, zeroed).item()
     if err > tol.l2:
         return err, f"error {err:.2e} over tolerance {tol.l2:.0e}"
-    return err, _row_problem(diff, ref, tol.row) or _element_problem(out, diff, ref, finite, tol)
+    return err, _row_problem(diff, zeroed, tol.row) or _element_problem(out, diff, ref, finite, tol)
+
+
+def first_bad(out, ref, tol: Tolerance | float | None = None) -> str:
+    """Where to look first in an output `compare` fails: its first element wrong on its own (a NaN
+    or an infinity of the reference lost, a value not finite, or one over the element tolerance),
+    as the output's index, with what the reference expects and what came out; where there is none
+    (an error spread thin over a row or the whole), the largest error. "" where the shapes differ."""
+    import torch
+
+    out, ref, tol = _float64(out, ref, tol)
+    if out.shape != ref.shape or not out.numel():
+        return ""
+    finite = torch.isfinite(ref)
+    diff = torch.where(finite, out - ref, 0.0)
+    wrong = ((torch.isnan(ref) & ~torch.isnan(out)) | (torch.isinf(ref) & (out != ref))
+             | (finite & ~torch.isfinite(out)) | (_ratio(diff, torch.where(finite, ref, 0.0), finite, tol) > 1))
+    if wrong.any():
+        return f"first bad element {_at(_first(wrong), out, ref)}"
+    return f"largest error {_at(int(diff.abs().argmax()), out, ref)}"
+
+
+def _first(mask) -> int:
+    """The flat index of the first True of `mask` (argmax of bytes: no list of every index, which
+    for a wrong 1024x131072 output would take a gigabyte)."""
+    import torch
+
+    return int(torch.argmax(mask.reshape(-1).to(torch.uint8)))
+
+
+def _float64(out, ref, tol):
+    """Output and reference in float64 on the reference's device (on the GPU a float64 reference of
+    a model-sized tensor, 4096 rows of a 151936-token vocabulary, is compared in milliseconds, on
+    the CPU in seconds), and the Tolerance `tol` stands for."""
+    import torch
+
+    if not isinstance(tol, Tolerance):
+        tol = _resolve(tol, next((n for n in TOLERANCE if torch_dtype(n) == out.dtype), "fp32"))
+    ref = ref.detach().to(torch.float64)
+    return out.detach().to(ref.device, torch.float64), ref, tol
+
+
+def _at(i: int, out, ref) -> str:
+    """Element `i` (flat) as the output's index, with what the reference expects and what came out."""
+    return f"{_unravel(i, ref.shape)}: expected {ref.flatten()[i].item():.6g}, got {out.flatten()[i].item():.6g}"
 
 
 def _rel_l2(diff, ref, dim=None):
@@ -122,31 +173,44 @@ def _rows(t):
 
 
 def _row_problem(diff, ref, tol: float) -> str:
-    """Each row within `tol` of its own norm. A row whose reference is all zero (NaN and inf left
-    out) has no norm to be relative to: the element check holds it to zeros."""
+    """Each row within `tol` of its own norm: the first row over it named (and the worst, where
+    another). A row whose reference is all zero (NaN and inf left out) has no norm to be relative
+    to: the element check holds it to zeros."""
     if diff.dim() < 2:
         return ""
     errs = _rel_l2(_rows(diff), _rows(ref), dim=1)
     over = errs > tol
     if not over.any():
         return ""
-    i = int(errs.argmax())
-    return f"row {i} error {errs[i].item():.2e} over tolerance {tol:.0e} ({int(over.sum())} of {len(errs)} rows)"
+    i, w = _first(over), int(errs.argmax())
+
+    def row(r: int):  # a row as the output's index: its number in 2-D, else its index but the last
+        return r if diff.dim() == 2 else _unravel(r, ref.shape[:-1])
+
+    worst = "" if w == i else f"; the worst, row {row(w)}, {errs[w].item():.2e}"
+    return (f"row {row(i)} error {errs[i].item():.2e} over tolerance {tol:.0e} ({int(over.sum())} of {len(errs)} "
+            f"rows{worst})")
+
+
+def _ratio(diff, ref, finite, tol: Tolerance):
+    """|out - ref| over what the element check allows there, rtol |ref| + atol x the row's mean |ref|
+    (`ref` with its NaN and infinities zeroed, `finite` where they were not)."""
+    rows, counted = _rows(ref).abs(), _rows(finite).sum(1, keepdim=True)
+    scale = rows.sum(1, keepdim=True) / counted.clamp_min(1)  # the row's mean |ref|
+    limit = (tol.rtol * rows + tol.atol * scale).reshape(ref.shape)
+    return diff.abs() / limit  # 0/0 (an exact zero where zero is due) is NaN: not over
 
 
 def _element_problem(out, diff, ref, finite, tol: Tolerance) -> str:
     import torch
 
-    rows, counted = _rows(ref).abs(), _rows(finite).sum(1, keepdim=True)
-    scale = rows.sum(1, keepdim=True) / counted.clamp_min(1)  # the row's mean |ref|
-    limit = (tol.rtol * rows + tol.atol * scale).reshape(ref.shape)
-    ratio = diff.abs() / limit  # 0/0 (an exact zero where zero is due) is NaN: not over
+    ratio = _ratio(diff, torch.where(finite, ref, 0.0), finite, tol)
     over = ratio > 1
     if not over.any():
         return ""
     i = int(torch.where(over, ratio, 0.0).argmax())
     return (f"{int(over.sum())} of {ref.numel()} elements over {tol.rtol:.1e}|ref| + {tol.atol:.1e} x row mean |ref|;"
-            f" worst {_unravel(i, ref.shape)}: out {out.flatten()[i].item():.6g}, ref {ref.flatten()[i].item():.6g}")
+            f" worst {_at(i, out, ref)}")
 
 
 def poison(out) -> None:
@@ -186,7 +250,11 @@ def _launch(launch, inputs, out):
 
 
 def _judge(kernel: Kernel, rev: Revision, inputs, out, result, tol: Tolerance) -> tuple[float, str]:
-    err, problem = compare(result, kernel.reference(inputs, result), tol)
+    """compare's verdict on `result`, where it fails with the first bad element (first_bad)."""
+    ref = kernel.reference(inputs, result)
+    err, problem = compare(result, ref, tol)
+    where = first_bad(result, ref, tol) if problem else ""
+    problem = f"{problem}; {where}" if where else problem
     if rev.kind != "torch" and result.data_ptr() != out.data_ptr():
         problem = "did not write into the output buffer it was given"
     if not problem and kernel.extra_check is not None:
@@ -240,30 +308,24 @@ def recheck(kernel: Kernel, rev: Revision, launch, inputs, out, dtype: str, shap
                        problem and f"after the timing pass: {problem}")
 
 
-def _gist(exc: Exception) -> str:
-    """First and last lines of an error (a compiler error puts its cause on the last line)."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    if not lines:
-        return ""
-    return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1][:300]}"
-
-
-def fresh_seed() -> int:
-    return int.from_bytes(os.urandom(4), "little")
-
-
 def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtypes=None,
                    seed: int | None = None, launch=None) -> list[CheckResult]:
-    """Run `rev` on every (shape, dtype, case) with fresh random inputs (a new seed each
-    call unless given); a crash is a failed check, not an exception. On the CPU only the first
-    case launches twice: Triton's interpreter runs a launch's programs one after another, so
-    launches differ there only by state one leaves behind, not by a race, and twice on every
-    case took the Triton softmax's CPU gate from 89 s to 132 s. A launcher that picks its config
+    """Run `rev` on every (shape, dtype, case) with random inputs drawn from `seed` (default
+    DEFAULT_SEED; each case's inputs from the seed, the shape's place and the case's name, so
+    `kernlog check --seed N` draws a failing case's inputs again); a crash is a failed check,
+    not an exception. A revision this machine cannot run as set up (an import that fails, a
+    Triton kernel with no GPU and no interpreter) raises CannotRun instead: nothing is known of
+    its answers. On the CPU only the first case launches twice: Triton's interpreter runs a
+    launch's programs one after another, so launches differ there only by state one leaves
+    behind, not by a race, and twice on every case took the Triton softmax's CPU gate from 89 s
+    to 132 s. A launcher that picks its config
     per shape (kernlog/tuning.py) takes its candidates in turn here, untimed
     (picker.untimed): the gate checks what it runs, the timing pass's pick is checked again
     after that pass (recheck), and each sweep point after its own."""
-    seed = fresh_seed() if seed is None else seed
-    launch = launch or (rev.load_for_gate or rev.load)()
+    seed = DEFAULT_SEED if seed is None else seed
+    if launch is None:
+        runnable(kernel, rev, device)
+        launch = load(kernel, rev, for_gate=True)
     with picker.untimed():  # a launcher's picks take its candidates in turn here (picker.untimed)
         return _check_cases(kernel, rev, launch, device, shapes, dtypes, seed)
 
@@ -276,14 +338,17 @@ def _check_cases(kernel: Kernel, rev: Revision, launch, device: str, shapes, dty
         for dtype in dtypes or kernel.dtypes:
             for case in kernel.cases:
                 try:
-                    results.append(check_one(kernel, rev, launch, shape, dtype, case, device,
-                                             seed + 1000 * i + zlib.crc32(case.encode()) % 997,
-                                             again=device != "cpu" or case == kernel.cases[0]))
+                    result = check_one(kernel, rev, launch, shape, dtype, case, device,
+                                       seed + 1000 * i + zlib.crc32(case.encode()) % 997,
+                                       again=device != "cpu" or case == kernel.cases[0])
                 except Unsupported:  # the GPU lacks what it needs: skipped by the caller, not failed
                     raise
+                except ImportError as exc:  # a launcher importing lazily: not run, so not judged
+                    raise CannotRun(import_problem(kernel, rev, exc)) from None
                 except Exception as exc:  # a crashing revision fails the gate with its reason
-                    results.append(CheckResult(rev.name, shape, dtype, case, float("inf"), False,
-                                               f"raised {type(exc).__name__}: {_gist(exc)}"))
+                    result = CheckResult(rev.name, shape, dtype, case, float("inf"), False,
+                                         f"raised {type(exc).__name__}: {_gist(exc)}")
+                results.append(replace(result, seed=seed))
     return results
 
 
@@ -302,37 +367,3 @@ def verdict(kernel: Kernel, rev: Revision, device: str) -> tuple:
     if bad is not None:
         return ("failed", bad.line())
     return ("ok", {"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
-
-
-
-def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
-              dtypes: list[str] | None = None, done=None) -> Iterator[str]:
-    """`kernlog check`: the gate of each revision, a line each as it ends (ok or FAIL, its
-    cases and worst error, the first failure); raises GateFailure naming the revisions that
-    failed after the last. `device` None: cuda where a GPU is visible, else cpu, where CUDA C
-    and torch.compile revisions are skipped. `done(rev, results)`, where given, hears each
-    revision checked (not one skipped) before its line."""
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    failed = []
-    for rev in revs:
-        if device == "cpu" and (rev.kind == "cuda" or "compile" in rev.name):
-            yield f"{rev.name}: skipped on the CPU"
-            continue
-        try:
-            results = check_revision(kernel, rev, device, dtypes=dtypes or None)
-        except Unsupported as exc:
-            yield f"{rev.name}: skipped: {exc}"
-            continue
-        if done is not None:
-            done(rev, results)
-        bad = first_failure(results)
-        worst = max(r.rel_error for r in results)
-        yield (f"{rev.name}: {'ok' if bad is None else 'FAIL'} ({len(results)} cases, worst rel err {worst:.1e})"
-               + ("" if bad is None else f"\n  {bad.line()}"))
-        if bad is not None:
-            failed.append(rev.name)
-    if failed:
-        raise GateFailure(f"failed the correctness gate: {', '.join(failed)}")

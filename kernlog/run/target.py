@@ -11,7 +11,8 @@ OUT.json, with the config each picked: `kernlog noise` times each run in a fresh
 re-profile would (KERNLOG_PINNED, if set, names the picks to take).
 
 With `--gate OUT.json ROOT KERNEL DEVICE REV` it runs one revision's whole correctness gate,
-every declared dtype (gate.verdict), and writes {"outcome", "detail", "seconds"} to OUT.json: `kernlog profile` gates
+every declared dtype (gate.verdict), and writes {"outcome", "detail", "seconds"} to OUT.json (outcome "ok",
+"failed", "unsupported", or "cannot_run" where its import fails here): `kernlog profile` gates
 the revisions of a ladder in processes like this one, several at once (profiler.parallel_gates).
 """
 from __future__ import annotations
@@ -68,7 +69,7 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
 def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name: str) -> None:
     import time
 
-    from kernlog.errors import Unsupported
+    from kernlog.errors import CannotRun, Unsupported
     from kernlog.registry import load_kernel
     from kernlog.run.gate import verdict
 
@@ -78,6 +79,8 @@ def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name:
         outcome, detail = verdict(kernel, kernel.revision(name), device)
     except Unsupported as exc:
         outcome, detail = "unsupported", str(exc)
+    except CannotRun as exc:  # not run, so not judged: the profiler says it in its one line
+        outcome, detail = "cannot_run", str(exc)
     _write_whole(out_path, {"outcome": outcome, "detail": detail, "seconds": round(time.perf_counter() - t0, 2)})
 
 

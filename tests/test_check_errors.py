@@ -1,0 +1,186 @@
+"""`kernlog check` in a user's own repository says what to do, in one line, where the revision is
+not at fault: its import fails (the user's package not on the path) or it is a Triton kernel on a
+machine with no GPU and no interpreter; the other revisions are still checked and the command
+exits 2, not 3. A real failure names its case, its first bad element and its seed, and the same
+seed draws the same inputs again."""
+import re
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from kernlog.capture import profiler
+from kernlog.commands.main import main
+from kernlog.errors import CannotRun
+from kernlog.registry import load_kernel
+from kernlog.run import gate
+
+from .test_profiler import _cpu_profiler
+
+OP = '''
+from pathlib import Path
+
+import torch
+
+from kernlog.spec import Kernel, Revision
+
+HERE = Path(__file__).parent
+LOADED = []  # the revisions whose load() ran, in order
+
+
+def _times2(name, off=()):
+    """x * 2; each (row, col, by) of `off` added where the output has that element."""
+    def load():
+        LOADED.append(name)
+
+        def launch(inputs, out):
+            out.copy_(inputs[0] * 2)
+            for row, col, by in off:
+                if out.shape[0] > row and out.shape[1] > col:
+                    out[row, col] += by
+            return out
+        return launch
+    return load
+
+
+def _needs_mypkg():
+    LOADED.append("v1_fast")
+    import mypkg  # noqa: F401 -- the user's own package, not installed here
+
+    return _times2("v1_fast")()
+
+
+def _triton():
+    LOADED.append("v3_triton")
+
+    def launch(inputs, out):  # what triton says where it has neither a GPU nor the interpreter
+        raise RuntimeError("0 active drivers ([]). There should only be one.")
+    return launch
+
+
+KERNEL = Kernel(
+    "myop",
+    (Revision("v0_naive", "torch", (HERE / "v0_naive.py",), _times2("v0_naive"), "x * 2"),
+     Revision("v1_fast", "torch", (HERE / "v1_fast.py",), _needs_mypkg, "x * 2 through mypkg"),
+     Revision("v2_off", "torch", (HERE / "v0_naive.py",), _times2("v2_off", ((1, 4, 0.5), (2, 0, 3.0))),
+              "x * 2, two elements off"),
+     Revision("v3_triton", "triton", (HERE / "v3_triton.py",), _triton, "x * 2 in Triton"),
+     Revision("v4_after", "torch", (HERE / "v0_naive.py",), _times2("v4_after"), "x * 2, checked last")),
+    make_inputs=lambda shape, dtype, gen, device, case: (
+        torch.randn(*shape, generator=gen, device=device).to({"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]),),
+    make_output=lambda inputs: torch.empty_like(inputs[0]),
+    reference=lambda inputs, out=None: inputs[0].double() * 2,
+    bytes_moved=lambda shape, dtype: 8 * shape[0] * shape[1],
+    check_shapes=((3, 5), (7, 33)), bench_shapes=((7, 33),), profile_shape=(7, 33), dtypes=("fp32", "bf16"),
+)
+'''
+IMPORT_LINE = ("myop/v1_fast: cannot import mypkg (ops/myop/v1_fast.py: No module named 'mypkg'); "
+               "install your package (pip install -e .) or put it on PYTHONPATH")
+
+
+def _forget_ops() -> None:
+    for name in [m for m in sys.modules if m == "ops" or m.startswith("ops.")]:
+        del sys.modules[name]
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A user's repository whose [tool.kernlog] keeps its operators in `ops/`, with the operator
+    `myop`; its package imported fresh, and forgotten after (sys.path as it was)."""
+    root = tmp_path / "team"
+    (root / "ops" / "myop").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.kernlog]\nkernels = "ops"\n')
+    (root / "ops" / "myop" / "__init__.py").write_text(OP)
+    for name in ("v0_naive.py", "v1_fast.py", "v3_triton.py"):
+        (root / "ops" / "myop" / name).write_text("# the revision's source\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    _forget_ops()
+    yield root
+    _forget_ops()
+
+
+def check(root, *args):
+    return CliRunner().invoke(main, ["--root", str(root), "check", "myop", "--device", "cpu", *args])
+
+
+def test_a_revision_that_cannot_import_is_one_line_and_the_others_are_still_checked(repo):
+    got = check(repo, "--rev", "v0_naive", "--rev", "v1_fast", "--rev", "v4_after")
+    assert got.exit_code == 2, got.output
+    assert "Traceback" not in got.output
+    assert got.stderr.splitlines() == [f"kernlog: {IMPORT_LINE}"], got.stderr  # its one line, and no other
+    assert re.search(r"^v0_naive: ok ", got.stdout, re.M) and re.search(r"^v4_after: ok ", got.stdout, re.M)
+    assert sys.modules["ops.myop"].LOADED == ["v0_naive", "v1_fast", "v4_after"]
+
+
+def test_a_gate_failure_beside_an_import_failure_exits_3_naming_both(repo):
+    got = check(repo, "--rev", "v1_fast", "--rev", "v2_off")
+    assert got.exit_code == 3, got.output
+    lines = got.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("kernlog: myop/v1_fast: cannot import mypkg"), lines
+    assert lines[1] == "kernlog: failed the correctness gate: v2_off; not checked: v1_fast (said above)"
+
+
+def test_the_profile_gate_says_an_import_failure_in_one_line_and_profiles_the_rest(repo, monkeypatch):
+    """`kernlog profile` meets the same import: in its own gate process ("cannot_run"), or in
+    this one; the other revisions are timed, and it ends in CannotRun (exit 2), not a traceback."""
+    kernel = load_kernel(repo, "myop")
+    monkeypatch.setattr(profiler, "DEVICE", "cpu")
+    got = profiler.parallel_gates(repo, kernel, [kernel.revision("v1_fast"), kernel.revision("v0_naive")], 2,
+                                  lambda s: None)
+    assert got["v1_fast"][:2] == ("cannot_run", IMPORT_LINE)
+    assert got["v0_naive"][0] == "ok"
+
+    timed = []
+    _cpu_profiler(monkeypatch, lambda *a, **k: None)
+    monkeypatch.setattr(profiler, "_ncu_pass", lambda root, kernel, batch, *a: timed.extend(batch) or [])
+    said = []
+    with pytest.raises(CannotRun, match=r"not gated, so not profiled: v1_fast") as raised:
+        profiler.profile(repo, kernel, [kernel.revision("v1_fast"), kernel.revision("v0_naive")],
+                         profiler.Options(gate_workers=1), said.append)
+    assert raised.value.exit_code == 2
+    assert [t.rev.name for t in timed] == ["v0_naive"]
+    assert any(s.endswith(f"myop/v1_fast 7x33 fp32: not gated: {IMPORT_LINE}") for s in said), said
+
+
+def test_a_triton_revision_with_no_gpu_and_no_interpreter_is_told_to_set_it_not_failed(repo, monkeypatch):
+    """Without TRITON_INTERPRET=1 and a GPU, triton cannot run at all ("0 active drivers"): that
+    is the machine's, not the kernel's, said before the revision is loaded."""
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    got = check(repo, "--rev", "v3_triton", "--rev", "v0_naive")
+    assert got.exit_code == 2, got.output
+    assert got.stderr.splitlines() == ["kernlog: myop/v3_triton is a Triton kernel and this machine has no GPU: "
+                                       "run TRITON_INTERPRET=1 kernlog check myop --device cpu"], got.stderr
+    assert re.search(r"^v0_naive: ok ", got.stdout, re.M) and "v3_triton" not in got.stdout
+    assert "v3_triton" not in sys.modules["ops.myop"].LOADED  # told before it is loaded
+    # where the interpreter is on, it runs (and this stand-in fails, as triton would)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert check(repo, "--rev", "v3_triton").exit_code == 3
+
+
+def test_a_failing_case_names_its_case_first_bad_element_and_seed_and_the_seed_repeats_it(repo):
+    first = check(repo, "--rev", "v2_off")
+    assert first.exit_code == 3, first.output
+    case = first.stdout.splitlines()[1].strip()
+    # v2_off is off at [1, 4] (by 0.5) and [2, 0] (by 3): the line names the first, expected against got
+    m = re.fullmatch(r"v2_off 3x5 fp32 random: FAIL error \S+ over tolerance 1e-04; first bad element \[1, 4\]: "
+                     r"expected (\S+), got (\S+); seed 0 \(rel err \S+\)", case)
+    assert m and float(m[2]) - float(m[1]) == pytest.approx(0.5, abs=1e-5), case
+    assert first.stdout.splitlines()[2].strip() == "the same inputs again: kernlog check myop --rev v2_off --seed 0"
+    assert check(repo, "--rev", "v2_off").stdout == first.stdout  # the default seed: the same inputs each run
+
+    other = check(repo, "--rev", "v2_off", "--seed", "12345")
+    assert other.exit_code == 3 and "seed 12345 (rel err" in other.stdout
+    assert other.stdout.splitlines()[1] != first.stdout.splitlines()[1]  # other inputs, other values
+    assert check(repo, "--rev", "v2_off", "--seed", "12345").stdout == other.stdout
+
+
+def test_the_gate_draws_from_its_seed_and_names_it(repo):
+    kernel = load_kernel(repo, "myop")
+    rev = kernel.revision("v2_off")
+    default = gate.check_revision(kernel, rev, "cpu")
+    assert default == gate.check_revision(kernel, rev, "cpu", seed=gate.DEFAULT_SEED)
+    assert {r.seed for r in default} == {gate.DEFAULT_SEED}
+    assert [r.line() for r in gate.check_revision(kernel, rev, "cpu", seed=7)] != [r.line() for r in default]
