@@ -104,3 +104,62 @@ def test_nothing_moved_is_one_line_not_a_table(repo):
     text = compare.render(c, "md")
     assert "| gpu |" not in text and f"{len(c['rows'])} of {len(c['rows'])} pairs judged same" in text
     assert "(all of them)" in text
+
+
+# Nothing to compare is never a pass: no profile at either side is exit 2, one line naming what to
+# do, unless --allow-empty; a side with profiles the other lacks is something to compare.
+
+@pytest.fixture
+def bare(tmp_path):
+    """A repository with operators and a commit, and no profile anywhere."""
+    root = git_repo(tmp_path)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "operators, no profiles")
+    return root
+
+
+@pytest.mark.parametrize("args, where", [(["HEAD"], "no profiles at HEAD nor in the work tree"),
+                                         (["HEAD", "HEAD"], "no profiles at HEAD nor at HEAD")])
+def test_no_profile_on_either_side_is_exit_2_not_a_pass(bare, args, where):
+    for fmt in ("md", "json"):
+        r = run(bare, *args, "--format", fmt)
+        assert r.exit_code == 2 and r.stdout == "" and "Traceback" not in r.output
+        assert r.stderr.strip().splitlines() == [
+            f"kernlog: nothing to compare: {where} (profile on a GPU machine: kernlog profile KERNEL; "
+            "or pass --allow-empty to let an empty comparison pass)"]
+
+
+def test_allow_empty_lets_an_empty_comparison_pass_with_a_note(bare):
+    r = run(bare, "HEAD", "--allow-empty")
+    assert r.exit_code == 0, r.output
+    assert "note: nothing to compare: no profiles at HEAD nor in the work tree; passed under --allow-empty" \
+        in r.stdout.splitlines()
+    c = json.loads(run(bare, "HEAD", "--allow-empty", "--format", "json").stdout)
+    assert c["rows"] == [] and c["nothing_to_compare"] == "no profiles at HEAD nor in the work tree"
+
+
+def test_a_branch_that_adds_the_first_profiles_passes(bare):
+    """No pair to judge, but the new profiles are listed: not an empty comparison."""
+    put(bare, make_record("torch", median_ms=0.100, seed=1))
+    r = run(bare, "HEAD")
+    assert r.exit_code == 0, r.output
+    assert "only in HEAD" in r.stdout and "nothing to compare" not in r.output
+    head(bare)
+    c = json.loads(run(bare, "HEAD~1", "HEAD", "--format", "json").stdout)
+    assert c["nothing_to_compare"] is None and [row["judgement"] for row in c["rows"]] == ["only in HEAD"]
+
+
+def test_profiles_only_at_base_are_listed_not_empty(repo):
+    """Every profile removed from the work tree: each is listed "only in BASE", which is something to report."""
+    for path in (repo / "profiles").rglob("*"):
+        if path.is_file():
+            path.unlink()
+    r = run(repo, "HEAD", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert {row["judgement"] for row in json.loads(r.stdout)["rows"]} == {"only in BASE"}
+
+
+def test_a_comparison_with_pairs_is_never_called_empty(repo):
+    c = json.loads(run(repo, "HEAD", "--allow-empty", "--format", "json").stdout)
+    assert c["rows"] and c["nothing_to_compare"] is None
+    assert "nothing to compare" not in compare.render(c, "md")

@@ -2,6 +2,7 @@
 at its point, and one profile command per point that lacks them."""
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from kernlog.capture import bench
@@ -67,9 +68,63 @@ def test_the_command_lists_the_misses_and_the_profile_commands(tmp_path):
     assert {m["against"] for m in json.loads(r.output)} == {"torch", "copy"}
 
 
-def test_no_sweep_no_misses(tmp_path):
-    r = CliRunner().invoke(main, ["--root", str(scratch_repo(tmp_path)), "misses"])
-    assert r.exit_code == 0 and r.output.strip() == "no missed bars in the sweeps"
+def _misses(root, *args):
+    return CliRunner().invoke(main, ["--root", str(root), "misses", *args])
+
+
+@pytest.mark.parametrize("args, what", [((), "KERNEL"), (("softmax",), "softmax"),
+                                        (("softmax", "--format", "json"), "softmax")])
+def test_no_sweep_is_nothing_judged_and_exit_2_not_no_missed_bars(tmp_path, args, what):
+    """Nothing judged is never a pass: no sweep of the kernels asked is one line on stderr, exit 2."""
+    r = _misses(scratch_repo(tmp_path), *args)
+    assert r.exit_code == 2 and r.stdout == "" and "no missed bars" not in r.output
+    assert r.stderr.strip().splitlines() == [
+        f"kernlog: no sweeps: nothing judged (run kernlog bench {what} --family all on a GPU machine; "
+        "or pass --allow-empty to let it pass)"]
+
+
+def test_allow_empty_lets_no_sweep_pass_and_says_so(tmp_path):
+    root = scratch_repo(tmp_path)
+    r = _misses(root, "softmax", "--allow-empty")
+    assert r.exit_code == 0 and r.stderr == ""
+    assert r.stdout.strip() == "no sweeps: nothing judged (run kernlog bench softmax --family all on a GPU machine)"
+    r = _misses(root, "softmax", "--allow-empty", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout) == []
+    assert r.stderr.strip() == ("kernlog: note: no sweeps: nothing judged "
+                                "(run kernlog bench softmax --family all on a GPU machine)")
+
+
+def test_a_kernel_asked_without_sweeps_is_nothing_judged_beside_one_with_them(tmp_path):
+    """layernorm has no sweep though softmax has: `misses layernorm` judged nothing; `misses` judged softmax's."""
+    root, _ = _repo(tmp_path)
+    r = _misses(root, "layernorm")
+    assert r.exit_code == 2 and "no sweeps: nothing judged (run kernlog bench layernorm" in r.stderr
+    r = _misses(root)
+    assert r.exit_code == 0 and "2 missed bar(s)" in r.stdout
+
+
+def test_a_sweep_that_judges_no_bar_is_nothing_judged(tmp_path):
+    """Only a step and the copy at a small tensor (`kernlog bench --rev` of one step): no reference to
+    judge it against, no copy bar under 64 MB, so no bar has a verdict, which is no pass either."""
+    root = scratch_repo(tmp_path)
+    bench._write(root, GPU, load_kernel(root, "softmax"), [_row("v8_split", "8x4096", 900.0),
+                                                           _row("copy", "8x4096", 1000.0)])
+    r = _misses(root, "softmax")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip().splitlines() == [
+        "kernlog: no bar judged: the sweeps time no step or counterpart beside a reference, nor a tensor of 64 MB "
+        "or more beside the copy (run kernlog bench softmax --family all on a GPU machine; "
+        "or pass --allow-empty to let it pass)"]
+
+
+def test_sweeps_that_judge_bars_and_miss_none_keep_no_missed_bars_and_exit_0(tmp_path):
+    root = scratch_repo(tmp_path)
+    bench._write(root, GPU, load_kernel(root, "softmax"), [
+        _row("v8_split", "4x1048576", 995.0), _row("torch", "4x1048576", 1000.0), _row("copy", "4x1048576", 1000.0)])
+    found = misses.judge(root, [load_kernel(root, "softmax")])
+    assert found.misses == [] and found.sweeps == 1 and found.bars >= 1
+    r = _misses(root, "softmax")
+    assert r.exit_code == 0 and r.stdout.strip() == "no missed bars in the sweeps" and r.stderr == ""
 
 
 def test_an_unknown_kernel_is_one_line_and_a_non_zero_exit(tmp_path):

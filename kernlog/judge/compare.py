@@ -7,14 +7,20 @@ regression when it is slower beyond the band (p < ALPHA) by more than the thresh
 Profiles only one side has are listed, never failed. A pair whose GPU, driver or ncu differ
 is refused (listed, not judged) unless asked for, and then the header says so.
 
+Nothing to compare is never a pass: where neither side stores a profile, so that no row at all
+is listed (no pair, nothing only one side has), the comparison is empty and exits 2 unless
+`allow_empty`. A side with profiles the other lacks is not empty: a branch that adds the first
+profiles lists them "only in HEAD" and passes.
+
 Exit status: 0 no regression; 1 at least one; 2 bad input (an unknown ref, a profile that
-fails verification at either side).
+fails verification at either side) or nothing to compare (unless allow_empty).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from kernlog.errors import KernlogError
 from kernlog.judge.bands import bands_for
 from kernlog.judge.plausible import achieved_gbps
 from kernlog.judge.verdicts import ALPHA, regression, timing_verdict
@@ -78,7 +84,16 @@ def compare(root: Path, base: str, head: str | None = None, threshold: float = T
         rows.append(row)
     return {"base": base, "base_commit": base_commit, "head": head or "work tree", "head_commit": head_commit,
             "threshold": threshold, "alpha": ALPHA, "allow_different_setup": allow_different_setup,
-            "regressions": sum(r["regression"] for r in rows), "rows": rows}
+            "regressions": sum(r["regression"] for r in rows), "rows": rows,
+            "nothing_to_compare": None if rows else empty_reason(base, head)}
+
+
+def empty_reason(base: str, head: str | None) -> str:
+    """Why a comparison with no row has nothing in it: neither side stores a profile."""
+    return f"no profiles at {base} nor " + (f"at {head}" if head else "in the work tree")
+
+
+EMPTY_HINT = "profile on a GPU machine: kernlog profile KERNEL; or pass --allow-empty to let an empty comparison pass"
 
 
 def _f(v, fmt: str) -> str:
@@ -102,6 +117,8 @@ def render(c: dict, fmt: str = "md", all_rows: bool = False) -> str:
            f"{c['regressions']} regression(s): slower beyond the noise band at p < {c['alpha']}"
            + (f" and by more than {c['threshold']:.1%}" if c["threshold"] else ""),
            ""]
+    if c.get("nothing_to_compare"):
+        out += [f"note: nothing to compare: {c['nothing_to_compare']}; passed under --allow-empty"]
     if c["allow_different_setup"]:
         out += ["**Profiles of another GPU, driver or ncu are compared (--allow-different-setup).**", ""]
     rows = [r for r in c["rows"] if all_rows or shown(r)]
@@ -124,7 +141,11 @@ def render(c: dict, fmt: str = "md", all_rows: bool = False) -> str:
 
 
 def run(root: Path, base: str, head: str | None, threshold: float, allow: bool, fmt: str,
-        all_rows: bool = False) -> tuple[str, int]:
-    """(the table, the exit status: 1 where a row regressed, else 0)."""
+        all_rows: bool = False, allow_empty: bool = False) -> tuple[str, int]:
+    """(the table, the exit status: 1 where a row regressed, else 0). An empty comparison (no
+    profile at either side) raises KernlogError (exit 2), one line naming what to do, unless
+    `allow_empty`: then it passes, and the table's note says so."""
     c = compare(root, base, head, threshold, allow)
+    if c["nothing_to_compare"] and not allow_empty:
+        raise KernlogError(f"nothing to compare: {c['nothing_to_compare']} ({EMPTY_HINT})")
     return render(c, fmt, all_rows), 1 if c["regressions"] else 0

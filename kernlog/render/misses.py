@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from kernlog.judge.verdicts import COPY_BAR
+from kernlog.judge.verdicts import COPY_BAR, COPY_BAR_BYTES
 from kernlog.render.facts import collect, unreadable
 from kernlog.spec import COPY
 
@@ -47,11 +47,50 @@ def profile_commands(misses: list[Miss]) -> list[str]:
             for (k, shape, dtype), (revs, force) in points.items() if revs]
 
 
+@dataclass(frozen=True)
+class Found:
+    """What `kernlog misses` judged: the misses, the profiles that failed verification, and how
+    much was judged at all (sweeps of the kernels asked, and bars with a verdict in them)."""
+    misses: list[Miss]
+    bad: list  # store.ProfileError
+    sweeps: int  # bench.csv files of the kernels asked, one a GPU
+    bars: int  # bar cells judged, met or missed (a step or counterpart against a reference, or the copy)
+
+
 def find(root: Path, kernels: list) -> tuple[list[Miss], list]:
     """Every missed bar of `kernels`' sweeps, in the log's order, and the profiles that failed
     verification (store.ProfileError): an unreadable profile is no evidence, and is named."""
-    out = []
+    found = judge(root, kernels)
+    return found.misses, found.bad
+
+
+def judge(root: Path, kernels: list) -> Found:
+    """find's misses and unreadable profiles, with how many sweeps and judged bars there are."""
     sections = collect(root, kernels, histories=False)
+    sweeps = [sw for section in sections for sw in section["sweeps"]]
+    bars = sum(b[met] is not None for sw in sweeps for row in sw["rows"] for b in row["bars"]
+               for met in ("ref_met", "copy_met"))
+    return Found(_misses(sections), unreadable(sections), len(sweeps), bars)
+
+
+def nothing_judged(found: Found, kernels: list, allow_empty: bool = False) -> str | None:
+    """The line saying `kernlog misses` judged nothing, where it did (None where some bar was
+    judged): no sweep of the kernels asked, or sweeps none of whose points judges a bar (no step
+    or counterpart beside a reference, no tensor of COPY_BAR_BYTES or more beside the copy).
+    Nothing judged is never "no missed bars". Without `allow_empty` the line names the flag."""
+    what = kernels[0].name if len(kernels) == 1 else "KERNEL"
+    todo = f"run kernlog bench {what} --family all on a GPU machine" + (
+        "" if allow_empty else "; or pass --allow-empty to let it pass")
+    if not found.sweeps:
+        return f"no sweeps: nothing judged ({todo})"
+    if not found.bars:
+        return (f"no bar judged: the sweeps time no step or counterpart beside a reference, nor a tensor of "
+                f"{COPY_BAR_BYTES / 1e6:.0f} MB or more beside the copy ({todo})")
+    return None
+
+
+def _misses(sections: list[dict]) -> list[Miss]:
+    out = []
     for section in sections:
         name = section["kernel"].name
         profiled: dict = {}  # (gpu name, shape, dtype) -> {revision: "current" | "stale"}
@@ -73,7 +112,7 @@ def find(root: Path, kernels: list) -> tuple[list[Miss], list]:
                         state = {r: have.get(r, GATE_FAILED if r in row["fails_gate"] else "none") for r in sides}
                         out.append(Miss(name, sw["gpu"], row["dtype"], row["shape"], b["name"], against, value, need,
                                         apart, state))
-    return out, unreadable(sections)
+    return out
 
 
 def text(misses: list[Miss]) -> str:
