@@ -108,7 +108,8 @@ case $stage in
     ;;
   adopt)
     site=$(mktemp -d); team=$(mktemp -d)/team
-    python3 -m pip wheel -q --no-deps --no-build-isolation -w "$site/dist" . \
+    mkdir -p "$site/source" && cp -r kernlog pyproject.toml "$site/source/"  # no stale in-tree build/
+    python3 -m pip wheel -q --no-deps --no-build-isolation -w "$site/dist" "$site/source" \
       && python3 -m pip install -q --no-deps --no-compile --target "$site/lib" "$site"/dist/kernlog-*.whl || exit 1
     mkdir -p "$team" && git -C "$team" init -q && git -C "$team" config user.email team@example.com \
       && git -C "$team" config user.name team

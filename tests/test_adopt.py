@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -58,8 +59,11 @@ KERNEL = dataclasses.replace(KERNEL, revisions=KERNEL.revisions + (
 def installed(tmp_path_factory) -> dict:
     """The environment of a process that runs the installed wheel: kernlog from the target folder."""
     base = tmp_path_factory.mktemp("wheel")
+    source = base / "source"  # a copy of what the wheel is built from: an in-tree build/ could add stale modules
+    shutil.copytree(ROOT / "kernlog", source / "kernlog", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", source)
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                            "-w", str(base / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
+                            "-w", str(base / "dist"), str(source)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
     (wheel,) = (base / "dist").glob("kernlog-*.whl")
     site = base / "site"

@@ -7,7 +7,6 @@ import click
 
 from kernlog.commands.common import DTYPE, REVS, handled, revisions, root_of
 from kernlog.errors import CannotRun
-from kernlog.run.gate import DEFAULT_SEED
 
 
 @click.command()
@@ -17,8 +16,8 @@ from kernlog.run.gate import DEFAULT_SEED
               help="Where to run (default: cuda if a GPU is visible, else cpu; cpu skips CUDA C revisions).")
 @click.option("--dtype", type=DTYPE, multiple=True)
 @click.option("--seed", type=click.IntRange(min=0), default=None,
-              help=f"Draw the inputs from this seed (default {DEFAULT_SEED}): a failing case names its seed, "
-                   "and the same seed draws its inputs again.")
+              help="Draw the inputs from this seed (default: a fresh one each run): a failing case names its "
+                   "seed, and the same seed draws its inputs again.")
 @click.pass_context
 @handled
 def check(ctx, kernel_name, revs, device, dtype, seed):

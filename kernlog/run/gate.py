@@ -5,9 +5,9 @@ softmax row doubled, or one bad row among thousands. So each output also passes 
 row's own relative L2 error) and per element (|out - ref| <= rtol |ref| + atol x the row's mean
 |ref|), and a second launch into the poisoned buffer must repeat the first.
 
-Inputs are drawn from a seed, DEFAULT_SEED unless one is given (`kernlog check --seed N`): the
-same seed draws the same inputs, so a failing case, which names its seed and its first bad
-element, fails again the same way.
+Inputs are drawn from a seed, a fresh one each run unless one is given (`kernlog check --seed
+N`): every run meets new inputs, and the same seed draws the same inputs, so a failing case,
+which names its seed and its first bad element, fails again the same way.
 """
 from __future__ import annotations
 
@@ -20,10 +20,13 @@ from kernlog.run.loading import gist as _gist
 from kernlog.run.loading import import_problem, load, runnable
 from kernlog.spec import Kernel, Revision, Shape, format_shape, torch_dtype
 
-# The seed the gate draws its inputs from where none is given: one fixed seed, so that a gate
-# repeats (a check and a profile's gate see the same inputs, and a rare draw cannot fail one CI
-# run of many); `kernlog check --seed N` draws others.
-DEFAULT_SEED = 0
+
+def fresh_seed() -> int:
+    """A seed for a run given none: fresh random inputs each run (a gate that always drew the
+    same ones would stop finding anything new); the failing case names it to draw them again."""
+    import secrets
+
+    return secrets.randbelow(2**31)
 
 
 @dataclass(frozen=True)
@@ -311,7 +314,7 @@ def recheck(kernel: Kernel, rev: Revision, launch, inputs, out, dtype: str, shap
 def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtypes=None,
                    seed: int | None = None, launch=None) -> list[CheckResult]:
     """Run `rev` on every (shape, dtype, case) with random inputs drawn from `seed` (default
-    DEFAULT_SEED; each case's inputs from the seed, the shape's place and the case's name, so
+    a fresh_seed(); each case's inputs from the seed, the shape's place and the case's name, so
     `kernlog check --seed N` draws a failing case's inputs again); a crash is a failed check,
     not an exception. A revision this machine cannot run as set up (an import that fails, a
     Triton kernel with no GPU and no interpreter) raises CannotRun instead: nothing is known of
@@ -322,7 +325,7 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
     per shape (kernlog/tuning.py) takes its candidates in turn here, untimed
     (picker.untimed): the gate checks what it runs, the timing pass's pick is checked again
     after that pass (recheck), and each sweep point after its own."""
-    seed = DEFAULT_SEED if seed is None else seed
+    seed = fresh_seed() if seed is None else seed
     if launch is None:
         runnable(kernel, rev, device)
         launch = load(kernel, rev, for_gate=True)

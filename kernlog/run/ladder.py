@@ -54,21 +54,20 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
     and worst error, the first failure and how to draw its inputs again; a known-wrong one
     "rejected, as expected"); an Unchecked line for each that cannot run here. Raises after the
     last (`ended`). `device` None: cuda where a GPU is visible, else cpu, where CUDA C and
-    torch.compile revisions are skipped. `seed`: gate.DEFAULT_SEED where None. `done(rev,
+    torch.compile revisions are skipped. `seed`: one fresh seed for the whole ladder where None. `done(rev,
     results)`, where given, hears each revision checked (not one skipped) before its line."""
     if device is None:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    seeded = {} if seed is None else {"seed": seed}  # None: check_revision's own, gate.DEFAULT_SEED
-    seed = gate.DEFAULT_SEED if seed is None else seed
+    seed = gate.fresh_seed() if seed is None else seed  # one for the ladder: a failure's command repeats it
     failed, wrong_passed, unchecked = [], [], {}
     for rev in revs:
         if device == "cpu" and (rev.kind == "cuda" or "compile" in rev.name):
             yield f"{rev.name}: skipped on the CPU"
             continue
         try:
-            results = gate.check_revision(kernel, rev, device, dtypes=dtypes or None, **seeded)
+            results = gate.check_revision(kernel, rev, device, dtypes=dtypes or None, seed=seed)
         except Unsupported as exc:
             yield f"{rev.name}: skipped: {exc}"
             continue
