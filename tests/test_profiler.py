@@ -148,21 +148,22 @@ def test_interrupted_profile_leaves_nothing_partial(tmp_path, monkeypatch):
     assert gates.load(root, GPU["slug"], "softmax")["torch"]["passed"] is True
 
 
-def test_existing_profile_is_skipped_and_stale_one_kept_without_force(tmp_path, monkeypatch):
+def test_a_current_profile_is_skipped_and_a_stale_one_profiled_again_without_a_flag(tmp_path, monkeypatch):
+    """The edit loop as typed: after an edit, plain `kernlog profile` re-profiles the revision whose
+    source changed (git keeps the committed profile to diff against); one at its source hash is skipped."""
     root = scratch_repo(tmp_path)
-    calls = []
-    _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: calls.append(cmd))
+    calls = _fake_profile(monkeypatch)
     kernel = load_kernel(root, "softmax")
-    current = make_record("torch", shape=(4, 64))
-    put(root, current)
-    stale = dict(make_record("torch_compile", shape=(4, 64)), source_sha256="0" * 64)
-    path = put(root, stale)
+    put(root, make_record("torch"))
+    path = put(root, dict(make_record("v5_tuned"), source_sha256="0" * 64))
     said = []
-    out = profiler.profile(root, kernel, [kernel.revision("torch"), kernel.revision("torch_compile")],
-                           profiler.Options(shape=(4, 64)), said.append)
-    assert out == [] and calls == []
-    assert any("at this source hash" in s for s in said) and any("stale" in s for s in said)
-    assert json.loads(path.read_text())["source_sha256"] == "0" * 64
+    written = profiler.profile(root, kernel, [kernel.revision("torch"), kernel.revision("v5_tuned")],
+                               profiler.Options(), said.append)
+    assert [c[0] for c in calls] == [("v5_tuned",)] and written == [path]
+    assert any("skip softmax/torch: profiled on" in s and "at this source hash" in s for s in said)
+    assert any("softmax/v5_tuned: source changed since" in s and "kernlog diff HEAD:softmax/v5_tuned" in s
+               for s in said), said
+    assert json.loads(path.read_text())["source_sha256"] != "0" * 64
 
 
 def test_revision_failing_the_gate_is_not_profiled(tmp_path, monkeypatch):

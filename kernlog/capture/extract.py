@@ -28,6 +28,26 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
     return "current" if prof.source_sha256 == rev.sha256() else "stale"
 
 
+def todo_revisions(root: Path, kernel: Kernel, revs: list[Revision], shape: Shape, dtype: str, opts, gpu: str,
+                   progress) -> list[Revision]:
+    """The revisions `kernlog profile` profiles: those with no stored profile of their source on
+    this GPU, a stale one included (the edit loop: edit, `profile`, `diff HEAD:K/R K/R` against
+    the committed profile); all of them with --force (`opts.force`)."""
+    todo, why = [], {"current": "at this source hash", "imported": "from an imported report",
+                     "broken": "but its stored pair fails verification (`kernlog list` says why)"}
+    for r in revs:
+        name = f"{kernel.name}/{r.name}"
+        state = "missing" if opts.force else stored_state(root, gpu, kernel, r, shape, dtype)
+        if state == "stale":
+            progress(f"{name}: source changed since its profile on {gpu}: profiled again (git keeps the old: "
+                     f"kernlog diff HEAD:{name} {name})")
+        if state in ("missing", "stale"):
+            todo.append(r)
+        else:
+            progress(f"skip {name}: profiled on {gpu} {why[state]}; --force replaces it")
+    return todo
+
+
 def build_record(report: Path | list, rev: Revision, samples: list[float], range_name: str | None = None,
                  clocks: dict | None = None, root: Path | None = None) -> dict:
     """The revision's part of a profile: metrics, findings and source-line hot spots from the

@@ -16,7 +16,7 @@ from pathlib import Path
 from kernlog import metrics, timing
 from kernlog.capture import checked, provenance
 from kernlog.capture import ncu as ncurep
-from kernlog.capture.extract import build_record, stored_state
+from kernlog.capture.extract import build_record, todo_revisions
 from kernlog.capture.ncurun import NcuRun, _staging, last_line, ncu_command, ncu_outcome
 from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
@@ -223,7 +223,7 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
                                  process_started_during_gates=run is not None)
             records.append(record)
         del actions
-        paths = store.save_profiles(root, records, report, opts.force, compress=True)
+        paths = store.save_profiles(root, records, report, True, compress=True)  # todo_revisions chose: missing or stale
     finally:
         if run is not None:
             run.stop()
@@ -248,22 +248,6 @@ def ceilings(root: Path, gpu: str, timer, force: bool, progress: Callable[[str],
     return data
 
 
-def _todo(root: Path, kernel: Kernel, revs: list[Revision], shape: Shape, dtype: str, opts: Options, gpu: str,
-          progress) -> list[Revision]:
-    """The revisions to profile: those with no stored profile of this source (all with --force)."""
-    todo = []
-    for r in revs:
-        state = "missing" if opts.force else stored_state(root, gpu, kernel, r, shape, dtype)
-        if state == "missing":
-            todo.append(r)
-        else:
-            why = {"current": "at this source hash", "stale": "but its source changed since (stale)",
-                   "broken": "but its stored pair fails verification (`kernlog list` says why)",
-                   "imported": "from an imported report"}[state]
-            progress(f"skip {kernel.name}/{r.name}: profiled on {gpu} {why}; --force replaces it")
-    return todo
-
-
 def _shape_dtype(kernel: Kernel, opts: Options) -> tuple[Shape, str]:
     dtype = opts.dtype or kernel.dtypes[0]
     if dtype not in kernel.dtypes:
@@ -282,7 +266,7 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
         return profile(root, kernel, revs, opts, progress)
     require_gpu()
     shape, dtype = _shape_dtype(kernel, opts)
-    todo = _todo(root, kernel, revs, shape, dtype, opts, provenance.gpu_info()["slug"], progress)
+    todo = todo_revisions(root, kernel, revs, shape, dtype, opts, provenance.gpu_info()["slug"], progress)
     if len(todo) < 2:
         return profile(root, kernel, todo, opts, progress) if todo else []
     args = dataclasses.replace(opts, shape=shape, dtype=dtype).to_argv()
@@ -297,7 +281,7 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     if kernel.ncu_kernels and not opts.kernel_filter:
         opts = dataclasses.replace(opts, kernel_filter=kernel.ncu_kernels)
     gpu = provenance.gpu_info()
-    todo = _todo(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
+    todo = todo_revisions(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
     if not todo:
         return []
     timer = timing.Timer()
