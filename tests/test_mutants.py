@@ -245,7 +245,7 @@ def _results(ok):
 
 @pytest.mark.parametrize("ok", [True, False])
 def test_check_exits_nonzero_exactly_when_a_revision_fails(ok, monkeypatch):
-    monkeypatch.setattr(gate, "check_revision", lambda kernel, rev, device, dtypes=None: _results(ok))
+    monkeypatch.setattr(gate, "check_revision", lambda kernel, rev, device, dtypes=None, seed=None: _results(ok))
     result = CliRunner().invoke(main, ["--root", str(ROOT), "check", "softmax", "--rev", "torch", "--device", "cpu"])
     if ok:
         assert result.exit_code == 0, result.output

@@ -18,6 +18,7 @@ from kernlog.judge.plausible import impossible
 from kernlog.judge.verdicts import HOT_MIN_SAMPLES, Bands, rate, same_kernel, stale, timing_verdict
 from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from kernlog.render import agree, arc, excerpts
+from kernlog.render import paths as where
 from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import gates
@@ -166,7 +167,7 @@ def _view(prof: Profile) -> Profile:
     return replace(prof, metrics={**{m.key: None for m in CATALOG}, **prof.metrics})
 
 
-def _histories(root: Path, kernel: str, lad: dict) -> dict | None:
+def _histories(root: Path, kernel: str, lad: dict, paths: where.Paths) -> dict | None:
     """The ladder's revisions across the commits that stored or profiled them (kernlog
     history): revision -> [(when, median ms, a step?)], and the plot's path; None where no
     revision has two entries."""
@@ -184,14 +185,25 @@ def _histories(root: Path, kernel: str, lad: dict) -> dict | None:
     if not out:
         return None
     return {"revisions": out,
-            "plot": f"reports/{kernel}_history_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"}
+            "plot": paths.under_reports(f"{kernel}_history_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg")}
 
 
-def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
+def not_profiled(kernel) -> dict:
+    """The section of a kernel nothing is stored for yet: no ladder, sweep or figure; the log names
+    it "not profiled yet" and its page lists its revisions."""
+    return {"kernel": kernel, "order": [r.name for r in kernel.revisions], "ladders": [], "arcs": [], "across": [],
+            "sweeps": [], "front": {"sweep": None, "point": None, "shape": format_shape(kernel.profile_shape),
+                                    "dtype": kernel.dtypes[0]},
+            "revisions": {r.name: r for r in kernel.revisions}, "unreadable": [], "profiled": False}
+
+
+def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool = False) -> list[dict]:
     """One section per kernel. A profile that fails verification is left out of its ladder and
     listed in the section's "unreadable" (store.ProfileError, one line naming the file and
-    the fix), so one bad file hides no other."""
+    the fix), so one bad file hides no other. A kernel nothing is stored for has a section only
+    with `unprofiled` (not_profiled: the log's, a page saying so)."""
     sections = []
+    paths = where.of(root)
     loaded = list(store.iter_profiles(root, bad="yield"))
     all_recs = [_view(r) for r in loaded if not isinstance(r, store.ProfileError)]
     bad = [e for e in loaded if isinstance(e, store.ProfileError)]
@@ -207,30 +219,34 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
         mine_bad = [e for e in bad if Path(e.path).parts[-2] == kernel.name]
         if not gpus and not mine_bad:
             # A kernel nothing was stored for yet (registered, never profiled or swept) has no
-            # line or page to show: a row of dashes and an empty page would each need a commit
-            # of generated files the moment a kernel folder is added, before any GPU ran it.
+            # figure to show: the log names it "not profiled yet" (unprofiled), the rest skip it.
+            if unprofiled:
+                sections.append(not_profiled(kernel))
             continue
         roles = {r.name: r.role for r in kernel.revisions}
         outcomes = {g: gates.load(root, g, kernel.name) for g in gpus}  # the gate's latest there
         sweeps = [s for s in (sweep(root, g, kernel.name, order, current, kernel.families, roles,
                                                 kernel.speed_bar, outcomes[g]) for g in gpus) if s]
+        for sw in sweeps:  # one plot per kernel, beside its page
+            sw["plot"] = paths.under_reports(f"{kernel.name}_sweep.svg")
         claims = predictions.load(root, kernel.name)
         ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims, outcomes[k[0]]),
                         gpu=v[0].gpu.to_dict(), shape=k[1], dtype=k[2], ceilings=v[0].ceilings)
                    for k, v in sorted(groups.items(), key=lambda kv: (
                        (kv[0][1], kv[0][2]) != (format_shape(kernel.profile_shape), kernel.dtypes[0]), kv[0]))]
         for i, lad in enumerate(ladders):  # the first: the kernel's profile shape and first dtype, first GPU
-            lad["history"] = _histories(root, kernel.name, lad) if histories and i == 0 else None
+            lad["history"] = _histories(root, kernel.name, lad, paths) if histories and i == 0 else None
             lad["excerpts"] = excerpts.of_ladder(lad, kernel) if i == 0 else {}  # its steps' source diffs
         for lad in ladders:
             placed = any(row["roof"]["intensity"] is not None for row in lad["rows"])
-            lad["roofline"] = (f"reports/{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
-                               if placed else None)
+            lad["roofline"] = (paths.under_reports(
+                f"{kernel.name}_roofline_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg") if placed else None)
         matmul = kernel.ceiling == "matmul"
         for lad in ladders:
             sw = arc.sweep_of(sweeps, lad["gpu"]["name"])
             lad["arc_rows"] = arc.arc_rows(lad, sw, matmul)
-            lad["arc_plot"] = f"reports/{kernel.name}_arc_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg"
+            lad["arc_plot"] = paths.under_reports(
+                f"{kernel.name}_arc_{lad['gpu']['slug']}_{lad['shape']}_{lad['dtype']}.svg")
         agree.of_ladders(root, ladders, sweeps)  # profile vs sweep beyond noise: a note under the arc
         main = ladders[0] if ladders else None
         pay = arc.payoff(ladders)
@@ -247,7 +263,7 @@ def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
                          "across": across_gpus(ladders),
                          "sweeps": sweeps,
                          "revisions": {r.name: r for r in kernel.revisions},
-                         "unreadable": mine_bad})
+                         "unreadable": mine_bad, "profiled": True})
     return sections
 
 

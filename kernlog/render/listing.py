@@ -1,4 +1,5 @@
-"""`kernlog list`: kernels, their revisions, and which are profiled (and stale) on which GPU."""
+"""`kernlog list`: kernels, their revisions, and which are profiled (and stale) on which GPU; a
+known-wrong revision (role "wrong") is named with its bug, never profiled."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -65,7 +66,10 @@ def listing(root: Path) -> tuple[str, list[ProfileError]]:
                 old = sum(stale(h, current, rev.name) for h in hashes)
                 points.append(f"{gpu} {len(hashes)} point{'s' * (len(hashes) != 1)}"
                               + (f" ({old} STALE)" if old else ""))
-            lines.append(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where or 'not profiled'}"
+            if not where:  # a known-wrong revision is gated to prove the gate rejects it, never profiled
+                where = f"never profiled (known wrong: {' '.join(rev.bug.split())})" if rev.known_wrong \
+                    else "not profiled"
+            lines.append(f"  {rev.name:<18} {rev.kind:<6} {rev.role:<11} {where}"
                          + (f"; swept: {', '.join(points)}" if points else ""))
     if unhashed:
         lines.append(f"note: {unhashed} profile(s) predate report hashes: their .ncu-rep is checked by size only "

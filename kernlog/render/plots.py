@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from kernlog.render import paths as where
 from kernlog.render.charts import arc_figures
 
 
@@ -37,7 +38,7 @@ def plot_digest(data) -> str:
 
 
 def _save(plt, fig, path: Path, digest: str) -> None:
-    path.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     # no date: the same data, the same file
     fig.savefig(path, metadata={"Date": None, "Description": f"kernlog-data {digest}"})
@@ -112,7 +113,7 @@ def _sweep_figures(sections: list[dict]):
                     "groups": [[g["name"], bool(g["family"]), [[r["dtype"], r["shape"]] for r in g["rows"]]]
                                for g in sw["groups"]] if families else None}
             draw = _plot_families if families else _plot_sizes
-            yield f"reports/{s['kernel'].name}_sweep.svg", data, lambda plt, s=s, sw=sw, draw=draw: draw(plt, s, sw)
+            yield sw["plot"], data, lambda plt, s=s, sw=sw, draw=draw: draw(plt, s, sw)
 
 
 def _draw(root: Path, figures) -> list[Path]:
@@ -238,6 +239,7 @@ def _figures(sections: list[dict]):
 def stale_plots(root: Path, sections: list[dict]) -> list[str]:
     """Each plot the log links that is missing, or whose digest is not that of the data
     profiles/ and git hold now (drawn from other data, or by an older PLOT_VERSION)."""
+    profiles = where.of(root).profiles
     out = []
     for rel, data, _ in _figures(sections):
         path = root / rel
@@ -246,7 +248,7 @@ def stale_plots(root: Path, sections: list[dict]) -> list[str]:
             continue
         found = _DIGEST.search(path.read_text(errors="replace"))
         if found is None or found.group(1) != plot_digest(data):
-            out.append(f"{rel} was drawn from other data than profiles/ holds"
+            out.append(f"{rel} was drawn from other data than {profiles}/ holds"
                        if found else f"{rel} carries no data digest")
     return out
 
@@ -260,7 +262,9 @@ def _x(shape: str, axis: int) -> int:
 
 
 def orphans(root: Path, sections: list[dict]) -> list[str]:
-    """The SVGs under reports/ that no page links (no figure of the sections draws them)."""
+    """The SVGs kernlog drew (they carry a data digest) in the reports folder that no page links (no
+    figure of the sections draws them). An image of the repository's own there is left alone."""
     linked = {rel for rel, _, _ in _figures(sections)}
-    return sorted(rel for rel in (str(p.relative_to(root)) for p in (root / "reports").glob("*.svg"))
-                  if rel not in linked)
+    paths = where.of(root)
+    return sorted(rel for rel, p in ((paths.under_reports(p.name), p) for p in (root / paths.reports).glob("*.svg"))
+                  if rel not in linked and "kernlog-data " in p.read_text(errors="replace"))

@@ -1,5 +1,7 @@
-"""`kernlog report`: write KERNEL_LOG.md and its plots from profiles/, or check that they are
-up to date (the CI's question), with render.report's pieces and render.prose's checks."""
+"""`kernlog report`: write the log and its plots from the stored profiles, or check that they are
+up to date (the CI's question), with render.report's pieces and render.prose's checks. The log,
+the pages and the plots go where `[tool.kernlog]` says (log, reports; kernlog.render.paths), and
+every message names them so."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,6 +9,7 @@ from pathlib import Path
 
 from kernlog.errors import KernlogError
 from kernlog.registry import kernel_names, load_kernel
+from kernlog.render import paths as where
 from kernlog.render import prose
 from kernlog.render import report as rpt
 from kernlog.store.profiles import write_atomic
@@ -18,34 +21,37 @@ def publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
     write both. What it says goes to echo(line) (stdout) and echo(line, err=True) (stderr);
     the exit status: 0, or the first unreadable profile's exit code (the log names each where
     its figures would be)."""
+    paths = where.of(root)
+    log = paths.log
     kernels = [load_kernel(root, n) for n in kernel_names(root)]
     sections = rpt.collect(root, kernels)
     bad = rpt.unreadable(sections)
     text = rpt.render(root, kernels, sections)
-    path = root / rpt.LOG
+    path = root / log
     if check_only:
         if not bad and (not path.exists() or path.read_text() != text):
-            raise KernlogError(f"{rpt.LOG} is out of date: run `kernlog report` and commit the result")
+            raise KernlogError(f"{log} is out of date: run `kernlog report` and commit the result")
         prose.check(text)
         problems = [] if bad else rpt.out_of_date(root, sections)
         if problems:
-            raise KernlogError(f"the log's pages and plots disagree with profiles/ ({'; '.join(problems)}): "
+            raise KernlogError(f"the log's pages and plots disagree with {paths.profiles}/ ({'; '.join(problems)}): "
                                "run `kernlog report` and commit the result")
         if not bad:
-            echo(f"{rpt.LOG} and its plots are up to date")
+            echo(f"{log} and its plots are up to date")
     else:
         # Written even with bad files: the log names each where its figures would be, and the
         # exit is non-zero, so the gap is never silent.
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text.encode())
         plots = rpt.plot_all(root, sections)
         for n, fig in prose.unsourced(text):
-            echo(f"warning: {rpt.LOG} line {n}: the figure {fig!r} comes from no profile "
+            echo(f"warning: {log} line {n}: the figure {fig!r} comes from no profile "
                  "(`report --check` fails on it)", err=True)
-        echo(f"wrote {rpt.LOG}" + (f" and {len(plots)} plot(s) in reports/" if plots else ""))
+        echo(f"wrote {log}" + (f" and {len(plots)} plot(s) in {paths.reports}/" if plots else ""))
     for line in rpt.stale_figures(sections):
         echo(f"warning: {line} (marked stale in the log)", err=True)
     for line in rpt.gate_failures(sections):
         echo(f"warning: {line} (marked ‡ in the log)", err=True)
     for err in bad:
-        echo(f"kernlog: {'' if check_only else f'left out of {rpt.LOG}: '}{err}", err=True)
+        echo(f"kernlog: {'' if check_only else f'left out of {log}: '}{err}", err=True)
     return bad[0].exit_code if bad else 0

@@ -1,4 +1,6 @@
-"""`kernlog report`: KERNEL_LOG.md from profiles/ alone (no GPU), deterministic.
+"""`kernlog report`: the log (KERNEL_LOG.md, or `[tool.kernlog] log`) and a page per kernel in the
+reports folder (`[tool.kernlog] reports`), from the stored profiles alone (no GPU), deterministic;
+every link between them relative (kernlog.render.paths).
 
 Only the blocks between `<!-- kernlog:begin NAME -->` and `<!-- kernlog:end NAME -->`
 are generated; prose outside them is kept as written.
@@ -11,18 +13,20 @@ from pathlib import Path
 import jinja2
 
 from kernlog.judge.verdicts import COPY_BAR, HOT_MIN_SAMPLES, LAUNCH_BOUND_US
-from kernlog.render import plots, prose, triage
+from kernlog.render import facts, plots, prose, triage
+from kernlog.render import paths as where
 from kernlog.render.arc import contradictions
-from kernlog.render.facts import collect, gate_failures, stale_figures, unreadable
+from kernlog.render.facts import gate_failures, stale_figures, unreadable
 from kernlog.store.triages import all_stored
 
-# What `kernlog report` calls beside render: the facts (collect, unreadable, stale_figures) live in
-# kernlog.render.facts; out_of_date and plot_all cover every file the front page links (the
-# kernel pages and the plots), so `report --check` gates them all.
+# What `kernlog report` calls beside render: the facts (unreadable, stale_figures) live in
+# kernlog.render.facts, collect here adds the kernels not profiled yet; out_of_date and plot_all
+# cover every file the front page links (the kernel pages and the plots), so `report --check`
+# gates them all; log_path and page_path name the files where the repository keeps them.
 __all__ = ["LOG", "HEADER", "collect", "unreadable", "stale_figures", "gate_failures", "render", "render_blocks",
-           "splice", "out_of_date", "plot_all"]
+           "splice", "out_of_date", "plot_all", "log_path", "page_path"]
 
-LOG = "KERNEL_LOG.md"
+LOG = where.Paths().log  # the default; a repository's own: log_path(root)
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
 
 
@@ -30,45 +34,76 @@ def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("kernlog.render", "templates"), trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["f"] = lambda v, spec=".1f": "–" if v is None else format(v, spec)
+    env.filters["cell"] = lambda v: " ".join(str(v or "").split()).replace("|", "\\|")  # one table cell's text
     return env
 
 
-def render_blocks(sections: list[dict], triaged: bool = False) -> dict[str, str]:
-    """The front page's generated block (`triaged`: reports/triage.md exists, and is linked)."""
+def collect(root: Path, kernels: list, histories: bool = True) -> list[dict]:
+    """The log's sections (kernlog.render.facts.collect): one per kernel, those with nothing
+    stored yet included ("not profiled yet", a page listing their revisions)."""
+    return facts.collect(root, kernels, histories, unprofiled=True)
+
+
+def _measured(s: dict) -> bool:
+    return bool(s["ladders"] or s["sweeps"])
+
+
+def render_blocks(sections: list[dict], triaged: bool = False, paths: where.Paths | None = None) -> dict[str, str]:
+    """The front page's generated block (`triaged`: the reports folder's triage.md exists, and is
+    linked); `paths`: the repository's (kernlog.render.paths.of), the defaults where None. The
+    legend speaks only of what the log shows: none where nothing is measured yet, cuBLAS only
+    beside a matmul kernel's figures."""
+    paths = paths or where.Paths()
+    links = {s["kernel"].name: {"text": paths.page(s["kernel"].name),
+                                "href": paths.from_log(paths.page(s["kernel"].name))} for s in sections}
     env = _env()
     return {"front": env.get_template("front.md.j2").render(
         sections=sections, stale=stale_figures(sections), copy_bar=COPY_BAR, launch_bound_us=LAUNCH_BOUND_US,
-        hot_min=HOT_MIN_SAMPLES, triaged=triaged)}
+        hot_min=HOT_MIN_SAMPLES, triaged=triaged, links=links,
+        triage={"text": paths.triage, "href": paths.from_log(paths.triage)},
+        measured=any(_measured(s) or s["unreadable"] for s in sections),
+        matmul=any(_measured(s) and s["kernel"].ceiling == "matmul" for s in sections))}
 
 
-def page_blocks(s: dict) -> dict[str, str]:
-    """A kernel page's generated blocks: its head (the arc) and its evidence."""
+def page_blocks(s: dict, paths: where.Paths | None = None) -> dict[str, str]:
+    """A kernel page's generated blocks: its head (the arc) and its evidence; every link in them
+    relative to the page (its plots beside it, the front page `paths.front`)."""
+    paths = paths or where.Paths()
+    page = paths.page(s["kernel"].name)
     env = _env()
-    return {"head": env.get_template("head.md.j2").render(s=s),
-            "evidence": env.get_template("kernel.md.j2").render(s=s, copy_bar=COPY_BAR)}
+    env.filters["here"] = lambda rel: paths.link(rel, page)  # a plot, named from the root, linked from the page
+    return {"head": env.get_template("head.md.j2").render(s=s, front=paths.front),
+            "evidence": env.get_template("kernel.md.j2").render(s=s, copy_bar=COPY_BAR, profiles=paths.profiles)}
 
 
-def page_path(kernel: str) -> str:
-    return f"reports/{kernel}.md"
+def log_path(root: Path | None = None) -> str:
+    """The log as the repository at `root` names it (the default where None)."""
+    return where.of(root).log
+
+
+def page_path(kernel: str, root: Path | None = None) -> str:
+    """A kernel's page as the repository at `root` names it (the default layout where None)."""
+    return where.of(root).page(kernel)
 
 
 def pages(root: Path, sections: list[dict]) -> dict[str, str]:
-    """Each kernel's page (reports/KERNEL.md) as it should read: its generated blocks spliced
+    """Each kernel's page (REPORTS/KERNEL.md) as it should read: its generated blocks spliced
     into the hand-written prose it holds, figure markers filled."""
+    paths = where.of(root)
     out = {}
     for s in sections:
-        rel = page_path(s["kernel"].name)
+        rel = paths.page(s["kernel"].name)
         path = root / rel
         text = path.read_text() if path.exists() else PAGE
-        out[rel] = prose.fill(root, splice(text, page_blocks(s)))
+        out[rel] = prose.fill(root, splice(text, page_blocks(s, paths)))
     block = triage.page_block(root)
     if block is not None:
-        path = root / TRIAGE_PAGE
-        out[TRIAGE_PAGE] = splice(path.read_text() if path.exists() else "", {"triage": block}).lstrip("\n")
+        path = root / paths.triage
+        out[paths.triage] = splice(path.read_text() if path.exists() else "", {"triage": block}).lstrip("\n")
     return out
 
 
-TRIAGE_PAGE = "reports/triage.md"
+TRIAGE_PAGE = where.Paths().triage  # the default; a repository's own: paths.of(root).triage
 
 
 def splice(text: str, blocks: dict[str, str]) -> str:
@@ -90,28 +125,36 @@ def splice(text: str, blocks: dict[str, str]) -> str:
     return text
 
 
-HEADER = """# KERNEL_LOG
+HEADER = """# {title}
 
 The worklog of this repository's kernels, step by step from naive to tuned: this front page, and
-one page per kernel under reports/. Everything between `kernlog:begin` / `kernlog:end` markers is
-generated by `kernlog report` from `profiles/`; the prose around them is written by hand.
+one page per kernel under {reports}/. Everything between `kernlog:begin` / `kernlog:end` markers is
+generated by `kernlog report` from `{profiles}/`; the prose around them is written by hand.
 """
+
+
+def header(paths: where.Paths) -> str:
+    """A new log's opening (the prose before its generated block), naming the repository's folders."""
+    return HEADER.format(title=Path(paths.log).stem, reports=paths.reports, profiles=paths.profiles)
+
+
 PAGE = ("<!-- kernlog:begin head -->\n<!-- kernlog:end head -->\n\n"
         "<!-- kernlog:begin evidence -->\n<!-- kernlog:end evidence -->\n")
 
 
 def render(root: Path, kernels: list, sections: list[dict] | None = None) -> str:
-    """KERNEL_LOG.md as it should read; pass `sections` (from collect) to reuse them."""
-    path = root / LOG
-    text = path.read_text() if path.exists() else HEADER
+    """The log as it should read; pass `sections` (from collect) to reuse them."""
+    paths = where.of(root)
+    path = root / paths.log
+    text = path.read_text() if path.exists() else header(paths)
     sections = collect(root, kernels) if sections is None else sections
-    return prose.fill(root, splice(text, render_blocks(sections, triaged=bool(all_stored(root)))))
+    return prose.fill(root, splice(text, render_blocks(sections, triaged=bool(all_stored(root)), paths=paths)))
 
 
 def out_of_date(root: Path, sections: list[dict]) -> list[str]:
-    """What `report --check` fails on beside KERNEL_LOG.md: a kernel page out of date or holding
-    an unsourced figure, a plot missing or drawn from other data, an SVG in reports/ linked from
-    nowhere, and a contradiction between two renderings of one fact."""
+    """What `report --check` fails on beside the log: a kernel page out of date or holding an
+    unsourced figure, a plot missing or drawn from other data, an SVG in the reports folder
+    linked from nowhere, and a contradiction between two renderings of one fact."""
     out = []
     for rel, text in pages(root, sections).items():
         path = root / rel
@@ -127,7 +170,7 @@ def out_of_date(root: Path, sections: list[dict]) -> list[str]:
 def plot_all(root: Path, sections: list[dict]) -> list[Path]:
     """Write the kernel pages and draw every plot; remove the SVGs no page links."""
     for rel, text in pages(root, sections).items():
-        (root / rel).parent.mkdir(exist_ok=True)
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     for rel in plots.orphans(root, sections):
         (root / rel).unlink()

@@ -1,8 +1,10 @@
-"""A stored triage as a short table (the terminal) and as a Markdown section (reports/triage.md)."""
+"""A stored triage as a short table (the terminal) and as a Markdown section (triage.md in the
+reports folder)."""
 from __future__ import annotations
 
 from pathlib import Path
 
+from kernlog.render import paths as where
 from kernlog.store.triages import TriageError, TriageRecord, all_stored, load_triage
 
 TOP = 5
@@ -77,16 +79,16 @@ new kernel could save: an op's time above its roof, or a chain of kernels passin
 DRAM (memory-bound ones, perhaps between the matmuls that write and read it) that one fused kernel
 would keep on chip. Each candidate's speedup is the whole
 program's (Amdahl on the measured time per call); the savings of two candidates overlap and do not add.
-[Front page](../KERNEL_LOG.md)."""
+[Front page]({front})."""
 
 
 def page_block(root: Path) -> str | None:
-    """reports/triage.md's generated block: every stored triage's section, a record that cannot be
+    """The triage page's generated block: every stored triage's section, a record that cannot be
     read named in one line; None where no triage is stored."""
     paths = all_stored(root)
     if not paths:
         return None
-    parts = [PAGE_INTRO]
+    parts = [PAGE_INTRO.format(front=where.of(root).front)]
     for path in paths:
         try:
             parts.append(markdown(load_triage(path)).rstrip())

@@ -1,0 +1,51 @@
+"""Where the log, its kernel pages and their plots live, as a repository names them (posix,
+relative to its root: `[tool.kernlog]` log, reports and profiles, read by kernlog.config), and
+the relative links between them, so a log at docs/KERNEL_LOG.md links docs/perf/softmax.md as
+`perf/softmax.md` and the page links back as `../KERNEL_LOG.md`. A page's plots sit beside it.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernlog import config
+
+
+@dataclass(frozen=True)
+class Paths:
+    log: str = config.DEFAULTS["log"]
+    reports: str = config.DEFAULTS["reports"]
+    profiles: str = config.DEFAULTS["profiles"]
+
+    def under_reports(self, name: str) -> str:
+        """`name` in the reports folder, as the repository names it."""
+        return name if self.reports == "." else f"{self.reports}/{name}"
+
+    def page(self, kernel: str) -> str:
+        return self.under_reports(f"{kernel}.md")
+
+    @property
+    def triage(self) -> str:
+        return self.under_reports("triage.md")
+
+    @staticmethod
+    def link(target: str, source: str) -> str:
+        """`target` as a Markdown link written in the file `source` (both named from the root)."""
+        return posixpath.relpath(target, posixpath.dirname(source) or ".")
+
+    def from_log(self, target: str) -> str:
+        return self.link(target, self.log)
+
+    @property
+    def front(self) -> str:
+        """The front page, linked from a page in the reports folder."""
+        return self.link(self.log, self.under_reports("page.md"))
+
+
+def of(root: Path | None) -> Paths:
+    """The paths of the repository at `root` (its `[tool.kernlog]`); the defaults where None."""
+    if root is None:
+        return Paths()
+    lay = config.layout(root)
+    return Paths(log=lay.rel(lay.log), reports=lay.rel(lay.reports), profiles=lay.rel(lay.profiles))
