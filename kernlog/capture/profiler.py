@@ -223,7 +223,7 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
                                  process_started_during_gates=run is not None)
             records.append(record)
         del actions
-        paths = store.save_profiles(root, records, report, True, compress=True)  # todo_revisions chose: missing or stale
+        paths = store.save_profiles(root, records, report, True, compress=True)  # missing or stale: todo_revisions
     finally:
         if run is not None:
             run.stop()
