@@ -78,6 +78,8 @@ def test_a_configured_folder_of_any_name_holds_the_operators_and_helpers_beside_
     assert keys.profiles_dir(root) == root / "perf" / "profiles"
     out = CliRunner().invoke(main, ["--root", str(root), "list"])
     assert out.exit_code == 0 and "scale" in out.output and "utils" not in out.output, out.output
+    names = CliRunner().invoke(main, ["--root", str(root), "list", "--names"])  # what CI loops over
+    assert names.exit_code == 0 and names.output == "scale\n"
 
 
 def test_a_kernels_folder_inside_a_package_imports_under_the_packages_name(tmp_path, fresh_modules):

@@ -63,7 +63,10 @@ def test_imports_run_one_way_through_the_layers(path):
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_module_is_over_400_lines(path):
-    assert len(path.read_text().splitlines()) <= MAX_LINES
+    text = path.read_text()
+    if "mutmut.mutation.trampoline" in text:
+        pytest.skip("a copy `mutmut run` mutated: its length is mutmut's, not ours")
+    assert len(text.splitlines()) <= MAX_LINES
 
 
 def test_kernels_import_kernlog_s_core_alone():

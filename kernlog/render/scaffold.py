@@ -138,10 +138,8 @@ def init(start: Path, kernels_dir: str | None, kernel: str, force: bool,
     else:
         said.append(Said(".gitignore", "kept (has kernlog's lines)"))
 
-    operators = lay.operators()
     write(WORKFLOW, env.get_template("workflow.yml.j2").render(
-        kernels=kernels, profiles=lay.rel(lay.profiles), reports=lay.rel(lay.reports), log=lay.rel(lay.log),
-        operators=" ".join(operators) or kernel))
+        kernels=kernels, profiles=lay.rel(lay.profiles), reports=lay.rel(lay.reports), log=lay.rel(lay.log)))
 
     log_rel = lay.rel(lay.log)
     if lay.log.exists() and not force:

@@ -1,0 +1,80 @@
+"""`kernlog init`: what a repository needs, written where missing, never over a file without
+--force, and each file named as written or kept."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kernlog.commands.main import main
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch, own_kernels_package):
+    """A new git repository (its kernels/ not this one's); the operators it imports leave
+    sys.modules and sys.path as they were."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield tmp_path
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+def init(root: Path, *args: str):
+    return CliRunner().invoke(main, ["--root", str(root), "init", *args])
+
+
+def test_init_writes_the_section_the_example_the_ignores_the_log_and_the_workflow(repo):
+    (repo / "pyproject.toml").write_text('[project]\nname = "team"\n')
+    (repo / ".gitignore").write_text("__pycache__/\n*.so\n")
+    done = init(repo, "--kernels-dir", "ops", "--kernel", "fused_add")
+    assert done.exit_code == 0, done.output
+    pyproject = (repo / "pyproject.toml").read_text()
+    assert pyproject.startswith('[project]\nname = "team"\n') and 'kernels = "ops"' in pyproject
+    assert "pyproject.toml: added [tool.kernlog]" in done.output
+    assert (repo / "ops" / "fused_add" / "v0_two_kernels.py").is_file()
+    assert 'name="fused_add"' in (repo / "ops" / "fused_add" / "__init__.py").read_text()
+    ignore = (repo / ".gitignore").read_text().splitlines()
+    assert ignore.count("__pycache__/") == 1 and ".cache/" in ignore and "*.so" in ignore
+    log = (repo / "KERNEL_LOG.md").read_text()
+    assert "fused_add" in log and "not profiled yet" in log and (repo / "reports" / "fused_add.md").is_file()
+    flow = (repo / ".github" / "workflows" / "kernlog.yml").read_text()
+    assert 'kernlog compare "origin/${{ github.base_ref }}"' in flow and "$(kernlog list --names)" in flow
+    assert "git add profiles\n" in flow and "git add KERNEL_LOG.md reports\n" in flow
+    assert not re.search(r"(?<!\$)\{\{", flow), "a template expression left unrendered"
+    assert CliRunner().invoke(main, ["--root", str(repo), "report", "--check"]).exit_code == 0
+
+
+def test_init_keeps_every_file_that_exists_unless_forced(repo):
+    assert init(repo).exit_code == 0
+    v1 = repo / "kernels" / "add_relu" / "v1_fused.py"
+    v1.write_text("# my own kernel now\n")
+    again = init(repo)
+    assert again.exit_code == 0 and "kernels/add_relu/v1_fused.py: kept (exists; --force replaces it)" in again.output
+    assert v1.read_text() == "# my own kernel now\n"
+    assert "pyproject.toml: kept [tool.kernlog]" in again.output
+    forced = init(repo, "--force")
+    assert forced.exit_code == 0 and "kernels/add_relu/v1_fused.py: replaced" in forced.output
+    assert "my own kernel" not in v1.read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--kernel", "Bad-Name"), "an operator's name is lower case"),
+    (("--kernels-dir", ".."), "name a folder inside the repository"),
+])
+def test_bad_options_are_one_line(repo, args, message):
+    done = init(repo, *args)
+    assert done.exit_code == 2 and message in done.output and "Traceback" not in done.output
+    assert not (repo / "pyproject.toml").exists()  # nothing half-written
+
+
+def test_another_kernels_folder_than_the_configured_one_needs_force(repo):
+    (repo / "pyproject.toml").write_text('[tool.kernlog]\nkernels = "ops"\n')
+    done = init(repo, "--kernels-dir", "gpu")
+    assert done.exit_code == 2 and "already names kernels = 'ops'" in done.output
+    assert not (repo / "gpu").exists()
