@@ -277,7 +277,9 @@ def test_profile_end_to_end_on_gpu(tmp_path):
     assert len(written) == 1
     rec = store.load_profile(root, written[0])
     assert rec.metrics["duration_us"] > 0 and rec.timing.n >= 20
-    assert store.report_path(root, rec).stat().st_size > 1000
+    # stored compressed (kernlog.store.xz), and whole: its recorded size and sha256 check out
+    assert store.compressed(store.report_path(root, rec)).stat().st_size > 1000
+    assert reports.verify_report(root, rec) is None
     assert profiler.profile(root, kernel, [kernel.revision("torch")], opts, lambda s: None) == []
 
 
