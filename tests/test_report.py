@@ -365,15 +365,14 @@ def test_a_prediction_with_no_claim_about_the_shape_says_so_rather_than_an_empty
 
 
 def test_judge_and_render_modules_stay_small_and_free_of_import_circles():
-    """No module of judge/, render/ or store/calibrations.py over 400 lines, and no circle among
-    kernlog's module-level imports that one of them is part of."""
+    """No circle among kernlog's module-level imports that a module of judge/, render/ or
+    store/calibrations.py is part of (their length: tests/test_layers.py, for every module)."""
     import ast
 
     from .helpers import ROOT
 
     mine = sorted((ROOT / "kernlog" / "judge").glob("*.py")) + sorted((ROOT / "kernlog" / "render").glob("*.py")) \
         + [ROOT / "kernlog" / "store" / "calibrations.py"]
-    assert not [p.name for p in mine if len(p.read_text().splitlines()) > 400]
 
     def name(path):
         rel = path.relative_to(ROOT).with_suffix("")
