@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernlog.errors import KernlogError
+from kernlog.spec import NAME_RE  # an operator's folder is named as a revision is
 
 PYPROJECT = "pyproject.toml"
 DEFAULTS = {"kernels": "kernels", "profiles": "profiles", "reports": "reports", "log": "KERNEL_LOG.md"}
 KEYS = (*DEFAULTS, "primary_gpu")
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")  # an operator's folder (kernlog.spec.NAME_RE, kept in step)
 # An operator folder's __init__.py binds KERNEL at its top level; a folder whose __init__.py does
 # not (shared helpers, a `common/`) is not an operator and is never imported as one.
 DECLARES_KERNEL = re.compile(r"^KERNEL\s*(?::[^=\n]*)?=", re.MULTILINE)
