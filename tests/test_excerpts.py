@@ -9,7 +9,7 @@ from .helpers import kernel_page, make_record, put, scratch_repo
 
 
 def _block(page: str, revision: str) -> str:
-    return page.split(f"#### {revision}")[1].split("\n#### ")[0]
+    return page.split(f"### {revision}")[1].split("\n### ")[0]
 
 
 def test_a_step_shows_its_change_against_the_previous_step(tmp_path):
@@ -18,21 +18,42 @@ def test_a_step_shows_its_change_against_the_previous_step(tmp_path):
         put(root, make_record(rev, median_ms=0.1 + 0.01 * i, seed=i))
     page = kernel_page(root)
     v3 = _block(page, "v3_online")
-    assert "- **What changed** since v2_warp_shuffle: `kernels/softmax/v3_online.cu` against " \
-           "`kernels/softmax/v2_warp_shuffle.cu`" in v3
+    assert "- **The code** (`kernels/softmax/v3_online.cu` against `kernels/softmax/v2_warp_shuffle.cu`, " \
+           "code lines only; " in v3
     diff = v3.split("```diff\n")[1].split("```")[0]
     minus = [" ".join(ln.split()) for ln in diff.splitlines() if ln.startswith("  -")]
     plus = [" ".join(ln.split()) for ln in diff.splitlines() if ln.startswith("  +")]
-    # the online max and sum: the separate max pass goes, one loop rescales the running sum
+    # the online max and sum: the separate max pass goes, one loop carries the running max and sum
     assert "- for (int c = tid; c < cols; c += THREADS) m = fmaxf(m, kl_to_float(xr[c]));" in minus
-    assert "+ s = s * kl_exp(m - mn) + kl_exp(v - mn);" in plus and "+ kl_warp_merge(m, s);" in plus
+    assert "+ float m = KL_NEG_MAX, s = 0.f;" in plus
     assert not any(ln[1:].lstrip().startswith("//") for ln in minus + plus)  # comment lines left out
     assert len(minus) + len(plus) <= excerpts.CAP
-    assert "more changed lines (`git diff --no-index kernels/softmax/v2_warp_shuffle.cu " \
-           "kernels/softmax/v3_online.cu`)." in v3
-    # the first step and the reference get none
-    assert "What changed" not in _block(page, "v0_naive") and "What changed" not in _block(page, "torch (reference)")
-    assert "What changed** since v0_naive" in _block(page, "v1_block_smem")
+    assert "more changed lines: `git diff --no-index kernels/softmax/v2_warp_shuffle.cu " \
+           "kernels/softmax/v3_online.cu`)" in v3
+    # the first step gets none, a reference no section at all
+    assert "The code" not in _block(page, "v0_naive") and "### torch" not in page
+    assert "against `kernels/softmax/v0_naive.cu`" in _block(page, "v1_block_smem")
+
+
+def test_the_code_shown_holds_the_steps_hot_line_and_its_new_instructions(tmp_path):
+    """Of a step's hunks, the one holding its hottest line comes first; else one adding an
+    instruction the step is about; never #include/#define lines alone."""
+    a, b = tmp_path / "a.cu", tmp_path / "b.cu"
+    body = [f"int x{i} = {i};" for i in range(40)]
+    a.write_text("\n".join(body) + "\n")
+    changed = list(body)
+    changed[2:2] = ['#include "extra.cuh"', "#define A 1", "#define B 2", "#define C 3", "#define D 4",
+                    "#define E 5", "#define F 6"]
+    changed[30] = 'asm volatile("wgmma.fence.sync.aligned;");'
+    b.write_text("\n".join(changed) + "\n")
+    ex = excerpts.excerpt(_rev("v1", a), _rev("v2", b))
+    assert "wgmma" in ex["diff"] and "#define" not in ex["diff"]  # the key hunk within the cap, first
+    changed[20] = "int hot = 1;"
+    text = "\n".join(changed) + "\n"
+    diff, shown, _ = excerpts.unified(a.read_text(), text, ".cu", cap=2, focus={20})  # room for one hunk
+    assert "int hot = 1;" in diff and "wgmma" not in diff  # the hot line's hunk, before the key one
+    diff, _, _ = excerpts.unified(a.read_text(), text, ".cu", cap=2)
+    assert "wgmma" in diff and "int hot" not in diff  # no hot line known: the key hunk
 
 
 def test_the_excerpt_reads_the_current_source(tmp_path):

@@ -126,8 +126,8 @@ REVISIONS = (
                 "torch.compile of the eager math (Inductor fuses the mask and the softmax; the products are "
                 "cuBLAS's)"),
     Revision("torch_sdpa", "torch", (HERE / "__init__.py",), _load_sdpa,
-             "F.scaled_dot_product_attention(is_causal=True): PyTorch's fused attention (FlashAttention-2 in "
-             "bf16, memory-efficient attention in fp32)", role="reference", code=sdpa),
+             "F.scaled_dot_product_attention(is_causal=True): PyTorch's fused attention, whichever backend it "
+             "picks (the profiled kernel names it)", role="reference", code=sdpa),
 )
 
 def bar_ratio(shape) -> float:

@@ -1,4 +1,4 @@
-"""MiniGPT's forward pass (models/minigpt, issue 21) as a multi-kernel target: one launch is
+"""MiniGPT's forward pass (models/minigpt) as a multi-kernel target: one launch is
 the whole forward, logits for one sequence, and `kernlog profile` records every kernel it
 launches (facts.kernels: name and ncu duration) beside the wall time of the whole.
 

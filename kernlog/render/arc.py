@@ -11,21 +11,10 @@ front page, the arc tables and the sweeps can never say two things about one poi
 from __future__ import annotations
 
 import math
-import re
 
 from kernlog.judge.verdicts import launch_bound, of_copy, same_kernel
+from kernlog.render.sweeps import bar_cell
 from kernlog.spec import COPY
-
-CHANGE_WORDS = 64  # characters of a revision's `change` the arc table shows
-
-
-def short_change(text: str | None) -> str:
-    """A revision's `change`, its first clause, at most CHANGE_WORDS characters."""
-    text = (text or "").strip()
-    first = re.split(r"; |: | \(|\. ", text, maxsplit=1)[0].strip().rstrip(",.")
-    if len(first) > CHANGE_WORDS:
-        first = first[:CHANGE_WORDS].rsplit(" ", 1)[0] + "…"
-    return first.replace("|", "\\|")
 
 
 def sweep_of(sweeps: list[dict], gpu_name: str) -> dict | None:
@@ -50,18 +39,26 @@ def front_shape(sw: dict | None, shape: str, dtype: str) -> str:
     return min(rows, key=lambda r: (abs(math.log(r["elems"] / n)), -r["elems"]))["shape"]
 
 
-def point(sw: dict | None, shape: str, dtype: str, first_step: str | None) -> dict | None:
+def point(sw: dict | None, shape: str, dtype: str, first_step: str | None, best: str | None = None) -> dict | None:
     """The front page's figures at one sweep point: the first step's and the best step's rates,
-    the best reference and the best step's speed against it, its % of the same run's copy."""
+    the best reference and the best step's speed against it, its % of the same run's copy.
+    `best`: the kernel page's best step (kernlog.render.steps.best), named here too where the
+    point has it (one best per kernel); else the point's fastest step."""
     row = sweep_row(sw, shape, dtype)
     if row is None or not row["bars"] or row["bars"][0]["name"] is None:
         return None
     bar = row["bars"][0]
     vals = row["values"]
+    if best and best != bar["name"] and vals.get(best) is not None and best not in row.get("fails_now", {}):
+        refs = [bar["best_ref"]] if bar["best_ref"] else []
+        bar = bar_cell(row, best, refs, sw["band"], bar["need"])
     naive = vals.get(first_step) if first_step else None
+    runs = row.get("runs", {})
     return {"shape": shape, "dtype": dtype, "best": bar["name"], "rate": vals[bar["name"]],
             "naive": first_step, "naive_rate": naive,  # a first step the sweep lacks is named, unrated
             "vs_naive": vals[bar["name"]] / naive if naive else None,
+            "apart_naive": bool(naive) and runs.get(first_step) not in (None, runs.get(bar["name"])),
+            "apart_ref": bar["apart_ref"], "apart_copy": bar["apart_copy"],
             "best_ref": bar["best_ref"], "vs_ref": bar["vs_ref"], "ref_met": bar["ref_met"],
             "pct_copy": None if bar["of_copy"] is None else 100.0 * bar["of_copy"],
             "pct_matmul": 100.0 * vals[bar["name"]] / sw["ceiling"] if sw["unit"] == "TFLOP/s" else None,
@@ -81,9 +78,10 @@ def arc_rows(lad: dict, sw: dict | None, matmul: bool) -> list[dict]:
         pct = rt.get("pct_matmul") if matmul else of_copy(rt["gbps"], copy)
         out.append({
             "revision": prof.revision, "role": prof.role, "imported": prof.imported is not None,
-            "change": short_change(prof.change),
+            "change": " ".join((prof.change or "").split()),
             "us": rt["us"], "rate": rt.get("tflops") if matmul else rt["gbps"], "launch_bound": lb,
-            "pct": None if lb else pct, "roof": None if lb or row["roof"]["pct_of_roof"] is None
+            "pct": None if lb else pct, "pct_apart": not matmul and pct is not None and not lb,
+            "roof": None if lb or row["roof"]["pct_of_roof"] is None
             else 100.0 * row["roof"]["pct_of_roof"], "excess": row["roof"].get("excess"),
             "verdict": ("same kernel as " + row["same_as"]) if row.get("same_as") else row.get("verdict"),
             "speedup": None if row.get("same_as") else row.get("speedup"), "base": row.get("base"),
@@ -121,7 +119,7 @@ def contradictions(sections: list[dict]) -> list[str]:
         front = s.get("front")
         if front and front.get("point"):
             p = front["point"]
-            again = point(front["sweep"], p["shape"], p["dtype"], p["naive"])
+            again = point(front["sweep"], p["shape"], p["dtype"], p["naive"], front.get("best"))
             for key in ("best", "best_ref", "vs_ref", "pct_copy"):
                 if again is None or again[key] != p[key]:
                     out.append(f"{s['kernel'].name}: the front page's {key} at {p['shape']} {p['dtype']} "

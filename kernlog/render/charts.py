@@ -16,6 +16,11 @@ def _arc(plt, s: dict, lad: dict):
     for i, r in enumerate(refs):
         ax.axhline(r["us"], color=f"C{i + 1}", linestyle=("--", ":", "-.")[i % 3], linewidth=1,
                    label=f"{r['revision']} {r['us']:.1f} us")
+    floor = ceiling_us(lad)
+    if floor is not None:
+        ceiling = "cuBLAS rate" if lad.get("matmul") else "copy"
+        ax.axhline(floor, color="black", linestyle="-", linewidth=0.8,
+                   label=f"roofline {floor:.1f} us (the GPU's measured {ceiling})")
     ax.set_xticks(xs, [r["revision"] + ("†" if r["stale"] else "") for r in steps], rotation=30, ha="right",
                   fontsize=7)
     ax.set_yscale("log")
@@ -26,11 +31,24 @@ def _arc(plt, s: dict, lad: dict):
     return fig
 
 
+def ceiling_us(lad: dict) -> float | None:
+    """The time the ladder's shape takes at its roofline (the GPU's stored copy bandwidth, or
+    its cuBLAS rate for a matmul, at the op's minimum bytes and FLOPs): a step's time times its
+    % of roofline, the same for every step of one shape."""
+    for r in lad["arc_rows"]:
+        if r["roof"] is not None and r["role"] == "step":
+            return r["us"] * r["roof"] / 100.0
+    return None
+
+
 def arc_figures(sections: list[dict]):
     """(path, data, draw) of each arc chart: one per arc a kernel page shows."""
     for s in sections:
         for lad in s.get("arcs", []):
+            lad["matmul"] = s["kernel"].ceiling == "matmul"
+            floor = ceiling_us(lad)
             data = {"title": [s["kernel"].name, lad["shape"], lad["dtype"], lad["gpu"]["name"]],
+                    "ceiling_us": None if floor is None else round(floor, 6),
                     "rows": [[r["revision"], r["role"], round(r["us"], 6), r["verdict"], r["stale"]]
                              for r in lad["arc_rows"]]}
             yield lad["arc_plot"], data, lambda plt, s=s, lad=lad: _arc(plt, s, lad)

@@ -25,7 +25,7 @@ from pathlib import Path
 from kernlog.identity import CUDA_SUFFIXES, LADDER_FILE
 from kernlog.registry import find_root
 
-CAP = 12  # changed lines an excerpt shows
+CAP = 6  # changed lines an excerpt shows
 CONTEXT = 1  # unchanged lines around each hunk
 
 
@@ -40,13 +40,14 @@ def of_ladder(lad: dict, kernel) -> dict[str, dict]:
             continue
         name = rec.revision
         if prev is not None and name in revs and prev in revs:
-            out[name] = excerpt(revs[prev], revs[name])
+            out[name] = excerpt(revs[prev], revs[name], [h["where"] for h in row.get("hot", [])])
         prev = name
     return out
 
 
-def excerpt(before, after) -> dict:
-    """The excerpt of revision `after` against `before`: "title" (what is set against what),
+def excerpt(before, after, hot: list[str] = ()) -> dict:
+    """The excerpt of revision `after` against `before` (`hot`: its profile's hottest source
+    lines, "path:line", which pick the hunks shown): "title" (what is set against what),
     "diff" (unified-diff text, "" where none is shown), "more" (changed lines left out),
     "command" (what prints the whole diff) and "note" (said instead of or beside the diff)."""
     a_path, b_path = _primary(before), _primary(after)
@@ -77,10 +78,37 @@ def excerpt(before, after) -> dict:
     on = fa is None and _builds_on(b_text, a_path)
     if on:
         base["title"] += f" (it {on} `{a_rel}`: the lines it adds)"
-    diff, shown, total = unified(a_text, b_text, a_path.suffix, first_a, first_b, added_only=bool(on))
+    elsewhere = _hot_code(hot, b_rel, b_path)
+    if elsewhere:
+        base["hot_code"] = elsewhere
+    focus = {int(w.rpartition(":")[2]) - first_b for w in hot
+             if w.rpartition(":")[0] == b_rel and w.rpartition(":")[2].isdigit()}
+    diff, shown, total = unified(a_text, b_text, a_path.suffix, first_a, first_b, added_only=bool(on), focus=focus)
     if total == 0:
         return dict(base, command="", note="the code is the same; comments and whitespace differ at most")
     return dict(base, diff=diff, more=total - shown)
+
+
+HOT_CONTEXT = 2  # lines either side of a hot line shown from another file
+
+
+def _hot_code(hot: list[str], b_rel: str, b_path: Path) -> dict | None:
+    """The step's hottest line where it lives in another file than its primary source (a
+    header it includes: the mma or wgmma code of a tensor-core rung): {"where", "lang",
+    "code"} of the lines around it; None where the hottest line is in the primary source."""
+    if not hot or hot[0].rpartition(":")[0] == b_rel:
+        return None
+    rel, _, num = hot[0].rpartition(":")
+    if not num.isdigit():
+        return None
+    try:
+        lines = (find_root(b_path.parent) / rel).read_text().splitlines()
+    except Exception:  # unreadable, or outside any kernlog repository
+        return None
+    at = int(num) - 1
+    lo, hi = max(0, at - HOT_CONTEXT), min(len(lines), at + HOT_CONTEXT + 1)
+    lang = "cuda" if Path(rel).suffix in CUDA_SUFFIXES else "python"
+    return {"where": hot[0], "lang": lang, "code": "\n".join(line.rstrip() for line in lines[lo:hi])}
 
 
 def _builds_on(text: str, before: Path) -> str:
@@ -212,11 +240,33 @@ def _python_keys(text: str) -> list[str] | None:
 
 # --- the diff ----------------------------------------------------------------------------------
 
+def _rank(lines: list, changed: int, focus: set[int]) -> tuple:
+    """How much a hunk tells of the step, most first: it holds one of the step's hot lines
+    (`focus`, 0-based lines of `b`), it adds one of the instructions a step is about (KEY), it
+    changes more than #include/#define/import lines; then its size."""
+    added = [text for tag, text, _, _ in lines if tag == "+"]
+    moved = [text for tag, text, _, _ in lines if tag != " "]
+    hot = any(rb in focus for _, _, _, rb in lines if rb is not None)
+    key = any(KEY.search(text) for text in added)
+    plumbing = bool(moved) and all(PLUMBING.match(text) for text in moved)
+    return (not hot, not key, plumbing, not added, -changed)
+
+
+# The instructions and intrinsics a step is usually about: tensor-core MMA, async copies, TMA,
+# warp shuffles, clusters, Triton's dot and its descriptors.
+KEY = re.compile(r"(?<![A-Za-z])(w?gmma|mma|ldmatrix|stmatrix|cp\.async|cp_async|tma|TMA|mbarrier|__shfl\w*|"
+                 r"cluster\w*|tl\.dot|make_tensor_descriptor|setmaxnreg|fence\.proxy)(?![A-Za-z])")
+PLUMBING = re.compile(r"^\s*(#\s*(include|define|undef|if|ifdef|ifndef|endif|pragma)\b"
+                      r"|import\s|from\s+\S+\s+import\s|$)")
+
+
 def unified(a: str, b: str, suffix: str, first_a: int = 1, first_b: int = 1, cap: int = CAP,
-            context: int = CONTEXT, added_only: bool = False) -> tuple[str, int, int]:
+            context: int = CONTEXT, added_only: bool = False, focus: set[int] = frozenset()) -> tuple[str, int, int]:
     """(diff text, changed lines shown, changed lines in all) of `b` against `a`, code lines
-    alone compared (code_keys); the largest hunks first up to `cap` changed lines, printed in
-    file order with their original lines and line numbers (from `first_a`, `first_b`).
+    alone compared (code_keys); the hunks that tell most of the step first (_rank: its hot
+    lines, its new instructions, never #include/#define/import lines alone), up to `cap`
+    changed lines, printed in file order with their original lines and line numbers (from
+    `first_a`, `first_b`); a hunk too long for the cap is cut around its hot or key line.
     `added_only`: `b` builds on `a` (includes or imports it), so the lines it drops from `a`
     live on there: only its added lines count and show."""
     la, lb = a.splitlines(), b.splitlines()
@@ -240,9 +290,9 @@ def unified(a: str, b: str, suffix: str, first_a: int = 1, first_b: int = 1, cap
             hunks.append((group[0][1], lines, changed))
     total = sum(h[2] for h in hunks)
     picked, room = [], cap
-    for i, h in enumerate(sorted(hunks, key=lambda h: (-h[2], h[0]))):
-        if i == 0 and h[2] > cap:  # the largest hunk alone passes the cap: its first `cap` changed lines
-            picked.append((h[0], _cut(h[1], cap), cap))
+    for i, h in enumerate(sorted(hunks, key=lambda h: (_rank(h[1], h[2], focus), h[0]))):
+        if i == 0 and h[2] > cap:  # the first hunk alone passes the cap: `cap` changed lines around its focus
+            picked.append((h[0], _cut(h[1], cap, _focus_at(h[1], focus)), cap))
             break
         if h[2] <= room:
             picked.append(h)
@@ -254,10 +304,19 @@ def unified(a: str, b: str, suffix: str, first_a: int = 1, first_b: int = 1, cap
     return "\n".join(out), sum(h[2] for h in picked), total
 
 
-def _cut(lines: list, cap: int) -> list:
-    """A hunk's lines up to its `cap`-th changed line."""
+def _focus_at(lines: list, focus: set[int]) -> int:
+    """The index in a hunk of its first hot line, else of its first added key line, else 0."""
+    for i, (_, _, _, rb) in enumerate(lines):
+        if rb is not None and rb in focus:
+            return i
+    return next((i for i, (tag, text, _, _) in enumerate(lines) if tag == "+" and KEY.search(text)), 0)
+
+
+def _cut(lines: list, cap: int, at: int = 0) -> list:
+    """A hunk's lines from a little before index `at` up to its `cap`-th changed line."""
+    start = max(0, at - 3)
     kept, n = [], 0
-    for line in lines:
+    for line in lines[start:]:
         if line[0] != " ":
             if n == cap:
                 break

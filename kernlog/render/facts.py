@@ -19,6 +19,7 @@ from kernlog.judge.verdicts import HOT_MIN_SAMPLES, Bands, rate, same_kernel, st
 from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from kernlog.render import agree, arc, excerpts
 from kernlog.render import paths as where
+from kernlog.render.steps import best as best_row
 from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import gates
@@ -114,7 +115,7 @@ def ladder(records: list[Profile], order: list[str], current: dict | None = None
         if only:  # ncu saw some of the launch's kernels: no roofline or bottleneck of the whole from them
             roof = dict(roof, intensity=None, pct_of_roof=None)
             label = (f"not judged: ncu profiled {len(r.facts['kernels'])} of its kernels (names matching "
-                     f"`{only}`); where the time goes is below")
+                     f"`{only}`)")
         row = {"rec": r, "rate": rate(r), "roof": roof, "bottleneck": label, "shares": time_shares(r),
                "stale": stale(r.source_sha256, current, r.revision),
                "fails_gate": fails_gate(r.source_sha256, r.revision, outcomes),
@@ -142,6 +143,7 @@ def ladder(records: list[Profile], order: list[str], current: dict | None = None
         entry = (claims or {}).get(row["rec"].revision, {})
         row["judged"] = predictions.judge(entry.get("claims"), row, by_rev, row["rec"].dtype, bands("wall_ms").rel)
         row["unchecked"] = entry.get("unchecked")
+        row["predicts_text"] = entry.get("text")  # the log's wording where the revision's quotes a stale figure
     return {"rows": rows, "ref": ref.revision if ref else None, "tuned": steps[-1].revision if steps else None,
             "arc": arc}
 
@@ -162,9 +164,13 @@ def _arc(rows: list[dict], by_rev: dict, band, naive: str | None) -> dict | None
     return {"best": best, "ties": ties, "naive": naive, "vs_naive": best["vs_naive"], "refs": refs}
 
 
-def _view(prof: Profile) -> Profile:
-    """A verified profile as the templates read it: a catalog metric it lacks is "not collected"."""
-    return replace(prof, metrics={**{m.key: None for m in CATALOG}, **prof.metrics})
+def _view(prof: Profile, ceilings: dict) -> Profile:
+    """A verified profile as the templates read it: a catalog metric it lacks is "not collected";
+    its GPU's ceilings the ones stored once for that GPU (profiles/<gpu>/ceilings.json), not the
+    copy its record took when it was captured, so every figure over a ceiling quotes one value."""
+    stored = {k: v for k, v in ceilings.items() if k in ("copy_gbps", "matmul_bf16_tflops") and v is not None}
+    return replace(prof, metrics={**{m.key: None for m in CATALOG}, **prof.metrics},
+                   ceilings={**prof.ceilings, **stored})
 
 
 def _histories(root: Path, kernel: str, lad: dict, paths: where.Paths) -> dict | None:
@@ -205,12 +211,18 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
     sections = []
     paths = where.of(root)
     loaded = list(store.iter_profiles(root, bad="yield"))
-    all_recs = [_view(r) for r in loaded if not isinstance(r, store.ProfileError)]
+    ceilings: dict = {}
+    for r in loaded:
+        if not isinstance(r, store.ProfileError) and r.gpu.slug not in ceilings:
+            ceilings[r.gpu.slug] = store.load_ceilings(root, r.gpu.slug)
+    all_recs = [_view(r, ceilings[r.gpu.slug]) for r in loaded if not isinstance(r, store.ProfileError)]
     bad = [e for e in loaded if isinstance(e, store.ProfileError)]
     for kernel in kernels:
         order = [r.name for r in kernel.revisions]
         current = {r.name: r.sha256() for r in kernel.revisions}
-        recs = [r for r in all_recs if r.kernel == kernel.name]
+        declared = {r.name: r for r in kernel.revisions}  # its words now: a reworded change re-profiles nothing
+        recs = [replace(r, change=declared[r.revision].change, predicts=declared[r.revision].predicts)
+                if r.revision in declared else r for r in all_recs if r.kernel == kernel.name]
         groups: dict[tuple, list] = {}
         for r in recs:
             groups.setdefault((r.gpu.slug, format_shape(tuple(r.shape)), r.dtype), []).append(r)
@@ -256,8 +268,10 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
                  if any(r["values"].get(st) is not None for st in steps)}
         dtype = next((d for d in kernel.dtypes if d in swept), kernel.dtypes[0])
         shape = arc.front_shape(main_sw, format_shape(kernel.profile_shape), dtype)
-        front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None),
-                 "shape": shape, "dtype": dtype}
+        chosen = best_row(main) if main else None  # the page's best step, named on the front page too
+        chosen = chosen["rec"].revision if chosen else None
+        front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None, chosen),
+                 "shape": shape, "dtype": dtype, "best": chosen}
         sections.append({"kernel": kernel, "order": order, "ladders": ladders, "front": front,
                          "arcs": [lad for lad in (main, pay) if lad is not None],
                          "across": across_gpus(ladders),

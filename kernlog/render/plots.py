@@ -90,10 +90,10 @@ def _plot_sizes(plt, s: dict, sw: dict):
     dtypes = sorted({r["dtype"] for r in sw["rows"]})
     fig, axes = plt.subplots(1, len(dtypes), figsize=(6 * len(dtypes), 4), squeeze=False)
     for ax, dtype in zip(axes[0], dtypes, strict=False):
-        rows = [r for r in sw["rows"] if r["dtype"] == dtype]
-        _sweep_lines(ax, sw, [_x(r["shape"], s["kernel"].sweep_axis) for r in rows], rows)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("row length" if s["kernel"].sweep_axis == -1 and "x" in rows[0]["shape"] else "size")
+        rows = [r for r in sw["rows"] if r["dtype"] == dtype]  # by size: each shape at its own x, labelled
+        _sweep_lines(ax, sw, range(len(rows)), rows, categorical=True)
+        ax.set_xticks(range(len(rows)), [r["shape"] for r in rows], rotation=35, ha="right", fontsize=6)
+        ax.set_xlabel("shape, by size")
         ax.set_ylabel(sw["unit"])
         ax.set_title(f"{s['kernel'].name} {dtype} ({sw['gpu']})")
         ax.legend(fontsize=7)
@@ -255,10 +255,6 @@ def stale_plots(root: Path, sections: list[dict]) -> list[str]:
 
 def plot_all(root: Path, sections: list[dict]) -> list[Path]:
     return _draw(root, _figures(sections))
-
-
-def _x(shape: str, axis: int) -> int:
-    return int(shape.split("x")[axis])
 
 
 def orphans(root: Path, sections: list[dict]) -> list[str]:

@@ -83,9 +83,11 @@ def same_size_copy(root: Path, prof: Profile) -> float | None:
     return float(hit["value"].iloc[0]) if len(hit) else None
 
 
-def fill(root: Path, text: str) -> str:
+def fill(root: Path, text: str, missing: str | None = None) -> str:
     """`text` with every figure marker's value rendered from the stored profiles; a marker
-    that names no profile or quantity is an error naming it."""
+    that names no profile or quantity is an error naming it, unless `missing` is given: then
+    it renders as that text, its marker dropped (an author's note beside a revision, whose
+    kernel folder may travel to a repository that has not stored every profile it cites)."""
     from kernlog.registry import load_kernel
     from kernlog.store.lookup import parse_side, resolve_one
 
@@ -102,13 +104,18 @@ def fill(root: Path, text: str) -> str:
             raise KernlogError(f"figure marker <!--fig {match.group('spec')}-->: expected KERNEL/REV[@SELECTOR] "
                                "QUANTITY [FORMAT]")
         side = parse_side(spec[0])
-        prof = resolve_one(root, side)
         sel = spec[0].partition("@")[2]
 
         def other(rev):
             return resolve_one(root, parse_side(f"{side.kernel}/{rev}" + (f"@{sel}" if sel else "")))
 
-        value = format(quantity(root, prof, spec[1], other), spec[2] if len(spec) == 3 else ".3g")
+        try:
+            prof = resolve_one(root, side)
+            value = format(quantity(root, prof, spec[1], other), spec[2] if len(spec) == 3 else ".3g")
+        except KernlogError:
+            if missing is None:
+                raise
+            return missing
         return f"<!--fig {match.group('spec')}-->{value}{STALE_MARK if is_stale(prof) else ''}<!--/fig-->"
 
     return FIG.sub(sub, text)

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 
 from kernlog.judge.verdicts import COPY_BAR, HOT_MIN_SAMPLES, LAUNCH_BOUND_US
-from kernlog.render import facts, plots, prose, triage
+from kernlog.render import facts, limits, notes, plots, prose, steps, triage
 from kernlog.render import paths as where
 from kernlog.render.arc import contradictions
 from kernlog.render.facts import gate_failures, stale_figures, unreadable
@@ -57,23 +57,67 @@ def render_blocks(sections: list[dict], triaged: bool = False, paths: where.Path
     links = {s["kernel"].name: {"text": paths.page(s["kernel"].name),
                                 "href": paths.from_log(paths.page(s["kernel"].name))} for s in sections}
     env = _env()
+    env.globals["xrun"] = limits.cross_run("")
+    best_of = {}
+    for s in sections:
+        lad = s["arcs"][0] if s.get("arcs") else None
+        row = steps.best(lad) if lad else None
+        arc_row = next((r for r in (lad or {}).get("arc_rows", []) if row and r["revision"] == row["rec"].revision),
+                       None)
+        best_of[s["kernel"].name] = None if row is None else {
+            "name": row["rec"].revision, "us": row["rate"]["us"], "stale": row["stale"],
+            "vs_ref": (arc_row or {}).get("vs_ref"), "best_ref": (arc_row or {}).get("best_ref"),
+            "ties": [t for t in lad["arc"]["ties"] if t != row["rec"].revision]}
     return {"front": env.get_template("front.md.j2").render(
         sections=sections, stale=stale_figures(sections), copy_bar=COPY_BAR, launch_bound_us=LAUNCH_BOUND_US,
-        hot_min=HOT_MIN_SAMPLES, triaged=triaged, links=links,
+        hot_min=HOT_MIN_SAMPLES, triaged=triaged, links=links, best_of=best_of, ceilings=_ceilings(sections),
         triage={"text": paths.triage, "href": paths.from_log(paths.triage)},
         measured=any(_measured(s) or s["unreadable"] for s in sections),
         matmul=any(_measured(s) and s["kernel"].ceiling == "matmul" for s in sections))}
 
 
-def page_blocks(s: dict, paths: where.Paths | None = None) -> dict[str, str]:
-    """A kernel page's generated blocks: its head (the arc) and its evidence; every link in them
-    relative to the page (its plots beside it, the front page `paths.front`)."""
+def _ceilings(sections: list[dict]) -> list[dict]:
+    """Each GPU's stored ceilings, once (the legend's line), from the ladders that quote them."""
+    out: dict = {}
+    for s in sections:
+        for lad in s["ladders"]:
+            c = lad["ceilings"]
+            if lad["gpu"]["name"] not in out and c.get("copy_gbps") is not None:
+                shape = c.get("matmul_shape")
+                out[lad["gpu"]["name"]] = {
+                    "name": lad["gpu"]["name"], "copy_gbps": c["copy_gbps"],
+                    "copy_gib": f"{c['copy_bytes'] / 2**30:g}" if c.get("copy_bytes") else "?",
+                    "matmul_bf16_tflops": c.get("matmul_bf16_tflops"),
+                    "matmul_shape": "x".join(map(str, shape)) if shape else "shape not recorded"}
+    return [out[k] for k in sorted(out)]
+
+
+def page_blocks(s: dict, paths: where.Paths | None = None, root: Path | None = None) -> dict[str, str]:
+    """A kernel page's generated blocks: its first screen (where it stands, next, the arc), its
+    steps (kernlog.render.steps, with the author's notes beside them) and its evidence; every
+    link in them relative to the page (its plots beside it, the front page `paths.front`)."""
     paths = paths or where.Paths()
     page = paths.page(s["kernel"].name)
     env = _env()
     env.filters["here"] = lambda rel: paths.link(rel, page)  # a plot, named from the root, linked from the page
-    return {"head": env.get_template("head.md.j2").render(s=s, front=paths.front),
-            "evidence": env.get_template("kernel.md.j2").render(s=s, copy_bar=COPY_BAR, profiles=paths.profiles)}
+    env.globals["xrun"] = limits.cross_run("")  # after a figure over two runs
+    told = ({k: notes.dated(prose.fill(root, v, missing="–")) for k, v in notes.of_kernel(root, s["kernel"]).items()}
+            if root is not None else {})
+    history = notes.history_page(root, s["kernel"].name) if root is not None else None
+    main = s["ladders"][0] if s["ladders"] else None
+    for lad in s["arcs"]:
+        row = steps.best(lad)
+        lad["best_name"] = row["rec"].revision if row else None
+    blocks = {"head": env.get_template("head.md.j2").render(
+        s=s, front=paths.front, history=paths.link(history, page) if history else None,
+        stands=steps.stands(s, main), next=steps.next_line(s, main), author_next=told.get("next"))}
+    if main is not None:
+        blocks["steps"] = env.get_template("steps.md.j2").render(
+            s=s, steps=steps.of_ladder(main, told), refs=steps.references(main), profiles=paths.profiles,
+            story=told.get("story"))
+    blocks["evidence"] = env.get_template("kernel.md.j2").render(
+        s=s, copy_bar=COPY_BAR, profiles=paths.profiles, others=steps.others(s), story=told.get("story"))
+    return blocks
 
 
 def log_path(root: Path | None = None) -> str:
@@ -95,7 +139,7 @@ def pages(root: Path, sections: list[dict]) -> dict[str, str]:
         rel = paths.page(s["kernel"].name)
         path = root / rel
         text = path.read_text() if path.exists() else PAGE
-        out[rel] = prose.fill(root, splice(text, page_blocks(s, paths)))
+        out[rel] = prose.fill(root, splice(text, page_blocks(s, paths, root)))
     block = triage.page_block(root)
     if block is not None:
         path = root / paths.triage
@@ -118,10 +162,17 @@ def splice(text: str, blocks: dict[str, str]) -> str:
         return f"<!-- kernlog:begin {name} -->\n{blocks[name].rstrip()}\n<!-- kernlog:end {name} -->\n"
 
     text = BLOCK.sub(sub, text)
+    before = None
     for name, body in blocks.items():
-        if name not in seen:
+        if name not in seen:  # after the block before it in `blocks`, else at the end
             block = f"<!-- kernlog:begin {name} -->\n{body.rstrip()}\n<!-- kernlog:end {name} -->\n"
-            text = text.rstrip("\n") + "\n\n" + block
+            end = f"<!-- kernlog:end {before} -->\n" if before else None
+            if end and end in text:
+                at = text.index(end) + len(end)
+                text = text[:at] + "\n" + block + text[at:]
+            else:
+                text = text.rstrip("\n") + "\n\n" + block
+        before = name
     return text
 
 
@@ -139,6 +190,7 @@ def header(paths: where.Paths) -> str:
 
 
 PAGE = ("<!-- kernlog:begin head -->\n<!-- kernlog:end head -->\n\n"
+        "<!-- kernlog:begin steps -->\n<!-- kernlog:end steps -->\n\n"
         "<!-- kernlog:begin evidence -->\n<!-- kernlog:end evidence -->\n")
 
 

@@ -47,7 +47,7 @@ def _groups(rows: list[dict], families) -> list[dict]:
 # where the tensor holds COPY_BAR_BYTES or more (at least COPY_BAR of it; kernlog.judge.verdicts).
 
 
-def _bar(row: dict, name: str | None, refs: list, band: float, need: float = 1.0) -> dict:
+def bar_cell(row: dict, name: str | None, refs: list, band: float, need: float = 1.0) -> dict:
     """One bar cell pair; "apart_ref" / "apart_copy": the ratio's two points were timed in
     different runs (`kernlog bench --rev` merges a run into bench.csv), so it carries the
     run-to-run drift that a side-by-side run cancels."""
@@ -81,10 +81,10 @@ def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) 
     need = bar.ratio(parse_shape(row["shape"]))
     steps = {r: v for r, v in vals.items() if v is not None and roles.get(r) == "step"
              and r not in row.get("fails_now", {})}  # its source fails the gate now (‡): never the best
-    out = [_bar(row, max(steps, key=steps.get) if steps else None, refs, band, need)]
+    out = [bar_cell(row, max(steps, key=steps.get) if steps else None, refs, band, need)]
     counterparts = [r for r in vals if roles.get(r) == "counterpart"]
     if counterparts:
-        out.append(_bar(row, counterparts[0], refs, band, need))
+        out.append(bar_cell(row, counterparts[0], refs, band, need))
     return out
 
 
@@ -113,7 +113,11 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
     metric_name = "tflops" if (df["metric"] == "tflops").any() else "gbps"
     points = df[df["metric"] == metric_name]
     wide = points.pivot_table(index=["dtype", "shape"], columns="revision", values="value", aggfunc="first")
-    ceiling = float(df["matmul_tflops" if metric_name == "tflops" else "copy_gbps"].iloc[0])
+    # The GPU's one stored ceiling (profiles/<gpu>/ceilings.json), the value every page quotes;
+    # bench.csv's own column (what the run measured then) only where none is stored.
+    stored = store.load_ceilings(root, gpu).get("matmul_bf16_tflops" if metric_name == "tflops" else "copy_gbps")
+    ceiling = float(stored if stored is not None else
+                    df["matmul_tflops" if metric_name == "tflops" else "copy_gbps"].iloc[0])
     old = {(d, sh, rev) for d, sh, rev, sha in zip(points["dtype"], points["shape"], points["revision"],
                                                    points["source_sha256"], strict=True)
            if stale(sha, current, rev)}

@@ -1,0 +1,198 @@
+"""A kernel page told as a worklog: one short section per step of its headline ladder, and the
+page's first screen (where it stands, what to try next).
+
+Each step after the first answers, from the stored facts alone:
+- *why*: where the previous step sat in its profile (roofline position, top stall, DRAM over
+  the minimum), the bottleneck this step goes after;
+- *what changed*: the revision's `change`, whole;
+- *the code that carries it*: kernlog.render.excerpts' hunks, chosen by the step's hot lines
+  and new instructions;
+- *what it bought*: against the previous step (the verdict over both steps' samples) and
+  against the ceiling (% of roofline; % of copy or of cuBLAS);
+- *prediction*: the judged claims of predictions.toml, one line;
+- the author's note beside it (kernlog.render.notes).
+
+"Best" has one definition, `best(lad)`: the fastest revision of the ladder that is not a
+reference and passes the gate, a "same kernel as" resolved to the first step that has that
+kernel; every page line and the front page's profile-only line use it.
+"""
+from __future__ import annotations
+
+from kernlog.metrics import ranked_stalls
+
+COPY_SHARE = 0.9  # of the roofline: at or above it, the step is at its ceiling
+
+
+def best(lad: dict) -> dict | None:
+    """The ladder's best row: its arc's fastest (kernlog.render.facts._arc), resolved through
+    "same kernel as" to the first step with that kernel; None where nothing is rated."""
+    arc = lad.get("arc")
+    if not arc:
+        return None
+    row = arc["best"]
+    first = row.get("same_as")
+    if first and first in arc.get("ties", ()):  # the same kernel, and as fast within noise
+        row = next((r for r in lad["rows"] if r["rec"].revision == first), row)
+    return row
+
+
+def _arc_row(lad: dict, revision: str) -> dict | None:
+    return next((r for r in lad.get("arc_rows", []) if r["revision"] == revision), None)
+
+
+def position(row: dict) -> str:
+    """Where a profile sits, in one clause: its roofline label, its top stall and its DRAM
+    traffic over the minimum where the label does not already say them."""
+    label = row["bottleneck"]
+    stalls = ranked_stalls(row["rec"].metrics)
+    extra = []
+    if stalls and "top stall" not in label:
+        extra.append(f"top stall {stalls[0][0].replace('_', ' ')} ({stalls[0][1]:.1f} cycles/inst)")
+    excess = row["roof"].get("excess")
+    if excess is not None and "the minimum" not in label:
+        extra.append(f"DRAM {excess:.2f}x the minimum")
+    return label + (f"; {', '.join(extra)}" if extra else "")
+
+
+def _prediction(row: dict) -> dict | None:
+    r = row["rec"]
+    text = row.get("predicts_text") or r.predicts
+    if not text:
+        return None
+    judged = row.get("judged")
+    claims = []
+    for c in (judged or {}).get("claims", []):
+        v = c["value"]
+        value = "not measured" if v is None else v if isinstance(v, str) else format(v, ".3g")
+        ok = "" if c["ok"] is None else (" (met, a tie)" if c["tie"] else " (met)") if c["ok"] else " (missed)"
+        claims.append(f"{c['text']}: {value}{ok}")
+    return {"text": text, "verdict": judged["verdict"] if judged else None, "claims": claims}
+
+
+def of_ladder(lad: dict, notes: dict[str, str]) -> list[dict]:
+    """One section per revision of the ladder that is not a reference, in ladder order."""
+    out, prev = [], None
+    for row in lad["rows"]:
+        r = row["rec"]
+        if r.role == "reference":
+            continue
+        arc_row = _arc_row(lad, r.revision) or {}
+        base = next((x for x in lad["rows"] if x["rec"].revision == row.get("base")), None)
+        why_row = base or (prev if r.role == "step" else None)
+        out.append({
+            "revision": r.revision, "role": r.role, "change": " ".join((r.change or "").split()),
+            "stale": row["stale"], "fails_gate": row["fails_gate"], "imported": r.imported,
+            "why": {"revision": why_row["rec"].revision, "text": position(why_row)} if why_row else None,
+            "excerpt": lad.get("excerpts", {}).get(r.revision),
+            "same_as": row.get("same_as"), "main_kernel": r.facts.get("main_kernel"),
+            "base": row.get("base"), "speedup": row.get("speedup"), "verdict": row.get("verdict"),
+            "us": row["rate"]["us"], "rate": arc_row.get("rate"), "pct": arc_row.get("pct"),
+            "roof": arc_row.get("roof"), "launch_bound": arc_row.get("launch_bound"),
+            "where": position(row), "hot": row["hot"][:1], "shares": row["shares"],
+            "hot_samples": (r.hotspots or {}).get("samples"),
+            "prediction": _prediction(row), "note": notes.get(r.revision)})
+        if r.role == "step":
+            prev = row
+    return out
+
+
+def references(lad: dict) -> list[dict]:
+    """The ladder's references, each with what it runs (the backend read from its longest
+    kernel's name) and where it sits."""
+    out = []
+    for row in lad["rows"]:
+        r = row["rec"]
+        if r.role == "reference":
+            kernel = r.facts.get("main_kernel")
+            out.append({"revision": r.revision, "change": " ".join((r.change or "").split()), "kernel": kernel,
+                        "backend": backend(kernel), "where": position(row), "stale": row["stale"],
+                        "shares": row["shares"]})
+    return out
+
+
+def next_line(s: dict, lad: dict | None) -> str | None:
+    """What limits the page's best step now, in one or two sentences from its profile and the
+    sweep's misses; None where nothing is profiled."""
+    if lad is None:
+        return None
+    row = best(lad)
+    if row is None:
+        return None
+    name = row["rec"].revision
+    pct = row["roof"].get("pct_of_roof")
+    where = position(row)
+    launches = (row["rec"].kernel_times or {}).get("launches")
+    if pct is None and len(row["rec"].facts.get("kernels") or []) > 1:
+        text = (f"{name} runs {launches or len(row['rec'].facts['kernels'])} kernels a call at {lad['shape']} "
+                f"{lad['dtype']}, with no one roofline: `kernlog triage {s['kernel'].name}` ranks which of them "
+                "to write next")
+    elif pct is not None and pct >= COPY_SHARE:
+        text = f"{name} is {where} at {lad['shape']} {lad['dtype']}: little is left at this shape"
+    else:
+        text = f"{name} is {where} at {lad['shape']} {lad['dtype']}: that is the bottleneck to go after"
+    missed = [sw for sw in s.get("sweeps", []) if sw.get("missed")]
+    if missed:
+        sw = missed[0]
+        pts = [f"{r['shape']} {r['dtype']}" for r in sw["missed"]]
+        shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")
+        text += f"; {len(pts)} of {len(sw['rows'])} swept points on {sw['gpu']} miss a bar ({shown})"
+    else:
+        text += ("; every swept point meets its bars" if s.get("sweeps") else "")
+    return text + "."
+
+
+def stands(s: dict, lad: dict | None) -> str | None:
+    """The page's best step in one sentence: its time and rates at the headline shape, against
+    the first step and the fastest reference, and the steps tied with it."""
+    row = best(lad) if lad else None
+    if row is None:
+        return None
+    name = row["rec"].revision
+    a = _arc_row(lad, name) or {}
+    matmul = s["kernel"].ceiling == "matmul"
+    rate = ("launch-bound" if a.get("launch_bound") else
+            f"{a['rate']:.0f} {'TFLOP/s' if matmul else 'GB/s'}" if a.get("rate") is not None else None)
+    parts = [f"{row['rate']['us']:.1f} us"] + ([rate] if rate else [])
+    if a.get("roof") is not None:
+        parts.append(f"{a['roof']:.0f}% of its roofline")
+    arc = lad["arc"]
+    against = []
+    if arc.get("naive") and arc["naive"] != name and row.get("vs_naive"):
+        against.append(f"{row['vs_naive']:.1f}x {arc['naive']}")
+    if a.get("vs_ref") is not None and a.get("best_ref"):
+        against.append(f"{a['vs_ref']:.2f}x {a['best_ref']}, the fastest reference")
+    text = (f"{name}{'†' if row['stale'] else ''} is the best step at {lad['shape']} {lad['dtype']} on "
+            f"{lad['gpu']['name']}: {', '.join(parts)}" + (f"; {', '.join(against)}" if against else ""))
+    ties = [t for t in arc.get("ties", []) if t != name]
+    if ties:
+        text += f". Within noise of it: {', '.join(ties)}"
+    return text + "."
+
+
+def others(s: dict) -> list[dict]:
+    """The best step of every ladder after the headline one, a row each."""
+    out = []
+    matmul = s["kernel"].ceiling == "matmul"
+    for lad in s["ladders"][1:]:
+        row = best(lad)
+        if row is None:
+            continue
+        name = row["rec"].revision
+        a = _arc_row(lad, name) or {}
+        out.append({"shape": lad["shape"], "dtype": lad["dtype"], "gpu": lad["gpu"]["name"], "best": name,
+                    "ties": [t for t in lad["arc"].get("ties", []) if t != name][:3], "stale": row["stale"],
+                    "us": row["rate"]["us"], "rate": a.get("rate"), "launch_bound": a.get("launch_bound"),
+                    "roof": a.get("roof"), "vs_ref": a.get("vs_ref"), "best_ref": a.get("best_ref"),
+                    "matmul": matmul})
+    return out
+
+
+BACKENDS = (("cudnn", "cuDNN"), ("flash", "FlashAttention"), ("nvjet", "cuBLAS"), ("cutlass", "CUTLASS"),
+            ("sm90_xmma", "cuBLAS"), ("gemm", "cuBLAS"), ("triton_", "Inductor's Triton"))
+
+
+def backend(kernel_name: str | None) -> str | None:
+    """What a reference runs, read from its profiled kernel's name; None where the name says
+    nothing kernlog knows."""
+    low = (kernel_name or "").lower()
+    return next((label for key, label in BACKENDS if key in low), None)
