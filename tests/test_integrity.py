@@ -1,6 +1,7 @@
 """Corrupt input through the CLI: each way a stored profile can be bad is one line on stderr
 naming the file and the fix, a non-zero exit, no traceback and nothing written; one bad file
-never hides the others from `list` and `report`; a save that dies leaves a whole pair."""
+never hides the others from `list` and `report`; a bad ncu report stops only `report --check`
+(and what needs its bytes), the profile read from its JSON; a save that dies leaves a whole pair."""
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernlog.commands.main import main
+from kernlog.store import integrity
 from kernlog.store import profiles as store
 
 from .helpers import FULL_REP, SECTIONS_REP, make_record, put, scratch_repo
@@ -109,13 +111,18 @@ def invalid_json(root):
     (root / f"{BAD}.json").write_text('{"schema": 1, "kernel": "softmax",')
 
 
+# A bad report: the profile still reads from its JSON (show, diff and list name a report that is
+# missing or of another size in one line; they hash nothing, so a same-size one passes them);
+# `report --check` fails, naming the file and the `git checkout` that restores it.
+REPORT_CASES = {
+    "truncated report": (truncate, "ncu report truncated or replaced", "is 1000 bytes, not the 1321356 recorded"),
+    "missing report": (remove, "ncu report missing", ""),
+    "foreign report": (foreign, "ncu report truncated or replaced", "is 123109 bytes, not the 1321356 recorded"),
+    "same-size report, other bytes": (same_size_other_bytes, "ncu report replaced",
+                                      "has the recorded size but another sha256 (other bytes)"),
+}
+
 CASES = {
-    "truncated report": (truncate, "torch.8192x4096.fp32.json names, is 1000 bytes, the profile recorded 1321356"),
-    "missing report": (remove, "ncu-rep, the ncu report profiles/nvidia-h100-80gb-hbm3/softmax/"
-                               "torch.8192x4096.fp32.json names, is missing"),
-    "foreign report": (foreign, "names, is 123109 bytes, the profile recorded 1321356"),
-    "same-size report, other bytes": (same_size_other_bytes,
-                                      "does not have the sha256 torch.8192x4096.fp32.json recorded"),
     "missing samples field": (drop("timing", "samples_ms"), "lacks the field timing.samples_ms"),
     "missing metrics": (drop("metrics"), "lacks the field metrics"),
     "a catalog metric removed": (drop("metrics", "dram_gbps"), "lacks the field metrics.dram_gbps"),
@@ -189,10 +196,51 @@ def test_report_renders_the_others_names_the_bad_one_and_fails(repo, case):
     assert charts and all(after[k] for k in charts) and all(k.endswith(".md") or k in charts for k in written)
     assert {k: v for k, v in after.items() if k not in written} == {
         k: v for k, v in before.items() if not k.startswith("reports/")}
-    assert "#### torch_compile (reference)" in section and "#### v0_naive\n" in section
-    assert "#### torch (reference)" not in section and "| torch (reference) |" not in section
+    assert "| torch_compile (reference) |" in section and "### v0_naive\n" in section
+    assert "| torch (reference) |" not in section
     assert "**Left out, failing verification**" in section and f"`{FIX}`" in section and fragment in section
     one_bad_line(run(repo, "report", "--check"), fragment)  # what was written does not pass
+
+
+def report_line(result, short, what):
+    """Exactly one line on stderr, naming the damaged report of softmax/torch, what is wrong
+    with it, and the `git checkout` of that file; (the line, the file)."""
+    assert "Traceback" not in result.output and isinstance(result.exception, (SystemExit, type(None))), result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.stderr
+    rep = lines[0].split(f"{short}: ", 1)[1].split(",", 1)[0].split(" ", 1)[0]
+    assert rep.startswith("profiles/nvidia-h100-80gb-hbm3/softmax/8192x4096.fp32.") and rep.endswith(".ncu-rep")
+    assert f"{short}: {rep}{f' {what}' if what else ''}, named by softmax/torch " in lines[0], lines[0]
+    assert lines[0].endswith(f"; on a CPU, restore it: `git checkout -- {rep}`"), lines[0]
+    assert "; re-profile on a GPU with `kernlog profile softmax --rev torch --shape 8192x4096 --dtype fp32" in lines[0]
+    return lines[0], rep
+
+
+@pytest.mark.parametrize("case", REPORT_CASES)
+def test_a_bad_report_is_named_by_report_check_and_never_stops_show_diff_list_or_report(repo, case):
+    corrupt, short, what = REPORT_CASES[case]
+    corrupt(repo)
+    before = snapshot(repo)
+    glanced = short != "ncu report replaced"  # by its size
+    for args in (["show", "softmax/torch"], ["diff", "softmax/torch", "softmax/torch_compile"]):
+        r = run(repo, *args)
+        assert r.exit_code == 0 and "softmax/torch" in r.stdout, r.output
+        if glanced:
+            line, _ = report_line(r, short, what)
+            assert line.startswith("kernlog: passed over: ") and "read from the JSON all the same" in line
+        else:
+            assert r.stderr == ""
+    r = run(repo, "list")
+    assert r.exit_code == 0 and "UNREADABLE" not in r.stdout
+    if glanced:
+        report_line(r, short, what)
+    r = run(repo, "report", "--check")
+    assert r.exit_code == 2 and "up to date" in r.stdout  # the log reads the JSONs: only the report is wrong
+    line, rep = report_line(r, short, what)
+    assert line.startswith(f"kernlog: {short}: {rep}") and (repo / rep).exists() == (case != "missing report")
+    assert snapshot(repo) == before
+    r = run(repo, "report")  # the log and its pages are what they were: they read the JSONs alone
+    assert r.exit_code == 0 and r.stderr == "" and snapshot(repo) == before
 
 
 def test_one_line_per_bad_file_and_the_good_ones_still_listed(repo):
@@ -200,17 +248,19 @@ def test_one_line_per_bad_file_and_the_good_ones_still_listed(repo):
     truncate(repo)
     other = repo / "profiles/nvidia-h100-80gb-hbm3/softmax/v0_naive.8192x4096.fp32.json"
     other.write_text("")
-    for args in (["list"], ["report"], ["report", "--check"]):
+    truncated = "ncu report truncated or replaced: profiles/nvidia-h100-80gb-hbm3/softmax/8192x4096.fp32."
+    for args, want in ((["list"], ["v0_naive", truncated]), (["report"], ["v0_naive"]),
+                       (["report", "--check"], [truncated, "v0_naive"])):
         r = run(repo, *args)
         assert r.exit_code == 2 and "Traceback" not in r.output
         lines = r.stderr.splitlines()
-        assert len(lines) == 2, r.stderr
-        assert ("v0_naive.8192x4096.fp32.json" in lines[1]
-                and "softmax/torch.8192x4096.fp32.json names, is 1000 bytes" in lines[0])
+        assert len(lines) == len(want), r.stderr
+        for line, fragment in zip(lines, want, strict=True):
+            assert ("v0_naive.8192x4096.fp32.json" in line) if fragment == "v0_naive" else (fragment in line), line
     listed = run(repo, "list").stdout
-    assert "nvidia-h100-80gb-hbm3: 4096x1024 fp32, 8192x4096 fp32 UNREADABLE" in listed
+    assert "nvidia-h100-80gb-hbm3: 4096x1024 fp32, 8192x4096 fp32" in listed and "UNREADABLE" in listed
     page = (repo / "reports" / "softmax.md").read_text()
-    assert "**4096x1024 fp32 on NVIDIA H100 80GB HBM3**" in page and "#### torch_compile (reference)" in page
+    assert "| torch_compile (reference) |" in page and "### v0_naive\n" not in page
 
 
 def test_a_bad_file_of_one_revision_does_not_block_show_of_another(repo):
@@ -302,8 +352,8 @@ def test_prune_removes_at_reports_and_their_profiles_still_load(tmp_path):
     data = rec.to_dict()
     del data["ncu"]["pruned"]
     (at / tmp.name).write_text(json.dumps(data))
-    with pytest.raises(store.ProfileError, match="is missing"):  # without the mark a missing report is an error
-        store.load_profile(root, at / tmp.name)
+    lost = store.load_profile(root, at / tmp.name)  # without the mark the report is lost: said, still read
+    assert lost.report_problem.startswith(f"ncu report missing: {(at / rep.name).relative_to(root)}")
 
 
 def test_prune_removes_reports_no_profile_names_and_keeps_named_ones(tmp_path):
@@ -349,17 +399,18 @@ def test_the_cpu_remedy_is_a_command_that_restores_the_committed_files(tmp_path,
     git(root, "add", "-A")
     git(root, "commit", "-qm", "profile")
     report = path.with_name(json.loads(path.read_text())["ncu"]["report"])
-    if damage == "truncate the report":
+    if damage == "truncate the report":  # the profile loads; `report --check` names the report
         report.write_bytes(report.read_bytes()[:100])
+        (message,) = integrity.check_stored(root)
+        command = re.search(r"restore it: `(git checkout -- [^`]+)`", message).group(1)
+        assert shlex.split(command)[3:] == [str(report.relative_to(root))]
     else:
         path.write_text("{")
-    with pytest.raises(store.ProfileError) as err:
-        store.load_profile(root, path)
-    message = str(err.value)
-    assert "re-profile on a GPU with `kernlog profile softmax --rev torch" in message
-    command = re.search(r"on a CPU, restore the committed files: `(git checkout -- [^`]+)`", message).group(1)
-    named = shlex.split(command)[3:]
-    assert str(path.relative_to(root)) in named
-    assert (str(report.relative_to(root)) in named) == (damage == "truncate the report")
+        with pytest.raises(store.ProfileError) as err:
+            store.load_profile(root, path)
+        message = str(err.value)
+        assert "re-profile on a GPU with `kernlog profile softmax --rev torch" in message
+        command = re.search(r"on a CPU, restore the committed files: `(git checkout -- [^`]+)`", message).group(1)
+        assert shlex.split(command)[3:] == [str(path.relative_to(root))]
     git(root, *shlex.split(command)[1:])
-    assert store.load_profile(root, path).revision == "torch"
+    assert store.load_profile(root, path).report_problem is None and integrity.check_stored(root) == []

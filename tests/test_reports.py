@@ -87,8 +87,10 @@ def test_verify_report_catches_another_reports_bytes(root):
 def test_a_missing_xz_is_a_missing_report(root):
     path = put(root, make_record("torch"), report=FULL_REP)
     reports.compress(_rep(root, path)).unlink()
+    rec = store.load_profile(root, path)  # read from its JSON all the same
+    assert rec.report_problem.startswith("ncu report missing: ")
     with pytest.raises(store.ProfileError) as e:
-        store.load_profile(root, path)
+        reports.open_report(root, rec)
     assert e.value.short == "ncu report missing"
 
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from kernlog.errors import KernlogError
-from kernlog.store import files
+from kernlog.store import files, integrity, reports
 from kernlog.store import profiles as store
 from kernlog.store.keys import ProfileKey
 from kernlog.store.record import Profile
@@ -98,8 +98,9 @@ def _drop_hash(path):
 
 
 def test_a_profile_from_before_report_hashes_loads_checked_by_size(root):
-    """The committed profiles record report_bytes but no hash: they load, their report checked
-    by size only, so a replacement of the same size passes (the documented weaker state)."""
+    """Profiles saved before reports were hashed record report_bytes alone: their report is
+    checked by size only, so a replacement of the same size passes (the documented weaker
+    state); one of another size is named, the profile loading all the same."""
     path = put(root, make_record("torch"))
     _drop_hash(path)
     rec = store.load_profile(root, path)
@@ -108,21 +109,33 @@ def test_a_profile_from_before_report_hashes_loads_checked_by_size(root):
     data = bytearray(rep.read_bytes())
     data[100] ^= 0xFF
     rep.write_bytes(bytes(data))
-    assert store.load_profile(root, path).revision == "torch"  # undetectable without a hash
+    assert store.load_profile(root, path).report_problem is None and integrity.check_stored(root) == []
     rep.write_bytes(bytes(data[:-1]))
-    with pytest.raises(store.ProfileError, match="is 123108 bytes, the profile recorded 123109"):
-        store.load_profile(root, path)
+    rec = store.load_profile(root, path)
+    folder = "profiles/nvidia-h100-80gb-hbm3/softmax"
+    assert rec.revision == "torch" and rec.report_problem == (
+        f"ncu report truncated or replaced: {folder}/torch.8192x4096.fp32.ncu-rep is 123108 bytes, not the 123109 "
+        f"recorded, named by {folder}/torch.8192x4096.fp32.json")
+    (line,) = integrity.check_stored(root)
+    assert line.startswith("ncu report truncated or replaced: profiles/nvidia-h100-80gb-hbm3/softmax/torch.")
 
 
-def test_a_report_of_the_same_size_but_other_bytes_is_caught_by_the_hash(root):
+def test_a_report_of_the_same_size_but_other_bytes_is_caught_by_the_hash_where_it_is_checked(root):
+    """Loading glances at the size alone (the profile reads from its JSON); what trusts the
+    report's bytes (`report --check`, verify_report, `kernlog open`) checks its sha256."""
     path = put(root, make_record("torch"))
     rep = _report_of(root, path)
     data = bytearray(rep.read_bytes())
     data[-1] ^= 0xFF
     rep.write_bytes(bytes(data))
-    with pytest.raises(store.ProfileError, match="does not have the sha256 torch.8192x4096.fp32.json recorded") as e:
-        store.load_profile(root, path)
-    assert e.value.short == "ncu report replaced" and e.value.path == str(path.relative_to(root))
+    rec = store.load_profile(root, path)
+    assert rec.report_problem is None
+    (line,) = integrity.check_stored(root)
+    assert line.startswith(f"ncu report replaced: {rep.relative_to(root)} has the recorded size but another sha256")
+    for check in (reports.verify_report, reports.open_report):
+        with pytest.raises(store.ProfileError, match="has the recorded size but another sha256") as e:
+            check(root, rec)
+        assert e.value.short == "ncu report replaced" and e.value.path == str(path.relative_to(root))
 
 
 def test_a_json_at_the_wrong_path_is_refused(root):
@@ -300,9 +313,8 @@ def test_the_staged_state_a_killed_save_can_leave_is_a_whole_pair(root, tmp_path
     loaded = store.load_profile(root, path)
     assert loaded.metrics["wall_ms"] == rec["metrics"]["wall_ms"]
     assert store.report_path(root, loaded) == staged
-    staged.write_bytes(SECTIONS_REP.read_bytes())  # the staged file is verified like any report
-    with pytest.raises(store.ProfileError, match="is 123109 bytes, the profile recorded 1321356"):
-        store.load_profile(root, path)
+    staged.write_bytes(SECTIONS_REP.read_bytes())  # the staged file is glanced at like any report
+    assert "is 123109 bytes, not the 1321356 recorded" in store.load_profile(root, path).report_problem
 
 
 def test_a_report_shared_by_many_profiles_is_hashed_once_unless_it_just_changed(root, tmp_path, monkeypatch):
@@ -314,19 +326,18 @@ def test_a_report_shared_by_many_profiles_is_hashed_once_unless_it_just_changed(
     monkeypatch.setattr(files, "_digest", lambda p: reads.append(p) or real(p))
     for p in paths:
         store.load_profile(root, p)
-    assert len(reads) == 3  # written just now: read each time
+    assert reads == []  # loading glances at the size: nothing is read
+    assert integrity.check_stored(root) == [] and len(reads) == 3  # written just now: read each time
     shared = store.report_path(root, store.load_profile(root, paths[0]))
     os.utime(shared, (1e9, 1e9))
     reads.clear()
-    for p in paths:
-        store.load_profile(root, p)
-    assert len(reads) == 1
+    assert integrity.check_stored(root) == [] and len(reads) == 1
     data = bytearray(shared.read_bytes())
     data[-1] ^= 0xFF
     shared.write_bytes(bytes(data))
     os.utime(shared, (1e9 + 1, 1e9 + 1))  # another mtime: the cached digest no longer applies
-    with pytest.raises(store.ProfileError, match="does not have the sha256"):
-        store.load_profile(root, paths[0])
+    (line,) = integrity.check_stored(root)
+    assert "another sha256" in line and "named by softmax/torch, softmax/torch_compile, softmax/triton" in line
 
 
 # --- the typed record -------------------------------------------------------------------------------

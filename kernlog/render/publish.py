@@ -9,9 +9,10 @@ from pathlib import Path
 
 from kernlog.errors import KernlogError
 from kernlog.registry import kernel_names, load_kernel
+from kernlog.render import limits, prose
 from kernlog.render import paths as where
-from kernlog.render import prose
 from kernlog.render import report as rpt
+from kernlog.store.integrity import check_stored
 from kernlog.store.profiles import write_atomic
 
 
@@ -20,7 +21,11 @@ def publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
     it links differs from that (plots by the digest of their data: nothing is drawn), else
     write both. What it says goes to echo(line) (stdout) and echo(line, err=True) (stderr);
     the exit status: 0, or the first unreadable profile's exit code (the log names each where
-    its figures would be)."""
+    its figures would be), or 2 where `check_only` finds a stored report file missing or not
+    the one its profiles recorded (kernlog.store.integrity.check_stored: a line each)."""
+    damaged = check_stored(root) if check_only else []  # each stored report file against its recorded sha256
+    for line in damaged:
+        echo(f"kernlog: {line}", err=True)
     paths = where.of(root)
     log = paths.log
     kernels = [load_kernel(root, n) for n in kernel_names(root)]
@@ -36,6 +41,7 @@ def publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
         if problems:
             raise KernlogError(f"the log's pages and plots disagree with {paths.profiles}/ ({'; '.join(problems)}): "
                                "run `kernlog report` and commit the result")
+        limits.check(root)  # the pages' own rules: sizes, paragraphs, tables, ceilings, § marks
         if not bad:
             echo(f"{log} and its plots are up to date")
     else:
@@ -54,4 +60,4 @@ def publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
         echo(f"warning: {line} (marked ‡ in the log)", err=True)
     for err in bad:
         echo(f"kernlog: {'' if check_only else f'left out of {log}: '}{err}", err=True)
-    return bad[0].exit_code if bad else 0
+    return bad[0].exit_code if bad else KernlogError.exit_code if damaged else 0

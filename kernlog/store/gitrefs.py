@@ -113,9 +113,19 @@ def profiles_at(root: Path, commit: str, kernel: str | None = None, revision: st
     for path in sorted(sizes):
         parts = Path(path).parts
         if (len(parts) == 4 and path.endswith(".json") and kernel in (None, parts[2])
+                and not any(part.startswith(".") for part in parts)  # hidden: never a profile (keys.hidden)
                 and parts[2] != TRIAGE_FOLDER and (revision is None or parts[3].startswith(f"{revision}."))):
             out.append(load_at(root, commit, path, sizes))
     return out
+
+
+def held(root: Path, paths: list[str]) -> set[str] | None:
+    """Which of `paths` (relative to `root`) git's index holds, so that `git checkout -- PATH`
+    restores them; None where git cannot say (not installed, no repository)."""
+    if not paths:
+        return set()
+    out = git_or_none(root, "ls-files", "--", *paths)
+    return None if out is None else set(out.splitlines())
 
 
 def log(root: Path, path: str) -> list[tuple[str, str]]:

@@ -222,17 +222,26 @@ def report_cache(root: Path, sha256: str) -> Path:
 TRIAGE_FOLDER = "triage"  # profiles/<gpu>/triage/: `kernlog triage`'s records, no kernel's profiles
 
 
+def hidden(path: Path, base: Path) -> bool:
+    """Whether `path` under `base` is hidden or inside a hidden folder there (a save's
+    temporaries, a scratch folder: staging_dir): never read as a stored file. pathlib's glob
+    matches such names, unlike the shell's."""
+    return any(part.startswith(".") for part in path.relative_to(base).parts)
+
+
 def glob_profiles(root: Path, gpu: str = "*", kernel: str = "*", revision: str | None = None,
                   at: bool = False) -> Iterator[Path]:
     """The JSON files that may be profiles, in path order: profiles/<gpu>/<kernel>/<revision>.*.json
-    (`at`: those of the at/<commit>/ folders instead). Hidden files (a save's temporaries) and the
-    triage folder are left out."""
+    (`at`: those of the at/<commit>/ folders instead). Hidden files and whatever hidden folders
+    hold (hidden()), and the triage folder, are left out."""
     pattern = f"{gpu}/{kernel}/" + ("at/*/" if at else "") + (f"{revision}.*.json" if revision else "*.json")
     base = profiles_dir(root)
     return iter(sorted(p for p in base.glob(pattern)
-                       if not p.name.startswith(".") and p.relative_to(base).parts[1] != TRIAGE_FOLDER))
+                       if not hidden(p, base) and p.relative_to(base).parts[1] != TRIAGE_FOLDER))
 
 
 def glob_kernel_files(root: Path, name: str, gpu: str = "*", kernel: str = "*") -> list[Path]:
-    """profiles/<gpu>/<kernel>/<name> (a glob: "bench.csv", "noise/*.json", "at/*"), in path order."""
-    return sorted(profiles_dir(root).glob(f"{gpu}/{kernel}/{name}"))
+    """profiles/<gpu>/<kernel>/<name> (a glob: "bench.csv", "noise/*.json", "at/*"), in path
+    order; hidden ones left out, as glob_profiles leaves them."""
+    base = profiles_dir(root)
+    return sorted(p for p in base.glob(f"{gpu}/{kernel}/{name}") if not hidden(p, base))

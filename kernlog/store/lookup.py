@@ -24,7 +24,9 @@ an error listing the choices in this syntax.
 
 A file of the revision that does not load (a stray or empty JSON) is never chosen in
 silence: where the rules would pick it, its error is raised; where they pick a good
-profile, it is named in the profile's `skipped` (one line each).
+profile, it is named in the profile's `skipped` (one line each). So is the chosen profile's
+ncu report where it is missing or damaged (kernlog.store.integrity.note): the profile is read
+from its JSON all the same.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from kernlog import config
 from kernlog.errors import KernlogError
 from kernlog.identity import gpu_slug
 from kernlog.registry import kernel_names, load_kernel
-from kernlog.store import gitrefs
+from kernlog.store import gitrefs, integrity
 from kernlog.store import profiles as store
 from kernlog.store.keys import DTYPES, GPU_RE, ProfileKey, glob_profiles, profiles_dir  # noqa: F401
 from kernlog.store.record import Profile
@@ -236,13 +238,14 @@ def _ambiguous(side: Side, recs: list) -> KernlogError:
                         + "  ".join(sorted(side.name(r) for r in recs)))
 
 
-def _finish(recs: list, side: Side, candidates_: list, strays: list, choice: dict | None) -> Profile:
+def _finish(root: Path, recs: list, side: Side, candidates_: list, strays: list, choice: dict | None) -> Profile:
     if len(recs) > 1:
         raise _ambiguous(side, recs)
     prof = recs[0]
     if isinstance(prof, Phantom):
         raise prof.error
     skipped = [str(r.error) for r in candidates_ if isinstance(r, Phantom)] + [str(e) for e in strays]
+    skipped += [n for n in [integrity.note(root, prof)] if n]  # a lost report: the JSON is read all the same
     if skipped:
         prof.skipped = skipped
     if choice:
@@ -253,7 +256,7 @@ def _finish(recs: list, side: Side, candidates_: list, strays: list, choice: dic
 def resolve_one(root: Path, side: Side) -> Profile:
     side, found, strays = _gather(root, side)
     recs, choice = _default_gpu(root, side, _prefer_declared(root, found))
-    return _finish(recs, side, found, strays, choice)
+    return _finish(root, recs, side, found, strays, choice)
 
 
 def _settle(ra: list, rb: list) -> None:
@@ -286,4 +289,4 @@ def resolve_pair(root: Path, a: Side, b: Side) -> tuple[Profile, Profile]:
         if len(rb) > 1:
             rb, cb = _default_gpu(root, b, rb)
         _settle(ra, rb)
-    return _finish(ra, a, fa, sa, ca), _finish(rb, b, fb, sb, cb)
+    return _finish(root, ra, a, fa, sa, ca), _finish(root, rb, b, fb, sb, cb)

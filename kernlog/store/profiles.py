@@ -7,10 +7,13 @@ shared name <revision>.<shape>.<dtype>.ncu-rep); profiles/<gpu>/ceilings.json (m
 profiles/<gpu>/<kernel>/bench.csv (the timing sweep, long format).
 
 Integrity. A profile's JSON records the size and sha256 of its report (ncu.report_bytes,
-ncu.report_sha256), and every reader goes through load_profile, which checks the JSON's
-fields and the report against them. Profiles saved before the hash was recorded carry the
-size alone: they load, their report checked by size only (a same-size replacement passes),
-until re-profiled; `kernlog list` counts them.
+ncu.report_sha256) and, stored compressed, of the .xz file itself (ncu.report_xz). Every
+reader goes through load_profile, which checks the JSON's fields and glances at the report
+(kernlog.store.reportfiles): a lost or damaged report never stops a profile from loading (its
+report_problem says what is wrong); `report --check` and `kernlog open` check the file by
+its sha256 (kernlog.store.reports). Profiles saved before the hash was recorded carry the
+size alone, their plain report checked by size only (a same-size replacement passes), until
+re-profiled; `kernlog list` counts them.
 
 The pair is replaced as one: the JSON is the commit record and names its report, so a
 killed save leaves the old pair or the new one (save_profiles says how).
@@ -26,7 +29,7 @@ from pathlib import Path
 
 from kernlog.errors import KernlogError
 from kernlog.spec import Shape, format_shape
-from kernlog.store import xz
+from kernlog.store import reportfiles, xz
 from kernlog.store.benchfile import BENCH_COLUMNS, bench_hashes, read_bench  # noqa: F401 (re-exported)
 from kernlog.store.files import (  # noqa: F401 (re-exported: the store's one API for its callers)
     _digest,
@@ -75,9 +78,10 @@ _REPORT_RE = re.compile(r"[0-9x]+\.[a-z0-9_]+\.[0-9a-f]{16}\.ncu-rep")
 
 
 def _named_reports(folder: Path) -> tuple[set[str], set[str]]:
-    """(reports the folder's JSONs name, stems of JSONs that cannot be read)."""
+    """(reports the folder's JSONs name, stems of JSONs that cannot be read); hidden JSONs are
+    no profiles (keys.hidden)."""
     named, unread = set(), set()
-    for j in folder.glob("*.json"):
+    for j in (j for j in folder.glob("*.json") if not j.name.startswith(".")):
         try:
             named.add(json.loads(j.read_text())["ncu"]["report"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -122,11 +126,13 @@ def save_profiles(root: Path, records: list[Profile | dict], report_tmp: Path, f
     and sha256, and a reader sees each profile's old pair or its new one, whenever the
     process dies:
       1. the report is moved in under report_name(), a name of its hash no JSON uses yet;
-      2. each JSON is written (atomically) naming it: that profile's new pair is committed;
+         with `compress`, it is stored compressed there (kernlog.store.xz: the .xz written and
+         verified before the plain file goes; an .xz of that name already there and holding
+         these bytes is kept, so the JSONs naming it keep its recorded hash);
+      2. each JSON is written (atomically) naming it, with the .xz's own size and sha256
+         (ncu.report_xz) where compressed: that profile's new pair is committed;
       3. the reports no JSON names any more (the replaced ones) and temporary files are
-         removed; a killed save's leftovers go with the next save into the folder;
-      4. with `compress`, the report is stored compressed (kernlog.store.xz: the .xz written
-         and verified before the plain file goes; either form loads, so a kill between is safe).
+         removed; a killed save's leftovers go with the next save into the folder.
 
     A record built as a dict (its ncu report not named yet: the save names it) is read as
     Profile.from_dict reads one: a record readers could not load is refused, nothing written."""
@@ -150,17 +156,27 @@ def save_profiles(root: Path, records: list[Profile | dict], report_tmp: Path, f
         stems = [p.name[:-len(".json")] for p in paths]
         try:
             _move_in(report_tmp, folder / name)
+            stored = _compress(folder / name) if compress else {}
             for prof, json_path in zip(profs, paths, strict=True):
                 data = prof.to_dict()
-                data["ncu"].update(report=name, report_bytes=size, report_sha256=sha)
+                data["ncu"].pop("report_xz", None)
+                data["ncu"].update(report=name, report_bytes=size, report_sha256=sha, **stored)
                 write_atomic(json_path, dump_json(data))
             _tidy(folder, stems)
-            if compress:
-                xz.compress(folder / name)
         except BaseException:
             _tidy(folder, stems)  # once more: what the failed step left (the tidy's own included)
             raise
     return paths
+
+
+def _compress(report: Path) -> dict:
+    """The JSONs' ncu fields for `report` stored compressed: {"report_xz": its .xz's size and
+    sha256}; {} where the compressed copy does not verify (the plain report is kept, as
+    xz.compress leaves it: `kernlog compress` tries again)."""
+    try:
+        return {"report_xz": reportfiles.xz_entry(xz.compress(report))}
+    except KernlogError:
+        return {}
 
 
 def _pending(record: dict) -> dict:
@@ -214,20 +230,20 @@ def load_profile(root: Path, json_path: Path) -> Profile:
 
     Checks that the JSON parses, has this schema, every field in FIELDS with its type,
     positive finite timing samples and finite metrics, that it sits at the path its kernel,
-    revision, shape, dtype and GPU spell, and that the report it names sits beside it (under
-    the usual name, or the staged name of its hash) with the recorded size and, where one is
-    recorded, sha256. A report stored compressed (<report>.xz, kernlog.store.reports) is
-    checked by its presence alone, cheaply: reports.verify_report decompresses and checks it
-    in full. Raises ProfileError, one line naming the file and the fix."""
+    revision, shape, dtype and GPU spell, and that it names its report by a name it may have
+    (the usual name, or the staged or hashed name of its recorded sha256). The report file
+    itself is glanced at (reportfiles.glance: there, with the recorded size), never a reason
+    to refuse the profile: where it is missing or damaged, the profile's report_problem says
+    so in one line, and what needs the report's bytes checks it in full (kernlog.store.reports).
+    Raises ProfileError, one line naming the file and the fix."""
     json_path = Path(json_path)
     rel = Path(os.path.relpath(json_path, root))
     inside = not rel.parts or rel.parts[0] != ".."
     rel = rel if inside else json_path
     ident = path_ident(Path(os.path.abspath(json_path)), profiles_dir(root).name)
 
-    def fail(short: str, message: str, report: Path | None = None):
-        fix = _fix(ident, inside, (rel, report) if report else (rel,))
-        return ProfileError(f"{message}; {fix}", str(rel), short, ident)
+    def fail(short: str, message: str):
+        return ProfileError(f"{message}; {_fix(ident, inside, (rel,))}", str(rel), short, ident)
 
     try:
         data = json.loads(json_path.read_text())
@@ -252,24 +268,11 @@ def load_profile(root: Path, json_path: Path) -> Profile:
     if ncu.report not in names:
         expected = report_name(said[3], said[4], sha) if sha else f"{stem_}.ncu-rep"
         raise fail("report misnamed", f"{rel} names its report {ncu.report!r}, expected {expected}")
-    rep = json_path.parent / ncu.report
-    rep_rel = rel.with_name(ncu.report)
-    if not rep.is_file() and compressed(rep).is_file():  # compressed (kernlog.store.reports): checked by its presence
-        prof.path = str(rel)
-        return prof
-    if not rep.is_file() and isinstance(ncu.pruned, dict):  # removed by `kernlog prune`, on purpose
-        prof.path = str(rel)
-        return prof
-    if not rep.is_file():
-        raise fail("ncu report missing", f"{rep_rel}, the ncu report {rel} names, is missing", rep_rel)
-    size = rep.stat().st_size
-    if size != ncu.report_bytes:
-        raise fail("ncu report truncated or replaced",
-                   f"{rep_rel}, the ncu report {rel} names, is {size} bytes, the profile recorded "
-                   f"{ncu.report_bytes}: the report is truncated or replaced", rep_rel)
-    if sha and file_digest(rep)[1] != sha:
-        raise fail("ncu report replaced", replaced_message(rep_rel, rel), rep_rel)
     prof.path = str(rel)
+    damage = reportfiles.glance(json_path.parent, ncu)
+    if damage:
+        what = f" {damage.what}" if damage.what else ""
+        prof.report_problem = f"{damage.short}: {rel.with_name(damage.path.name)}{what}, named by {rel}"
     return prof
 
 
@@ -278,13 +281,14 @@ def replaced_message(rep_rel, rel) -> str:
             "the report was replaced (not the one this profile was extracted from)")
 
 
-def profile_error(root: Path, json_path: Path, short: str, message: str) -> ProfileError:
-    """A ProfileError about the profile at `json_path`, its fix added as load_profile adds it."""
+def profile_error(root: Path, json_path: Path, short: str, message: str, files: tuple = ()) -> ProfileError:
+    """A ProfileError about the profile at `json_path`, its fix added as load_profile adds it
+    (`files`: what `git checkout` restores, relative to the root; default the JSON)."""
     rel = Path(os.path.relpath(json_path, root))
     inside = not rel.parts or rel.parts[0] != ".."
     ident = path_ident(Path(os.path.abspath(json_path)), profiles_dir(root).name)
-    return ProfileError(f"{message}; {_fix(ident, inside, (rel,))}", str(rel if inside else json_path), short,
-                        ident)
+    return ProfileError(f"{message}; {_fix(ident, inside, files or (rel,))}", str(rel if inside else json_path),
+                        short, ident)
 
 
 def load(root: Path, path_or_key: Path | str | ProfileKey) -> Profile:

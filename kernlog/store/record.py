@@ -110,6 +110,13 @@ def _problems(data: dict) -> Iterator[tuple[str, str]]:
     sha = data["ncu"].get("report_sha256")
     if sha is not None and not (isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha)):
         yield "field of wrong type", f"has ncu.report_sha256 {sha!r}, expected 64 hex digits"
+    stored = data["ncu"].get("report_xz")
+    if stored is not None and not (isinstance(stored, dict) and set(stored) == {"bytes", "sha256"}
+                                   and type(stored["bytes"]) is int and stored["bytes"] > 0
+                                   and isinstance(stored["sha256"], str)
+                                   and re.fullmatch(r"[0-9a-f]{64}", stored["sha256"])):
+        yield "field of wrong type", (f"has ncu.report_xz {stored!r}, expected the compressed file's "
+                                      "{\"bytes\": size, \"sha256\": 64 hex digits}")
 
 
 def record_problem(data: dict) -> str | None:
@@ -191,10 +198,14 @@ class Ncu:
     clock_control: str
     report_sha256: str | None = None  # None: a profile saved before the hash was recorded
     pruned: dict | None = None  # set by `kernlog prune`: the report was removed on purpose
+    # {"bytes", "sha256"} of the stored <report>.xz itself (kernlog.store.reportfiles): what
+    # `report --check` hashes, nothing decompressed; None: stored plain, or compressed before
+    # kernlog recorded it (`kernlog compress` records it)
+    report_xz: dict | None = None
     rest: dict = field(default_factory=dict)  # command, sections, nvtx_range, ...
     _has: tuple = ()  # which optional keys the file has (a null one is kept as null)
 
-    NAMES = ("report", "report_bytes", "clock_control", "report_sha256", "pruned")
+    NAMES = ("report", "report_bytes", "clock_control", "report_sha256", "pruned", "report_xz")
 
     @classmethod
     def from_dict(cls, d: dict) -> Ncu:
@@ -204,7 +215,8 @@ class Ncu:
 
     def to_dict(self) -> dict:
         opt = tuple(v if (v is not None or n in self._has) else _ABSENT
-                    for n, v in zip(self.NAMES[3:], (self.report_sha256, self.pruned), strict=True))
+                    for n, v in zip(self.NAMES[3:], (self.report_sha256, self.pruned, self.report_xz),
+                                    strict=True))
         return _join(self.NAMES, (self.report, self.report_bytes, self.clock_control, *opt), self.rest)
 
     @property
@@ -308,8 +320,12 @@ class Profile:
     commit = _Extra("_commit", "the full commit id this profile was read from git at; None for the work tree's",
                     writable=True)
     at = _Extra("_at", "the at/<commit:12>/ folder a `kernlog profile --at` entry was read from, else None")
-    skipped = _Extra("_skipped", "files of the revision that did not load, named by lookup when it chose this one",
+    skipped = _Extra("_skipped", "what lookup passed over when it chose this one: files of the revision that did "
+                     "not load, and its ncu report where that is missing or damaged (report_problem)",
                      writable=True, empty=list)
+    report_problem = _Extra("_report_problem", "one line where the stored ncu report is missing or damaged (by its "
+                            "size: kernlog.store.reportfiles), else None; the profile reads from its JSON all the same",
+                            writable=True)
     gpu_choice = _Extra("_gpu_choice", "how lookup chose this profile's GPU where the side named none, else None",
                         writable=True)
     imported = _Extra("imported", "what `kernlog import` recorded of an imported ncu report, else None")

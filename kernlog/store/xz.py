@@ -45,12 +45,25 @@ def _write_temp(folder: Path, name: str, fill) -> Path:
     return Path(tmp)
 
 
+def _holds(xz: Path, digest: tuple[int, str]) -> bool:
+    """Whether the .xz at `xz` decompresses to bytes of this (size, sha256)."""
+    try:
+        return xz.is_file() and _decompress_to(xz, None) == digest
+    except (lzma.LZMAError, EOFError):
+        return False
+
+
 def compress(path: Path, preset: int = 6) -> Path:
     """`path` (a .ncu-rep) as `path`.xz, written atomically and verified by decompressing it
-    (size and sha256 equal the original's) before the original is removed; the .xz path."""
+    (size and sha256 equal the original's) before the original is removed; the .xz path. An
+    .xz already there that holds the same bytes is kept as it is (its own hash, which
+    profiles may have recorded, stays the same)."""
     path = Path(path)
     dst = compressed(path)
     size, sha = file_digest(path)
+    if _holds(dst, (size, sha)):
+        path.unlink()
+        return dst
 
     def fill(f):
         with open(path, "rb") as src, lzma.LZMAFile(f, "wb", preset=preset) as z:
