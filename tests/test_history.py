@@ -130,7 +130,7 @@ def test_the_log_plots_a_revision_with_two_committed_entries(repo):
     assert [ms for _, ms, _ in hist["revisions"]["torch"]] == pytest.approx([0.12, 0.10], rel=0.05)
     assert hist["revisions"]["torch"][1][2] is True  # 0.12 -> 0.10 ms: a step
     page = kernel_page(repo, sections=[section])  # reports/softmax.md links its sibling plot
-    assert f"![history of softmax 8192x4096 fp32]({hist['plot'].removeprefix('reports/')})" in page
+    assert f"Each revision across commits: [plot]({hist['plot'].removeprefix('reports/')})" in page
     assert plots.plot_histories(repo, [section]) == [repo / hist["plot"]] and (repo / hist["plot"]).stat().st_size
     assert not [p for p in report.out_of_date(repo, [section]) if "history" in p]
     commit(repo, version(0.11, 3, "c"), "third")  # one more entry in git: the plot no longer shows the history

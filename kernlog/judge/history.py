@@ -47,6 +47,10 @@ def entries(root: Path, side: Side) -> tuple[Profile, list[Entry]]:
     for commit, _date in gitrefs.log(root, path):
         try:
             prof = gitrefs.load_at(root, commit, path)
+            last = out[-1].prof if out else None
+            if last is not None and (last.timing, last.source_sha256, last.captured_at) == (
+                    prof.timing, prof.source_sha256, prof.captured_at):
+                continue  # the same measurement, its JSON only re-written (a hash recorded): one entry
             out.append(Entry(commit, prof.path, prof))
         except KernlogError as exc:  # a commit whose files do not load is listed, not fatal
             out.append(Entry(commit, f"{commit[:10]}:{path}", error=str(exc)))
