@@ -211,7 +211,6 @@ def test_a_sweep_merged_from_two_runs_says_which_revisions_each_timed(tmp_path):
            ("copy", a, "2026-11-22T11:00:00Z")])
     text = kernel_page(root)
     assert "(GB/s, from 2 runs)" in text and "one run" not in text.split("sweep on")[1].split("\n")[0]
-    assert "a ratio across two runs carries §" in text
     assert "| triton | 2000 | 1.00x§<!--xrun--> | 100% | torch |" in text  # triton and torch: two runs
     write([("torch", a, None), ("triton", b, None)])  # no run stamp: the commit tells them apart
     assert "(GB/s, from 2 runs)" in kernel_page(root)

@@ -89,7 +89,7 @@ def excerpt(before, after, hot: list[str] = ()) -> dict:
     return dict(base, diff=diff, more=total - shown)
 
 
-HOT_CONTEXT = 2  # lines either side of a hot line shown from another file
+HOT_BEFORE, HOT_AFTER = 4, 1  # lines around a hot line shown from another file (a statement ends on it)
 
 
 def _hot_code(hot: list[str], b_rel: str, b_path: Path) -> dict | None:
@@ -106,7 +106,7 @@ def _hot_code(hot: list[str], b_rel: str, b_path: Path) -> dict | None:
     except Exception:  # unreadable, or outside any kernlog repository
         return None
     at = int(num) - 1
-    lo, hi = max(0, at - HOT_CONTEXT), min(len(lines), at + HOT_CONTEXT + 1)
+    lo, hi = max(0, at - HOT_BEFORE), min(len(lines), at + HOT_AFTER + 1)
     lang = "cuda" if Path(rel).suffix in CUDA_SUFFIXES else "python"
     return {"where": hot[0], "lang": lang, "code": "\n".join(line.rstrip() for line in lines[lo:hi])}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 
 from kernlog.judge.verdicts import COPY_BAR, HOT_MIN_SAMPLES, LAUNCH_BOUND_US
-from kernlog.render import facts, limits, notes, plots, prose, steps, triage
+from kernlog.render import dispatch, facts, limits, notes, plots, prose, steps, triage
 from kernlog.render import paths as where
 from kernlog.render.arc import contradictions
 from kernlog.render.facts import gate_failures, stale_figures, unreadable
@@ -116,7 +116,8 @@ def page_blocks(s: dict, paths: where.Paths | None = None, root: Path | None = N
             s=s, steps=steps.of_ladder(main, told), refs=steps.references(main), profiles=paths.profiles,
             story=told.get("story"))
     blocks["evidence"] = env.get_template("kernel.md.j2").render(
-        s=s, copy_bar=COPY_BAR, profiles=paths.profiles, others=steps.others(s), story=told.get("story"))
+        s=s, copy_bar=COPY_BAR, profiles=paths.profiles, others=steps.others(s), story=told.get("story"),
+        dispatch=dispatch.page_md(root, s["kernel"]) if root is not None else None)
     return blocks
 
 

@@ -1,0 +1,141 @@
+"""The dispatch table of a kernel (what kernlog.library reads to pick a call's revision), made
+from its committed sweep: pure, from bench.csv's points (kernlog.store.dispatch reads them).
+
+Per shape class and dtype (kernlog.library says what a class is) the table ranks the revisions
+that qualify at every point of the class by their geometric-mean time over those points against
+the fastest there; the first is the pick, the second the runner-up, and the margin is how much
+slower the runner-up is (a margin inside the GPU's noise band, or a point's measured run-to-run
+spread, is a tie). The fallback ranks every qualifying revision over the whole sweep.
+
+Qualifying: a step or a counterpart (never a reference, never a known-wrong revision), measured
+on its current source (a point of another source hash, or of none, is stale), whose latest gate
+on the GPU does not fail on that source (kernlog.judge.gating) and that the sweep did not mark
+failing the gate at the point (bench.csv's fails_gate). bench times a step only after its gate
+passed, so a point of a step is a gated point.
+"""
+from __future__ import annotations
+
+import math
+
+from kernlog.judge.gating import fails_gate
+from kernlog.library import ALIGNS, ANY, SCHEMA, ClassRule, class_key
+from kernlog.spec import COPY, parse_shape
+
+QUALIFY = ("step", "counterpart")  # the roles a pick may be; references and known-wrong revisions never
+
+
+def class_label(entry: dict, rule: ClassRule) -> str:
+    """A class in words: "rows ≤ 4096, cols ≤ 8192, tiled (4096x8192)"."""
+    axes = ", ".join(f"{name} ≤ {1 << b}" for name, b in zip(rule.axes, entry["buckets"], strict=True))
+    return f"{axes}, {entry['align']} ({', '.join(entry['points'])})"
+
+
+def _geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def qualifies(point: dict, roles: dict, current: dict, outcomes: dict | None) -> str:
+    """"" where a bench.csv point may count for the pick, else why not (a reason in words)."""
+    rev = point["revision"]
+    role = roles.get(rev)
+    if role is None:
+        return "not a revision of the kernel now"
+    if role not in QUALIFY:
+        return f"a {role}"
+    if point.get("sha256") != current.get(rev):
+        return "stale (measured on another source)"
+    why = point.get("fails_gate") or fails_gate(point.get("sha256"), rev, outcomes)
+    return f"fails the gate ({why})" if why else ""
+
+
+def build(kernel: str, points: list[dict], roles: dict, current: dict, order: list[str],
+          rule: ClassRule, outcomes: dict | None = None, band: float = 0.0, source: dict | None = None) -> dict:
+    """The dispatch table of `kernel` from its sweep's points: each {"revision", "shape" (text),
+    "dtype", "median_ms", "sha256", "spread" (run-to-run, 0 where one run), "fails_gate" (the
+    sweep's note, "" where none)}. `current`: revision -> source hash now; `order`: the ladder,
+    which breaks ties (the later rung first); `band`: the GPU's wall-time noise band, under
+    which a margin is a tie; `source`: what the table names as its sweep. "unserved": the
+    sweep's points where no revision qualifies (calls there take the nearest class). Deterministic:
+    the same points give the same table, whatever their order."""
+    rank = {name: i for i, name in enumerate(order)}
+    kept: dict = {}  # (dtype, shape) -> {revision: (ms, spread)}
+    left: dict = {}  # revision -> {reason: points}
+    for p in points:
+        if p["revision"] == COPY:  # the sweep's copy column: no revision
+            continue
+        why = qualifies(p, roles, current, outcomes)
+        if why:
+            left.setdefault(p["revision"], {}).setdefault(why, set()).add((p["dtype"], p["shape"]))
+            continue
+        kept.setdefault((p["dtype"], p["shape"]), {})[p["revision"]] = (float(p["median_ms"]),
+                                                                       float(p.get("spread") or 0.0))
+
+    swept = {(p["dtype"], p["shape"]) for p in points if p["revision"] != COPY}
+
+    def order_key(name):  # the later rung first where two tie exactly
+        return -rank.get(name, -1), name
+
+    groups: dict = {}  # class key -> [(dtype, shape)]
+    for dtype, shape in kept:
+        groups.setdefault(class_key(parse_shape(shape), dtype, rule), []).append((dtype, shape))
+    classes = []
+    for key in sorted(groups, key=lambda k: (k[0], k[2], ALIGNS.index(k[1]))):
+        dtype, how, buckets = key
+        pts = sorted(groups[key], key=_point_order)
+        best = {pt: min(ms for ms, _ in kept[pt].values()) for pt in pts}
+        everywhere = set.intersection(*(set(kept[pt]) for pt in pts))
+        ranking = sorted(((name, _geomean(kept[pt][name][0] / best[pt] for pt in pts)) for name in everywhere),
+                         key=lambda nr: (round(nr[1], 9), order_key(nr[0])))
+        entry = {"dtype": dtype, "align": how, "buckets": list(buckets),
+                 "points": [shape for _, shape in pts],
+                 "ranking": [[name, round(rel, 4)] for name, rel in ranking],
+                 "revision": ranking[0][0] if ranking else None,
+                 "runner_up": ranking[1][0] if len(ranking) > 1 else None, "margin": None, "noise": round(band, 4)}
+        if len(ranking) > 1:
+            a, b = ranking[0][0], ranking[1][0]
+            entry["margin"] = round(_geomean(kept[pt][b][0] / kept[pt][a][0] for pt in pts) - 1, 4)
+            # a point's measured run-to-run spread widens the band, as the log's sweep bars do
+            entry["noise"] = round(max([band] + [kept[pt][n][1] for pt in pts for n in (a, b)]), 4)
+        if ranking:
+            entry["worst_point"] = _worst_point({pt: kept[pt] for pt in pts}, ranking[0][0], order_key)
+        classes.append(entry)
+    return {"schema": SCHEMA, "kernel": kernel, "source": dict(source or {}), "rule": rule.as_dict(),
+            "revisions": {name: current[name] for name in sorted({n for v in kept.values() for n in v},
+                                                                  key=order_key)},
+            "left_out": {name: {why: len(pts) for why, pts in sorted(reasons.items())}
+                         for name, reasons in sorted(left.items(), key=lambda kv: order_key(kv[0]))},
+            "unserved": [f"{d} {shape}" for d, shape in sorted(swept - set(kept), key=_point_order)],
+            "classes": classes, "fallback": _fallback(kept, order_key)}
+
+
+def _point_order(point: tuple) -> tuple:
+    dtype, shape = point
+    return dtype, parse_shape(shape)
+
+
+def _worst_point(kept: dict, pick: str, order_key) -> list:
+    """[shape, how much slower `pick` is than the fastest there, the fastest] at the point of a
+    class where its pick loses most: what sharing the class costs (0 at a class of one point)."""
+    def loss(pt):
+        return kept[pt][pick][0] / min(ms for ms, _ in kept[pt].values()) - 1
+
+    pt = max(kept, key=lambda pt: (round(loss(pt), 9), pt[1]))
+    return [pt[1], round(loss(pt), 4), min(kept[pt], key=lambda n: (kept[pt][n][0], order_key(n)))]
+
+
+def _fallback(kept: dict, order_key) -> dict:
+    """dtype -> the revisions, fastest over the whole sweep first: by geometric-mean time against
+    the fastest at each point they were measured at, those measured at fewer than half the points
+    after the rest (a revision timed only where it shines is no general one); ANY: the same over
+    every dtype."""
+    def ranked(pts):
+        names = {n for pt in pts for n in kept[pt]}
+        best = {pt: min(ms for ms, _ in kept[pt].values()) for pt in pts}
+        score = {n: (2 * sum(n in kept[pt] for pt in pts) < len(pts),
+                     round(_geomean(kept[pt][n][0] / best[pt] for pt in pts if n in kept[pt]), 9)) for n in names}
+        return sorted(names, key=lambda n: (score[n], order_key(n)))
+
+    out = {d: ranked([pt for pt in kept if pt[0] == d]) for d in sorted({d for d, _ in kept})}
+    out[ANY] = ranked(list(kept))
+    return out

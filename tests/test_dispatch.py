@@ -1,0 +1,306 @@
+"""The library's dispatch: shape classes, the table made from a sweep (only gated, current steps
+and counterparts qualify), the pick for a call (its class, the nearest, the fallback), the
+`kernlog dispatch` command, the page's markdown, the committed tables, and the entry points."""
+import csv
+import json
+import random
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from kernlog.commands.main import main
+from kernlog.judge import dispatch as judge
+from kernlog.library import (
+    ANY,
+    ClassRule,
+    Dispatched,
+    align,
+    bucket,
+    class_key,
+    load_table,
+    pick,
+    rule_for,
+    table_path,
+)
+from kernlog.registry import load_kernel
+from kernlog.render import dispatch as render
+from kernlog.store import gates
+from tests.helpers import GPU, ROOT, scratch_repo
+
+SOFTMAX = load_kernel(ROOT, "softmax")
+CURRENT = {r.name: r.sha256() for r in SOFTMAX.revisions}
+ROLES = {r.name: r.role for r in SOFTMAX.revisions}
+ORDER = [r.name for r in SOFTMAX.revisions]
+ROWS = rule_for(2)
+GATE_FAILURE = "7x33 fp32 random: error 1.0e-01 over tolerance 5e-04"
+
+# (shape, dtype) -> {revision: median ms}: torch (a reference) fastest everywhere; v9_peeled
+# next, but measured on an older source; v8_split next, but its gate fails now on this source;
+# v4_vectorized marked failing the gate at 64x8192 by the sweep.
+SWEEP = {
+    ("4096x8192", "fp32"): {"torch": 0.05, "v8_split": 0.06, "v9_peeled": 0.065, "v10_meet": 0.10, "triton": 0.11,
+                            "v0_naive": 1.0},
+    ("4096x50257", "fp32"): {"torch": 0.3, "v9_peeled": 0.35, "triton": 0.5, "v10_meet": 0.6, "v0_naive": 3.0},
+    ("64x8192", "fp32"): {"torch": 0.01, "v4_vectorized": 0.012, "v10_meet": 0.02, "triton": 0.03},
+    ("4096x8192", "bf16"): {"torch": 0.03, "triton": 0.04, "v10_meet": 0.05},
+}
+STALE = {"v9_peeled": "0" * 64}
+MARKED = {("v4_vectorized", "64x8192", "fp32"): "64x8192 fp32: error 3e-2 over tolerance 5e-4"}
+
+
+def points(sweep=SWEEP) -> list[dict]:
+    return [{"revision": rev, "shape": shape, "dtype": dtype, "median_ms": ms,
+             "sha256": STALE.get(rev, CURRENT[rev]), "spread": 0.0,
+             "fails_gate": MARKED.get((rev, shape, dtype), "")}
+            for (shape, dtype), revs in sweep.items() for rev, ms in revs.items()]
+
+
+OUTCOMES = {"v8_split": {"source_sha256": CURRENT["v8_split"], "passed": False, "failure": GATE_FAILURE}}
+
+
+def build(pts=None, outcomes=OUTCOMES, band=0.02):
+    return judge.build("softmax", points() if pts is None else pts, ROLES, CURRENT, ORDER, ROWS, outcomes, band,
+                       {"gpu": GPU["name"]})
+
+
+def entry(table, shape, dtype="fp32"):
+    return next(c for c in table["classes"] if c["points"] == [shape] and c["dtype"] == dtype)
+
+
+# -- shape classes --------------------------------------------------------------------------------
+
+def test_a_length_falls_in_the_power_of_two_it_rounds_up_to():
+    assert [bucket(n) for n in (1, 2, 3, 1000, 1024, 1025, 50257)] == [0, 1, 2, 10, 10, 11, 16]
+
+
+def test_alignment_tells_whole_tiles_from_whole_words_from_ragged_rows():
+    assert align((4096, 8192), "fp32", ROWS) == "tiled"
+    assert align((16384, 1000), "fp32", ROWS) == "aligned"  # 4000 bytes: whole 16-byte words, no whole tile
+    assert align((4096, 50257), "bf16", ROWS) == "ragged"
+    assert align((65536, 100), "bf16", ROWS) == "ragged" and align((65536, 100), "fp32", ROWS) == "aligned"
+    matmul = rule_for(3)  # N and K are the rows a matmul reads; M is not
+    assert align((1000, 1024, 1024), "bf16", matmul) == "tiled"
+    assert align((4096, 50257, 768), "bf16", matmul) == "ragged"
+    assert class_key((1000, 1000, 1000), "bf16", matmul) != class_key((1024, 1024, 1024), "bf16", matmul)
+
+
+# -- the table -------------------------------------------------------------------------------------
+
+def test_each_class_takes_its_fastest_qualifying_revision_with_runner_up_and_margin():
+    table = build()
+    tiled = entry(table, "4096x8192")
+    assert tiled["align"] == "tiled" and tiled["buckets"] == [12, 13]
+    assert (tiled["revision"], tiled["runner_up"], tiled["margin"]) == ("v10_meet", "triton", 0.1)
+    ragged = entry(table, "4096x50257")
+    assert (ragged["align"], ragged["revision"], ragged["runner_up"], ragged["margin"]) == \
+        ("ragged", "triton", "v10_meet", 0.2)
+    assert [name for name, _ in tiled["ranking"]] == ["v10_meet", "triton", "v0_naive"]
+    assert table["source"] == {"gpu": GPU["name"]} and table["rule"] == ROWS.as_dict()
+
+
+def test_references_stale_and_gate_failing_revisions_never_qualify():
+    table = build()
+    picked = {name for c in table["classes"] for name, _ in c["ranking"]}
+    assert picked == {"v10_meet", "triton", "v0_naive"}
+    assert set(table["revisions"]) == picked and all(n in picked for names in table["fallback"].values()
+                                                     for n in names)
+    left = table["left_out"]
+    assert left["torch"] == {"a reference": 4}
+    assert left["v9_peeled"] == {"stale (measured on another source)": 2}
+    assert left["v8_split"] == {f"fails the gate ({GATE_FAILURE})": 1}
+    assert left["v4_vectorized"] == {f"fails the gate ({MARKED[('v4_vectorized', '64x8192', 'fp32')]})": 1}
+
+
+def test_a_point_where_nothing_qualifies_has_no_class_and_is_named():
+    only_references = {**SWEEP, ("1024x8192", "fp32"): {"torch": 0.01, "v9_peeled": 0.02}}
+    table = build(points(only_references))
+    assert table["unserved"] == ["fp32 1024x8192"]
+    assert all(c["points"] != ["1024x8192"] for c in table["classes"])
+    assert pick(table, (1024, 8192), "fp32").cls["points"] == ["4096x8192"]
+
+
+def test_a_later_gate_pass_or_an_outcome_of_another_source_lets_a_revision_back():
+    passed = {"v8_split": dict(OUTCOMES["v8_split"], passed=True, failure=None)}
+    assert entry(build(outcomes=passed), "4096x8192")["revision"] == "v8_split"
+    other = {"v8_split": dict(OUTCOMES["v8_split"], source_sha256="f" * 64)}
+    assert entry(build(outcomes=other), "4096x8192")["revision"] == "v8_split"
+
+
+def test_a_class_of_several_points_ranks_by_geometric_mean_and_names_its_costliest_point():
+    sweep = {("16384x768", "fp32"): {"v10_meet": 1.0, "triton": 2.0},  # 768 and 1024 share a class
+             ("16384x1024", "fp32"): {"v10_meet": 1.5, "triton": 1.0}}
+    c = build(points(sweep))["classes"][0]
+    assert c["points"] == ["16384x768", "16384x1024"]
+    assert (c["revision"], c["runner_up"]) == ("v10_meet", "triton")  # sqrt(1 * 1.5) < sqrt(2 * 1)
+    assert c["margin"] == round((2.0 / 1.0 * 1.0 / 1.5) ** 0.5 - 1, 4)
+    assert c["worst_point"] == ["16384x1024", 0.5, "triton"]  # what sharing the class costs there
+
+
+def test_a_margin_inside_the_noise_band_is_a_tie():
+    tie = {("4096x8192", "fp32"): {"v10_meet": 1.0, "triton": 1.01}}
+    c = build(points(tie))["classes"][0]
+    assert c["margin"] == 0.01 and c["noise"] == 0.02
+    assert "(tie: within noise)" in render._margin(c) and "tie" not in render._margin(dict(c, noise=0.005))
+
+
+def test_the_fallback_is_the_fastest_over_the_whole_sweep():
+    fb = build()["fallback"]
+    assert fb["fp32"][0] == "v10_meet"  # 1.0, 1.2, 1.0 against the fastest: triton 1.1, 1.0, 1.5
+    assert fb["bf16"] == ["triton", "v10_meet"] and ANY in fb
+
+
+def test_the_table_is_the_same_whatever_the_order_of_the_sweep():
+    pts = points()
+    first = json.dumps(build(pts), sort_keys=True)
+    for seed in range(3):
+        random.Random(seed).shuffle(pts)
+        assert json.dumps(build(pts), sort_keys=True) == first
+
+
+# -- the pick --------------------------------------------------------------------------------------
+
+def test_a_call_takes_its_class_else_the_nearest_class():
+    table = build()
+    assert pick(table, (4096, 8192), "fp32").revision == "v10_meet"
+    got = pick(table, (4096, 8000), "fp32")  # rounds up to 4096 x 8192, but its rows are no whole tiles
+    assert got.how == "fallback" and "no class of aligned fp32" in got.why
+    near = pick(table, (2048, 8192), "fp32")  # between 64 and 4096 rows: nearer 4096
+    assert (near.revision, near.how, near.cls["points"]) == ("v10_meet", "nearest", ["4096x8192"])
+    assert pick(table, (4096, 40001), "fp32").revision == "triton"  # ragged: the ragged class
+
+
+def test_a_call_beyond_the_sweep_or_of_an_unswept_dtype_takes_the_fallback():
+    table = build()
+    far = pick(table, (4096, 1 << 20), "fp32")  # 2^20 columns: more than 2x past the sweep's 2^13
+    assert (far.revision, far.how) == ("v10_meet", "fallback") and "cols 1048576" in far.why
+    fp16 = pick(table, (4096, 8192), "fp16")
+    assert (fp16.revision, fp16.how) == (table["fallback"][ANY][0], "fallback")
+
+
+def test_a_revision_that_declines_the_shape_or_cannot_run_is_passed_over():
+    table = build()
+    got = pick(table, (4096, 8192), "fp32", refuses=lambda name, shape: "no" if name == "v10_meet" else "")
+    assert (got.revision, got.how) == ("triton", "class")
+    got = pick(table, (4096, 8192), "fp32", skip={"v10_meet", "triton"})
+    assert got.revision == "v0_naive"
+    fb = pick(table, (4096, 1 << 20), "fp32", skip={"v10_meet"})
+    assert (fb.revision, fb.how) == ("triton", "fallback")
+    with pytest.raises(LookupError, match="no revision of its dispatch table runs 4096x8192 fp32"):
+        pick(table, (4096, 8192), "fp32", refuses=lambda name, shape: "no")
+
+
+# -- the command, the file, the page ---------------------------------------------------------------
+
+def write_sweep(root, sweep=SWEEP):
+    folder = root / "profiles" / GPU["slug"] / "softmax"
+    folder.mkdir(parents=True)
+    cols = ["kernel", "revision", "shape", "dtype", "metric", "value", "gpu", "commit", "source_sha256",
+            "copy_gbps", "matmul_tflops", "run", "note"]
+    with open(folder / "bench.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, cols)
+        w.writeheader()
+        for p in points(sweep):
+            base = {"kernel": "softmax", "revision": p["revision"], "shape": p["shape"], "dtype": p["dtype"],
+                    "gpu": GPU["name"], "commit": "a" * 40, "source_sha256": p["sha256"], "copy_gbps": 3000.0,
+                    "matmul_tflops": 700.0, "run": "2026-11-26T00:00:00Z", "note": ""}
+            w.writerow(dict(base, metric="median_ms", value=p["median_ms"]))
+            if p["fails_gate"]:
+                w.writerow(dict(base, metric="fails_gate", value="nan", note=p["fails_gate"]))
+    gates.record(root, GPU["slug"], "softmax", OUTCOMES)
+    return folder / "bench.csv"
+
+
+def dispatch(root, *args):
+    return CliRunner().invoke(main, ["--root", str(root), "dispatch", "softmax", *args])
+
+
+def test_the_command_writes_the_table_of_the_committed_sweep_the_same_each_time(tmp_path):
+    (tmp_path / "repo").mkdir()
+    root = scratch_repo(tmp_path / "repo")  # its kernels/ is this repository's: the table goes to --out
+    write_sweep(root)
+    out = tmp_path / "softmax.json"
+    result = dispatch(root, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "softmax: 4 shape classes" in result.output and "left out: v9_peeled" in result.output
+    table = load_table(out)
+    assert table["source"]["bench_csv"] == f"profiles/{GPU['slug']}/softmax/bench.csv"
+    assert table["source"]["runs"] == [{"run": "2026-11-26T00:00:00Z", "commit": "a" * 40,
+                                        "revisions": sorted({r for revs in SWEEP.values() for r in revs})}]
+    assert table["classes"] == build(band=table["classes"][0]["noise"])["classes"]
+    first = out.read_bytes()
+    assert dispatch(root, "--out", str(out)).exit_code == 0 and out.read_bytes() == first
+    assert dispatch(root, "--out", str(out), "--check").exit_code == 0
+    out.write_text(first.decode().replace('"v10_meet"', '"v0_naive"', 1))
+    stale = dispatch(root, "--out", str(out), "--check")
+    assert stale.exit_code == 1 and "not what the sweep makes now" in stale.output
+
+
+def test_the_command_says_where_there_is_no_sweep(tmp_path):
+    result = dispatch(scratch_repo(tmp_path), "--out", str(tmp_path / "x.json"))
+    assert result.exit_code == 2 and "no sweep of softmax stored" in result.output
+
+
+def test_the_page_table_has_a_row_per_class_in_at_most_six_columns(tmp_path):
+    md = render.table_md(ROOT, SOFTMAX)
+    table = load_table(table_path(ROOT, "softmax"))
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    assert rows[0] == "| class | dtype | revision | runner-up | margin |"
+    assert len(rows) == 1 + len(table["classes"]) and all(ln.count("|") <= 7 for ln in rows)
+    assert table["source"]["bench_csv"] in md
+    (tmp_path / "kernels").mkdir()
+    assert render.table_md(tmp_path, "softmax") is None
+
+
+# -- the committed tables and the entry points -----------------------------------------------------
+
+TABLED = [name for name in ("softmax", "layernorm", "rmsnorm", "gelu", "dropout", "matmul_relu", "attention",
+                            "vector_add") if table_path(ROOT, name).exists()]
+
+
+@pytest.mark.parametrize("name", TABLED)
+def test_the_committed_table_is_what_the_committed_sweep_makes(name):
+    assert render.check(ROOT, name) == ""
+
+
+def test_the_entry_point_passes_a_cuda_c_pick_over_on_the_cpu():
+    from kernels import library
+
+    x = torch.randn(4, 8192)
+    op = library.dispatched("softmax")
+    got = op.pick((4096, 8192), "fp32", "cpu")
+    assert SOFTMAX.revision(got.revision).kind == "triton"
+    assert "v4_vectorized" in op.unrunnable["cpu"]  # the class's CUDA C pick, passed over
+    torch.testing.assert_close(library.softmax(x), torch.softmax(x, -1))
+    y = torch.randn(2, 3, 40)
+    torch.testing.assert_close(library.softmax(y), torch.softmax(y, -1))
+
+
+def test_an_entry_point_runs_the_table_it_is_given(tmp_path):
+    path = tmp_path / "softmax.json"
+    path.write_text(json.dumps(build()))
+    op = Dispatched.open(ROOT, "softmax", path=path)
+    x = torch.randn(3, 300)
+    torch.testing.assert_close(op((x,)), torch.softmax(x, -1))
+    assert op.pick((3, 300), "fp32", "cpu").revision == "triton"
+    assert ClassRule.from_dict(op.table["rule"]) == ROWS
+
+
+def test_every_entry_point_matches_its_reference_on_the_cpu():
+    import torch.nn.functional as F
+
+    from kernels import library
+
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 5, 96, generator=gen)
+    w, b = torch.randn(96, generator=gen), torch.randn(96, generator=gen)
+    torch.testing.assert_close(library.layer_norm(x, w, b, 1e-5), F.layer_norm(x, (96,), w, b, 1e-5))
+    torch.testing.assert_close(library.rms_norm(x, w, 1e-6), F.rms_norm(x, (96,), w, 1e-6))
+    torch.testing.assert_close(library.gelu(x), F.gelu(x, approximate="tanh"))
+    kept = library.dropout(x, 0.5, seed=1)
+    assert torch.all((kept == 0) | torch.isclose(kept, 2 * x)) and 0 < int((kept == 0).sum()) < x.numel()
+    a, m = torch.randn(33, 70, generator=gen), torch.randn(70, 47, generator=gen)
+    torch.testing.assert_close(library.matmul_relu(a, m), torch.relu(a @ m), rtol=1e-4, atol=1e-4)
+    q, k, v = (torch.randn(1, 2, 33, 64, generator=gen) for _ in range(3))
+    causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    torch.testing.assert_close(library.attention(q, k, v), causal, rtol=1e-4, atol=1e-4)
