@@ -41,9 +41,13 @@ def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optio
         fn = compiled(op, dynamic)
         return lambda inputs, out: fn(*inputs[:args])
 
-    # The gate's dozens of shapes through one shape-generic graph: a static compile per shape
+    # The gate's dozens of shapes through shape-generic graphs: a static compile per shape
     # took 22 of the 125 s of `kernlog profile softmax` on a fresh H100. The graph timed and
-    # profiled is the static one, checked again at its shape after the timing pass.
+    # profiled is the static one, checked again at its shape after the timing pass. Dynamo's
+    # default still makes 16 graphs of softmax's gate (a dtype, a stride, size-1 rows or columns
+    # each; 17.7 s alone from empty caches, H200). dynamic=True made as many (CPU); with size-1
+    # dimensions not specialized (backed_size_oblivious) it made 8, but its looped reduction put
+    # 2x300007 fp32 at 5.07e-4, over the kernel's 5e-4, so the default stays.
     return (Revision("torch", "torch", (init,), load_eager, eager, role="reference", code=op),
             Revision("torch_compile", "torch", (init,), load_compiled, compiled_, role="reference", code=op,
                      load_for_gate=lambda: load_compiled(dynamic=None)))

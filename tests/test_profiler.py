@@ -120,6 +120,14 @@ def _cpu_profiler(monkeypatch, run_ncu, ncu="ncu"):
     monkeypatch.setattr(profiler, "run_ncu", run_ncu)
 
 
+def _softmax(root):
+    """softmax with its gate cut to two small shapes (every dtype and case kept): these tests follow
+    `profile`'s stages around the gate -- refused, interrupted, re-checked, pinned -- not the gate's
+    coverage, which test_gate_all_kernels checks; softmax's whole gate (27 shapes x 2 dtypes x 5
+    cases) took 20-30 s of CPU in each of them."""
+    return dataclasses.replace(load_kernel(root, "softmax"), check_shapes=((4, 64), (7, 33)), families=())
+
+
 def _cpu_bench(monkeypatch):
     """kernlog.capture.bench on this CPU as if on GPU (helpers.GPU): fake timer, fixed ceilings."""
     from kernlog.capture import bench
@@ -141,7 +149,7 @@ def test_interrupted_profile_leaves_nothing_partial(tmp_path, monkeypatch):
         raise KeyboardInterrupt
 
     _cpu_profiler(monkeypatch, interrupted)
-    kernel = load_kernel(root, "softmax")
+    kernel = _softmax(root)
     with pytest.raises(KeyboardInterrupt):
         profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(shape=(4, 64)), lambda s: None)
     assert stored_files(root) == []  # the gate's outcome aside, kept as it passed before the cut
@@ -173,7 +181,7 @@ def test_revision_failing_the_gate_is_not_profiled(tmp_path, monkeypatch):
     root = scratch_repo(tmp_path)
     calls = []
     _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: calls.append(cmd))
-    kernel = load_kernel(root, "softmax")
+    kernel = _softmax(root)
     wrong = Revision("no_max", "torch", kernel.revisions[0].sources,
                      lambda: (lambda inputs, out: inputs[0].float().exp().div(inputs[0].float().exp().sum(-1, True))
                               .to(inputs[0].dtype)), "softmax without the max subtraction")
@@ -208,7 +216,7 @@ def test_a_revision_that_goes_wrong_during_the_timing_pass_is_not_profiled(tmp_p
 
     _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: calls.append(cmd))
     monkeypatch.setattr(profiler.timing, "Timer", ManyLaunches)
-    kernel = load_kernel(root, "softmax")
+    kernel = _softmax(root)
     def load():
         def launch(inputs, out):
             out.copy_(torch.softmax(inputs[0].float(), -1).to(out.dtype))
@@ -242,7 +250,7 @@ def test_the_ncu_pass_is_pinned_to_the_timing_pass_pick(tmp_path, monkeypatch):
 
     _cpu_profiler(monkeypatch, run_ncu)
     monkeypatch.setattr(tuning, "used_config", lambda: {"softmax_triton|4|64": "(3, 2)"})
-    kernel = load_kernel(root, "softmax")
+    kernel = _softmax(root)
     with pytest.raises(_Stop):
         profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(shape=(4, 64)), lambda s: None)
     assert seen == {"softmax_triton|4|64": "(3, 2)"}
@@ -367,7 +375,7 @@ def test_a_profile_records_only_the_picks_of_its_own_timing_pass(tmp_path, monke
         k: v for k, v in make_record(rev.name).items() if k not in ("captured_at", "check", "config")})
     monkeypatch.setitem(tuning.PICKED, ("stale", 1), "(9,)")
     monkeypatch.setitem(tuning.USED, ("stale", 1), None)
-    kernel = load_kernel(root, "softmax")
+    kernel = _softmax(root)
     said = []
     (path,) = profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(shape=(4, 64)), said.append)
     rec = store.load_profile(root, path)
@@ -787,7 +795,7 @@ def test_profile_on_two_gpus_hands_each_process_the_shape_dtype_and_what_is_left
     monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
     handed = []
-    monkeypatch.setattr(fanout, "profile_on_gpus", lambda root, name, todo, args, gpus, progress: handed.append(
+    monkeypatch.setattr(fanout, "profile_on_gpus", lambda root, name, todo, args, gpus, progress, cost: handed.append(
         (name, [r.name for r in todo], args, gpus)) or [])
     kernel = load_kernel(root, "softmax")
     revs = [kernel.revision(n) for n in ("v0_naive", "torch", "triton")]

@@ -30,6 +30,8 @@ FLAGS = (
     Flag("shape", "--shape", "Shape, e.g. 8192x4096.", "shape", metavar="ROWSxCOLS"),
     Flag("dtype", "--dtype", "Default: the kernel's first dtype.", "dtype", DTYPES),
     Flag("force", "--force", "Re-profile and replace existing profiles.", "flag"),
+    Flag("regate", "--regate", "Gate every revision again, even one whose stored pass has the same source, check "
+         "plan, GPU and libraries (reused otherwise).", "flag"),
     Flag("clock_control", "--clock-control",
          "As ncu's --clock-control; 'none' leaves clocks as the timing pass sees them.", "choice",
          ("base", "none", "reset")),
@@ -47,6 +49,7 @@ class Options:
     shape: Shape | None = None
     dtype: str | None = None
     force: bool = False
+    regate: bool = False  # gate again where a stored pass would be reused (kernlog.capture.checked.reused)
     clock_control: str = "none"  # as ncu names it; 'none' keeps clocks as the timing pass sees them
     cache_control: str = "all"
     sections: tuple[str, ...] = metrics.SECTIONS

@@ -8,20 +8,19 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from kernlog import metrics, timing
-from kernlog.capture import checked, provenance
+from kernlog.capture import checked, costs, gated, provenance
 from kernlog.capture import ncu as ncurep
 from kernlog.capture.extract import build_record, todo_revisions
-from kernlog.capture.ncurun import NcuRun, _staging, last_line, ncu_command, ncu_outcome
+from kernlog.capture.ncurun import NcuRun, _staging, ncu_command, ncu_outcome
 from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
 from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, Unsupported
-from kernlog.run import fanout, gate, ladder, picker
+from kernlog.run import fanout, gate, ladder, parts, picker
 from kernlog.run.clocks import Clocks
 from kernlog.run.fanout import exclusive_compute_mode, gate_workers
 from kernlog.spec import Kernel, Revision, Shape, format_shape
@@ -60,43 +59,15 @@ def run_ncu(cmd: list[str], timeout: float, env: dict | None = None) -> None:
 GATE_TIMEOUT_S = 900.0
 
 
-def _gate_in_process(root: Path, kernel: Kernel, rev: Revision, workdir: Path) -> tuple:
-    """One revision's gate in a process of its own (kernlog.run.target --gate): (outcome, detail,
-    seconds). A process that dies or hangs fails the gate, with its last line."""
-    out = workdir / f"{rev.name}.json"
-    cmd = [sys.executable, "-m", "kernlog.run.target", "--gate", str(out), str(root), kernel.name, DEVICE, rev.name]
-    t0 = time.perf_counter()
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=GATE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return ("failed", f"its gate did not finish in {GATE_TIMEOUT_S:.0f} s", time.perf_counter() - t0)
-    if done.returncode != 0 or not out.exists():
-        return ("failed", f"its gate process exited with {done.returncode}: {last_line(done.stdout + done.stderr)}",
-                time.perf_counter() - t0)
-    got = json.loads(out.read_text())
-    return (got["outcome"], got["detail"], got["seconds"])
-
-
 def parallel_gates(root: Path, kernel: Kernel, revs: list[Revision], workers: int,
-                   progress, meanwhile: Callable[[], None] | None = None) -> dict[str, tuple]:
-    """The correctness gates of `revs`, each in a process of its own, `workers` at a time:
-    {name: (outcome, detail, seconds)}. Triton revisions start first (each gate shape compiles
-    anew; the softmax counterpart's gate was the longest, 30 s on the H100), then the rest from
-    the ladder's end (the references, then the latest steps). `meanwhile` runs in this process
-    while they do. The GPU is shared while they run; the timing passes come after, one at a
-    time, in this process, which checks each output again after its timing pass."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    progress(f"correctness gates of {len(revs)} revisions, {workers} processes at a time")
-    t0 = time.perf_counter()
-    order = [r for r in reversed(revs) if r.kind == "triton"] + [r for r in reversed(revs) if r.kind != "triton"]
-    with tempfile.TemporaryDirectory(prefix="kernlog-gates-") as tmp, ThreadPoolExecutor(workers) as pool:
-        futures = {r.name: pool.submit(_gate_in_process, root, kernel, r, Path(tmp)) for r in order}
-        if meanwhile is not None:
-            meanwhile()
-        verdicts = {name: f.result() for name, f in futures.items()}
-    progress(f"correctness gates done in {time.perf_counter() - t0:.1f} s")
-    return verdicts
+                   progress, meanwhile: Callable[[], None] | None = None,
+                   gate_s: dict[str, float] | None = None) -> dict[str, tuple]:
+    """The correctness gates of `revs`, each in a process of its own (or in parts, side by side),
+    `workers` at a time, the longest first: {name: (outcome, detail, seconds)} (gated.side_by_side).
+    The GPU is shared while they run; the timing passes come after, one at a time, in this
+    process, which checks each output again after its timing pass."""
+    return gated.side_by_side(root, kernel, revs, workers, progress, meanwhile, gate_s, device=DEVICE,
+                              timeout=GATE_TIMEOUT_S)
 
 
 def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
@@ -137,8 +108,9 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
     this machine cannot run as set up (its import fails) is CannotRun. A known-wrong revision
     (role="wrong") is gated only to prove the gate rejects it, never timed: REJECTED where it
     is, None (a failure) where it passes. `verdict`: its gate's (outcome, detail, seconds), run
-    already by parallel_gates; `noted` hears the gate's (outcome, detail) (checked.note_verdict
-    keeps it)."""
+    already by parallel_gates, or a stored pass taken for it (checked.reused: a fourth item, the
+    line that says so); `noted` hears a gate run, (outcome, detail) and its seconds
+    (checked.note_verdict keeps them)."""
     why = rev.refusal(shape)
     if why:
         raise Unsupported(why)
@@ -153,8 +125,9 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
             raise Unsupported(outcome[1])
         if outcome[0] == "cannot_run":  # its import failed in its gate's process (kernlog.run.loading)
             raise CannotRun(outcome[1])
-    if noted is not None:
-        noted(outcome)
+    taken = verdict[3] if verdict is not None and len(verdict) > 3 else None
+    if noted is not None and taken is None:  # a reused pass stays as it was kept
+        noted(outcome, seconds)
     if rev.known_wrong:
         ok, said = ladder.known_wrong(rev, outcome[1] if outcome[0] == "failed" else None)
         progress(f"{tag}: {said}; never timed or profiled")
@@ -162,7 +135,7 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
     if outcome[0] == "failed":
         progress(f"{tag}: FAILED the gate, not profiled: {outcome[1]}")
         return None
-    progress(f"{tag}: gate passed in {seconds:.1f} s{where}")
+    progress(f"{tag}: {taken}" if taken else f"{tag}: gate passed in {seconds:.1f} s{where}")
     return _time(kernel, rev, shape, dtype, opts, timer, tag, progress, outcome[1])
 
 
@@ -266,11 +239,15 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
         return profile(root, kernel, revs, opts, progress)
     require_gpu()
     shape, dtype = _shape_dtype(kernel, opts)
-    todo = todo_revisions(root, kernel, revs, shape, dtype, opts, provenance.gpu_info()["slug"], progress)
+    gpu = provenance.gpu_info()
+    todo = todo_revisions(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
     if len(todo) < 2:
         return profile(root, kernel, todo, opts, progress) if todo else []
+    common = {"gpu": gpu, "versions": provenance.versions()}
+    reused = set() if opts.regate else set(checked.reused(root, kernel, todo, common))
+    cost = costs.seconds(root, gpu["slug"], kernel, todo, shape, dtype, opts.timing_budget_s, reused)
     args = dataclasses.replace(opts, shape=shape, dtype=dtype).to_argv()
-    return fanout.profile_on_gpus(root, kernel.name, todo, args, devices, progress)
+    return fanout.profile_on_gpus(root, kernel.name, todo, args, devices, progress, cost=cost)
 
 
 def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
@@ -290,19 +267,23 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
               "gpu": gpu, "versions": provenance.versions(ncu), "git": provenance.git_state(root),
               "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape),
               "ceiling": kernel.ceiling, "ceilings": ceil}
-    apart = [r for r in todo if loads_by_name(kernel, r) and not r.refusal(shape)]
-    workers = opts.gate_workers if opts.gate_workers is not None else gate_workers(len(apart))
-    mode = exclusive_compute_mode() if workers > 1 and len(apart) > 1 else ""
+    reused = {} if opts.regate else checked.reused(root, kernel, todo, common, progress)  # passed, nothing changed
+    apart = [r for r in todo if r.name not in reused and loads_by_name(kernel, r) and not r.refusal(shape)]
+    gate_s = costs.gate_seconds(root, gpu["slug"], kernel, apart)
+    workers = opts.gate_workers if opts.gate_workers is not None else gate_workers(len(apart) * parts.MAX_PARTS)
+    jobs = len(parts.jobs(kernel, apart, workers, gate_s)) if workers > 1 else len(apart)
+    mode = exclusive_compute_mode() if workers > 1 and jobs > 1 else ""
     if mode:
         progress(f"the GPU's compute mode is {mode}: the gates run one by one in this process")
         workers = 1
-    verdicts, early = {}, None
+    verdicts, early = dict(reused), None
     try:
-        if workers > 1 and len(apart) > 1:
-            names = [r.name for r in apart if not r.known_wrong]  # a known-wrong one is gated, never profiled
+        if workers > 1 and jobs > 1:
+            gated = {r.name for r in apart} | set(reused)
+            names = [r.name for r in todo if r.name in gated and not r.known_wrong]  # known-wrong: never profiled
             early = start_ncu(root, kernel, names, shape, dtype, opts, ncu) if names else None
-            verdicts = parallel_gates(root, kernel, apart, workers, progress,
-                                      meanwhile=lambda: warm_references(kernel, todo, shape, dtype, DEVICE))
+            verdicts.update(parallel_gates(root, kernel, apart, workers, progress, gate_s=gate_s,
+                                           meanwhile=lambda: warm_references(kernel, todo, shape, dtype, DEVICE)))
             t0 = time.perf_counter()
             if early is not None and not early.ready(READY_WAIT_S):  # still warming up: it would share the GPU
                 progress(f"the ncu process was not ready {READY_WAIT_S:.0f} s after the gates: started again later")

@@ -23,7 +23,9 @@ from kernlog.errors import CannotRun
 def check(ctx, kernel_name, revs, device, dtype, seed):
     """Run the correctness gate only: each revision against float64 on random inputs drawn from
     --seed. On a GPU each revision's outcome is kept (profiles/GPU/KERNEL/gate/): a failure marks
-    its stored profiles of the same source in list, show and the log; a pass clears the mark.
+    its stored profiles of the same source in list, show and the log; a pass clears the mark, and
+    `kernlog profile` takes a pass of every dtype instead of gating that revision again while its
+    source, check plan, GPU and libraries are the same. `check` itself always gates.
 
     A known-wrong revision (role="wrong") must fail the gate: "rejected, as expected" is a pass,
     passing is a failure. A revision this machine cannot run as set up (its import fails; a Triton

@@ -55,8 +55,13 @@ def profile(ctx, kernel_name, revs, at, range_, gpus, **options):
     GPU is skipped, and a commit that fails is recorded in at/<commit>/failed.json and skipped.
     --range visits only commits that change kernels/.
 
-    With --gpus N the revisions (or the commits) are dealt out to N GPUs, a process per
-    GPU, and each profile names the GPU it ran on.
+    With --gpus N the revisions (or the commits) are dealt out to N GPUs by what each costs
+    (its last gate's, timing and ncu seconds here), a process per GPU, and each profile names
+    the GPU it ran on.
+
+    A revision whose gate passed here before, under the same source, check plan (shapes,
+    cases, dtypes, tolerances, reference), GPU and libraries, is not gated again: one line says
+    "gate: reused". A failure is always gated again; --regate gates every revision.
 
     A known-wrong revision (role="wrong") is gated, to prove the gate still rejects it, and
     never timed or profiled. Exit status 3 where a revision failed the gate or a known-wrong one

@@ -100,7 +100,8 @@ def on_gpus(jobs: Sequence, gpus: Sequence[str], work: Callable[[object, str], o
 
 def deal(items: Sequence, n: int, weight: Callable[[object], float] = lambda _: 1) -> list[list]:
     """`items` in `n` groups of about equal weight: heaviest first, each to the lightest
-    group so far; each group in the items' own order."""
+    group so far (longest-processing-time-first: the heaviest group is within 4/3 of the
+    best split's); each group in the items' own order."""
     groups: list[list] = [[] for _ in range(n)]
     load = [0.0] * n
     for item in sorted(items, key=weight, reverse=True):
@@ -109,6 +110,11 @@ def deal(items: Sequence, n: int, weight: Callable[[object], float] = lambda _: 
         load[i] += weight(item)
     order = {id(x): k for k, x in enumerate(items)}
     return [sorted(g, key=lambda x: order[id(x)]) for g in groups if g]
+
+
+def makespan(groups: Sequence[Sequence], weight: Callable[[object], float]) -> float:
+    """The weight of the heaviest group: how long groups run side by side take."""
+    return max((sum(weight(x) for x in g) for g in groups), default=0.0)
 
 
 def child_env(gpu: str, n_processes: int) -> dict:
@@ -158,15 +164,21 @@ def run(cmd: list[str], env: dict, timeout: float, progress: Callable[[str], Non
 
 
 def profile_on_gpus(root: Path, kernel: str, revs: Sequence, args: list[str], gpus: Sequence[str],
-                    progress: Callable[[str], None], runner=run, timeout: float = 3600.0) -> list[Path]:
+                    progress: Callable[[str], None], runner=run, timeout: float = 3600.0,
+                    cost: dict[str, float] | None = None) -> list[Path]:
     """`kernlog profile` of `revs` (Revision objects) dealt out to `gpus`, a process each,
     into `root`'s profiles/, each given `args` (capture.profiler.Options.to_argv); the profiles
-    written. Compile-heavy kinds (Triton, torch) weigh twice a CUDA C revision in the deal.
-    Raises naming each GPU whose process failed, after every process has ended (what the
-    others wrote stays)."""
-    groups = deal(list(revs), len(gpus), weight=lambda r: 1 if r.kind == "cuda" else 2)
+    written. Dealt by `cost` ({name: seconds of its gate, timing and ncu passes},
+    kernlog.capture.costs), where given; else a compile-heavy kind (Triton, torch) weighs
+    twice a CUDA C revision. Raises naming each GPU whose process failed, after every process
+    has ended (what the others wrote stays)."""
+    def weight(r) -> float:
+        return cost[r.name] if cost and r.name in cost else (1 if r.kind == "cuda" else 2)
+
+    groups = deal(list(revs), len(gpus), weight=weight)
+    about = [f" (~{sum(weight(r) for r in g):.0f} s)" if cost else "" for g in groups]
     progress(f"{len(revs)} revisions over {len(groups)} GPUs ({', '.join(gpus[:len(groups)])}): "
-             + "; ".join(", ".join(r.name for r in g) for g in groups))
+             + "; ".join(", ".join(r.name for r in g) + a for g, a in zip(groups, about, strict=True)))
 
     def work(group, gpu):
         cmd = [sys.executable, "-m", "kernlog", "--root", str(root), "profile", kernel,

@@ -311,8 +311,18 @@ def recheck(kernel: Kernel, rev: Revision, launch, inputs, out, dtype: str, shap
                        problem and f"after the timing pass: {problem}")
 
 
+@dataclass(frozen=True)
+class Part:
+    """A share of one revision's gate for a process of its own (kernlog.run.parts): its dtypes and
+    its shapes (their places in the gate's shapes, which also seed their inputs), every case of
+    each; `turn`: where its untimed picks start their rotation (picker.untimed)."""
+    dtypes: tuple[str, ...]
+    shapes: tuple[int, ...]
+    turn: int = 0
+
+
 def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtypes=None,
-                   seed: int | None = None, launch=None) -> list[CheckResult]:
+                   seed: int | None = None, launch=None, part: Part | None = None) -> list[CheckResult]:
     """Run `rev` on every (shape, dtype, case) with random inputs drawn from `seed` (default
     a fresh_seed(); each case's inputs from the seed, the shape's place and the case's name, so
     `kernlog check --seed N` draws a failing case's inputs again); a crash is a failed check,
@@ -324,19 +334,23 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
     to 132 s. A launcher that picks its config
     per shape (kernlog/tuning.py) takes its candidates in turn here, untimed
     (picker.untimed): the gate checks what it runs, the timing pass's pick is checked again
-    after that pass (recheck), and each sweep point after its own."""
+    after that pass (recheck), and each sweep point after its own. `part`: only its dtypes and
+    shapes, each case drawn as the whole gate draws it."""
     seed = fresh_seed() if seed is None else seed
     if launch is None:
         runnable(kernel, rev, device)
         launch = load(kernel, rev, for_gate=True)
-    with picker.untimed():  # a launcher's picks take its candidates in turn here (picker.untimed)
-        return _check_cases(kernel, rev, launch, device, shapes, dtypes, seed)
+    if part is not None:
+        dtypes = list(part.dtypes)
+    with picker.untimed(part.turn if part else 0):  # a launcher's picks take its candidates in turn here
+        return _check_cases(kernel, rev, launch, device, shapes, dtypes, seed, part and set(part.shapes))
 
 
-def _check_cases(kernel: Kernel, rev: Revision, launch, device: str, shapes, dtypes, seed: int) -> list[CheckResult]:
+def _check_cases(kernel: Kernel, rev: Revision, launch, device: str, shapes, dtypes, seed: int,
+                 only: set[int] | None = None) -> list[CheckResult]:
     results = []
     for i, shape in enumerate(shapes or kernel.gate_shapes):
-        if rev.refusal(shape):  # declined, declared (spec.Revision.refuses): not the gate's to judge
+        if rev.refusal(shape) or (only is not None and i not in only):  # declined, declared: not the gate's
             continue
         for dtype in dtypes or kernel.dtypes:
             for case in kernel.cases:
@@ -359,14 +373,19 @@ def first_failure(results: list[CheckResult]) -> CheckResult | None:
     return next((r for r in results if not r.ok), None)
 
 
-def verdict(kernel: Kernel, rev: Revision, device: str) -> tuple:
-    """The whole gate of one revision for `kernlog profile`, before any of it is timed: every
-    dtype the kernel declares and every case, whichever dtype is profiled (a kernel wrong in
-    bf16 alone must not be profiled, and ranked, in fp32). ("ok", {"cases", "worst_rel_error"})
-    or ("failed", the first failure's line, which names its shape, dtype and case); raises
-    Unsupported where the GPU lacks what it needs."""
-    results = check_revision(kernel, rev, device, dtypes=list(kernel.dtypes))
+def summary(results: list[CheckResult]) -> tuple:
+    """("ok", {"cases", "worst_rel_error"}) or ("failed", the first failure's line, which names
+    its shape, dtype and case)."""
     bad = first_failure(results)
     if bad is not None:
         return ("failed", bad.line())
-    return ("ok", {"cases": len(results), "worst_rel_error": max(r.rel_error for r in results)})
+    return ("ok", {"cases": len(results), "worst_rel_error": max((r.rel_error for r in results), default=0.0)})
+
+
+def verdict(kernel: Kernel, rev: Revision, device: str, part: Part | None = None, seed: int | None = None) -> tuple:
+    """The whole gate of one revision for `kernlog profile`, before any of it is timed: every
+    dtype the kernel declares and every case, whichever dtype is profiled (a kernel wrong in
+    bf16 alone must not be profiled, and ranked, in fp32); `summary` of its results. `part`:
+    that share of it alone (kernlog.run.parts puts the shares back together). Raises
+    Unsupported where the GPU lacks what it needs."""
+    return summary(check_revision(kernel, rev, device, dtypes=list(kernel.dtypes), seed=seed, part=part))

@@ -9,6 +9,7 @@ inputs again.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 from kernlog.errors import CannotRun, GateFailure, Unsupported
@@ -55,7 +56,7 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
     "rejected, as expected"); an Unchecked line for each that cannot run here. Raises after the
     last (`ended`). `device` None: cuda where a GPU is visible, else cpu, where CUDA C and
     torch.compile revisions are skipped. `seed`: one fresh seed for the whole ladder where None. `done(rev,
-    results)`, where given, hears each revision checked (not one skipped) before its line."""
+    results, seconds)`, where given, hears each revision checked (not one skipped) before its line."""
     if device is None:
         import torch
 
@@ -66,6 +67,7 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
         if device == "cpu" and (rev.kind == "cuda" or "compile" in rev.name):
             yield f"{rev.name}: skipped on the CPU"
             continue
+        t0 = time.perf_counter()
         try:
             results = gate.check_revision(kernel, rev, device, dtypes=dtypes or None, seed=seed)
         except Unsupported as exc:
@@ -76,7 +78,7 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
             yield Unchecked(str(exc))
             continue
         if done is not None:
-            done(rev, results)
+            done(rev, results, time.perf_counter() - t0)
         bad = gate.first_failure(results)
         counted = f"({len(results)} cases, worst rel err {max((r.rel_error for r in results), default=0.0):.1e})"
         if rev.known_wrong:

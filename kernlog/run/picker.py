@@ -112,19 +112,20 @@ def pin(picks: dict, path: Path) -> None:
 
 
 @contextlib.contextmanager
-def untimed():
+def untimed(start: int = 0):
     """Inside, a pick among several candidates is not timed: the picks take the candidates in
-    turn (the first pick the first candidate, the next the second, ...), so a gate's shapes run
-    most candidates, not only the fastest, and compile one each. The picks made inside are
-    forgotten on the way out, so a timing pass after a gate in the same process picks by time.
-    Timing them was most of a gate's GPU time: on the H100, 5.5 s of v9_peeled's 7.6 s (warm
+    turn (the first pick the first candidate, the next the second, ...; each part of a gate
+    split into parts starts at its own `start`, so the parts do not all take the first ones), so
+    a gate's shapes run most candidates, not only the fastest, and compile one each. The picks
+    made inside are forgotten on the way out, so a timing pass after a gate in the same process
+    picks by time. Timing them was most of a gate's GPU time: on the H100, 5.5 s of v9_peeled's 7.6 s (warm
     caches), and 161 Triton compiles of the softmax counterpart's 23 picks; with the ladder's
     gates side by side, that timing slowed every other gate."""
     mod = registry.picker(load=True)  # None: a project without the picker
     if mod is None or not callable(getattr(mod, "fastest", None)) or not isinstance(getattr(mod, "PICKED", None), dict):
         yield
         return
-    turn = itertools.count()
+    turn = itertools.count(start)
     timed, before = mod.fastest, set(mod.PICKED)
     mod.fastest = lambda run, candidates, device: candidates[next(turn) % len(candidates)]
     try:

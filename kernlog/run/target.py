@@ -10,10 +10,11 @@ profile` does, clocks read while it runs) and writes {rev: {"samples_ms", "clock
 OUT.json, with the config each picked: `kernlog noise` times each run in a fresh process, as a
 re-profile would (KERNLOG_PINNED, if set, names the picks to take).
 
-With `--gate OUT.json ROOT KERNEL DEVICE REV` it runs one revision's whole correctness gate,
+With `--gate OUT.json ROOT KERNEL DEVICE REV [PART]` it runs one revision's whole correctness gate,
 every declared dtype (gate.verdict), and writes {"outcome", "detail", "seconds"} to OUT.json (outcome "ok",
 "failed", "unsupported", or "cannot_run" where its import fails here): `kernlog profile` gates
 the revisions of a ladder in processes like this one, several at once (profiler.parallel_gates).
+PART, a JSON {"dtypes", "shapes", "turn", "seed"}, runs that part of it alone (kernlog.run.parts).
 """
 from __future__ import annotations
 
@@ -66,17 +67,20 @@ def time_revisions(out_path: str, root: str, kernel_name: str, shape: str, dtype
     _write_whole(out_path, results)
 
 
-def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name: str) -> None:
+def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name: str, part: str | None = None) -> None:
+    import json
     import time
 
     from kernlog.errors import CannotRun, Unsupported
     from kernlog.registry import load_kernel
-    from kernlog.run.gate import verdict
+    from kernlog.run.gate import Part, verdict
 
     kernel = load_kernel(Path(root), kernel_name)
+    told = json.loads(part) if part else {}
+    share = Part(tuple(told["dtypes"]), tuple(told["shapes"]), told.get("turn", 0)) if told else None
     t0 = time.perf_counter()
     try:
-        outcome, detail = verdict(kernel, kernel.revision(name), device)
+        outcome, detail = verdict(kernel, kernel.revision(name), device, share, told.get("seed"))
     except Unsupported as exc:
         outcome, detail = "unsupported", str(exc)
     except CannotRun as exc:  # not run, so not judged: the profiler says it in its one line
@@ -86,7 +90,7 @@ def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name:
 
 def main(argv: list[str]) -> int:
     if argv and argv[0] == "--gate":
-        gate_revision(*argv[1:6])
+        gate_revision(*argv[1:7])
         return 0
     if argv and argv[0] == "--time":
         time_revisions(*argv[1:6], argv[6:])

@@ -7,6 +7,13 @@ and `kernlog bench` run before timing): the source hash it checked, whether it p
 first failing case in one line where it failed, when (UTC) and the kernlog commit. Whether
 that marks a profile is judged in kernlog.judge.gating; a missing or unreadable file is no
 outcome at all.
+
+An entry of `kernlog profile` or `kernlog check` also keeps the key it was gated under
+(kernlog.run.gatekey: source, check plan, GPU, libraries), what it found ("check": cases and
+worst error) and how long it took (seconds): `kernlog profile` takes a pass with the key of the
+gate it is about to run instead of gating again, and deals work by those seconds
+(kernlog.run.costs). An entry without a key (kept before keys were, or by `kernlog bench`,
+which gates other shapes) matches no key.
 """
 from __future__ import annotations
 
@@ -32,11 +39,17 @@ def case_line(line: str, revision: str) -> str:
     return _REL_ERR.sub("", line.replace(": FAIL ", ": ", 1))
 
 
-def outcome(source_sha256: str, failure: str | None, commit: str | None, by: str) -> dict:
-    """One revision's entry: `failure` None where it passed, else its first failing case."""
+def outcome(source_sha256: str, failure: str | None, commit: str | None, by: str, key: dict | None = None,
+            check: dict | None = None, seconds: float | None = None) -> dict:
+    """One revision's entry: `failure` None where it passed, else its first failing case; `key`
+    the gate's (kernlog.run.gatekey.key), `check` what a pass found ({"cases", "worst_rel_error"}),
+    `seconds` how long the gate ran (its parts' sum where it ran in parts)."""
     when = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
-    return {"source_sha256": source_sha256, "passed": failure is None, "failure": failure,
-            "checked_at": when, "commit": commit if commit and commit != "unknown" else None, "by": by}
+    entry = {"source_sha256": source_sha256, "passed": failure is None, "failure": failure,
+             "checked_at": when, "commit": commit if commit and commit != "unknown" else None, "by": by}
+    extra = {"key": key, "check": check if failure is None else None,
+             "seconds": None if seconds is None else round(seconds, 2)}
+    return dict(entry, **{k: v for k, v in extra.items() if v is not None})
 
 
 def _valid(entry) -> bool:

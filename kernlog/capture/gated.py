@@ -1,0 +1,66 @@
+"""The correctness gates of a ladder in processes of their own (kernlog.run.target --gate), several
+at once, the longest first, a long one in parts (kernlog.run.parts)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kernlog.capture.ncurun import last_line
+from kernlog.run import gate, parts
+from kernlog.spec import Kernel, Revision
+
+
+def in_process(root: Path, kernel: Kernel, rev: Revision, workdir: Path, part: gate.Part | None, seed: int | None,
+               device: str, timeout: float) -> tuple:
+    """One revision's gate (or `part` of it, its inputs drawn from `seed`) in a process of its own:
+    (outcome, detail, seconds). A process that dies or hangs fails the gate, with its last line."""
+    out = workdir / (f"{rev.name}.{part.turn}.json" if part is not None else f"{rev.name}.json")
+    cmd = [sys.executable, "-m", "kernlog.run.target", "--gate", str(out), str(root), kernel.name, device, rev.name]
+    if part is not None:
+        cmd.append(json.dumps({"dtypes": part.dtypes, "shapes": part.shapes, "turn": part.turn, "seed": seed}))
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return ("failed", f"its gate did not finish in {timeout:.0f} s", time.perf_counter() - t0)
+    if done.returncode != 0 or not out.exists():
+        return ("failed", f"its gate process exited with {done.returncode}: {last_line(done.stdout + done.stderr)}",
+                time.perf_counter() - t0)
+    got = json.loads(out.read_text())
+    return (got["outcome"], got["detail"], got["seconds"])
+
+
+def side_by_side(root: Path, kernel: Kernel, revs: list[Revision], workers: int, progress,
+                 meanwhile: Callable[[], None] | None, gate_s: dict[str, float] | None, device: str,
+                 timeout: float) -> dict[str, tuple]:
+    """The gates of `revs`, `workers` processes at a time: {name: (outcome, detail, seconds)}. The
+    longest start first, by `gate_s` ({name: seconds}, kernlog.capture.costs; estimated where
+    missing), and a gate longer than the gates' fair share of the workers runs in parts, side
+    by side (parts.jobs), their verdicts merged. `meanwhile` runs in this process while they do."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = parts.jobs(kernel, revs, workers, gate_s or {})
+    workers = min(workers, len(jobs))
+    progress(f"correctness gates of {len(revs)} revisions, {workers} processes at a time")
+    split = {r.name: sum(j[0] is r for j in jobs) for r, part, _ in jobs if part is not None}
+    if split:
+        progress("in parts side by side: " + ", ".join(f"{name} ({n})" for name, n in split.items()))
+    seed = gate.fresh_seed()  # the parts of a gate draw as the whole would: a failure's --seed draws it again
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kernlog-gates-") as tmp, ThreadPoolExecutor(workers) as pool:
+        futures = [(rev, part, pool.submit(in_process, root, kernel, rev, Path(tmp), part, seed, device, timeout))
+                   for rev, part, _ in jobs]
+        if meanwhile is not None:
+            meanwhile()
+        done = [(rev.name, part, f.result()) for rev, part, f in futures]
+    verdicts = {}
+    for rev in revs:
+        mine = sorted(((p, v) for name, p, v in done if name == rev.name), key=lambda pv: pv[0].turn if pv[0] else 0)
+        verdicts[rev.name] = mine[0][1] if mine[0][0] is None else parts.merge([v for _, v in mine])
+    progress(f"correctness gates done in {time.perf_counter() - t0:.1f} s")
+    return verdicts
