@@ -1,6 +1,5 @@
-"""Tests that fail when kernlog's code is wrong in the ways a mutation run found unguarded
-(issue 17): each names the mistake it catches. Run the mutation tool with the README's
-"Developing" command."""
+"""Tests that fail when kernlog's code is wrong in the ways a mutation run found unguarded:
+each names the mistake it catches. docs/developing.md (Mutation testing) says how to run one."""
 import os
 import statistics
 
@@ -185,8 +184,8 @@ def test_the_log_shows_the_step_speedup_and_the_counterpart_row(tmp_path):
     text = kernel_page(root)
     speedup = recs[0]["metrics"]["wall_ms"] / recs[1]["metrics"]["wall_ms"]
     assert f"| {speedup:.2f}x faster |" in text.split("| v1_block_smem |")[1].split("\n")[0]  # the arc row
-    assert f"- **Outcome:** {speedup:.2f}x vs v0_naive (faster)" in text
-    assert "| triton (counterpart) |" in text and "#### triton (counterpart)" in text
+    assert f"- **Bought:** {speedup:.2f}x vs v0_naive (faster)" in text
+    assert "| triton (counterpart) |" in text and "### triton (counterpart)" in text
 
 
 def test_a_step_running_the_previous_step_s_kernel_claims_no_change(tmp_path):
@@ -200,7 +199,8 @@ def test_a_step_running_the_previous_step_s_kernel_claims_no_change(tmp_path):
     text = kernel_page(root)
     row = text.split("| v1_block_smem |")[1].split("\n")[0]
     assert "| same kernel as v0_naive |" in row and "faster" not in row
-    assert "- **Outcome:** same kernel as v0_naive" in text and "vs v0_naive (faster)" not in text
+    assert "- **Bought:** nothing at this shape: the same compiled kernel and launch as v0_naive" in text
+    assert "vs v0_naive (faster)" not in text
 
 
 # --- medians --------------------------------------------------------------------------------------
@@ -278,9 +278,11 @@ def test_a_bench_rerun_of_one_dtype_keeps_the_others_points(tmp_path):
 def test_the_sweep_table_has_a_row_per_dtype(tmp_path):
     root = scratch_repo(tmp_path)
     kernel = load_kernel(root, "softmax")
-    bench._write(root, GPU, kernel, [_point("bf16", 2000.0), _point("fp32", 1000.0)])
+    bench._write(root, GPU, kernel, [_point("bf16", 2000.0), _point("fp32", 1000.0),
+                                     _point("bf16", 1500.0, "v5_tuned"), _point("fp32", 800.0, "v5_tuned")])
     text = kernel_page(root)
-    assert "| bf16 | 4096x1024 | 2000 |" in text and "| fp32 | 4096x1024 | 1000 |" in text
+    assert "| bf16 | 4096x1024 | v5_tuned | 1500 | 0.75x ✗ | torch |" in text
+    assert "| fp32 | 4096x1024 | v5_tuned | 800 | 0.80x ✗ | torch |" in text
 
 
 # --- the gate's NaN rule --------------------------------------------------------------------------

@@ -57,9 +57,9 @@ def build_record(report: Path | list, rev: Revision, samples: list[float], range
     actions = ncurep.read_report(report) if isinstance(report, Path) else report
     actions = ncurep.group_by_range(actions, range_name).get(range_name, [])
     values, facts = ncurep.summarize(actions)
-    if not samples or not all(map(math.isfinite, samples)):
-        raise KernlogError(f"{rev.name}: the timing pass gave no usable samples ({len(samples)}, non-finite "
-                           "ones included); nothing was stored")
+    if not samples or not all(math.isfinite(x) and x > 0 for x in samples):
+        raise KernlogError(f"{rev.name}: the timing pass gave no usable samples ({len(samples)}, non-finite, "
+                           "zero or negative ones included); nothing was stored")
     summary = timing.summary(samples)
     values["wall_ms"] = summary["median_ms"]
     return {"revision": rev.name, "kind": rev.kind, "role": rev.role, "change": rev.change,

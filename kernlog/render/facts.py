@@ -150,14 +150,15 @@ def ladder(records: list[Profile], order: list[str], current: dict | None = None
 
 def _arc(rows: list[dict], by_rev: dict, band, naive: str | None) -> dict | None:
     """The ladder's arc for the front page: the first step (`naive`), the fastest revision and
-    every one tied with it (not faster or slower beyond noise), and the speed of the fastest
-    against each reference. A revision whose source fails the gate now is never the fastest."""
+    every one tied with it (judged the same within noise; an inconclusive one is not), and the
+    speed of the fastest against each reference. A revision whose source fails the gate now is
+    never the fastest."""
     mine = [r for r in rows if r["rec"].role != "reference" and not r["fails_gate"]]
     if not mine:
         return None
     best = min(mine, key=lambda r: r["rec"].metrics["wall_ms"])
     ties = [r["rec"].revision for r in mine if r is not best and timing_verdict(
-        best["rec"].timing.samples_ms, r["rec"].timing.samples_ms, band).verdict != "slower"]
+        best["rec"].timing.samples_ms, r["rec"].timing.samples_ms, band).verdict == "same"]
     wall = best["rec"].metrics["wall_ms"]
     refs = {name: by_rev[name]["rec"].metrics["wall_ms"] / wall for name in ("torch", "torch_compile")
             if name in by_rev}

@@ -1,0 +1,496 @@
+"""Hand mutants of kernlog: mistakes of the kinds that matter (a flipped comparison, the wrong
+field, a dropped condition, an off-by-one, a wrong default), each applied alone to a copy of the
+repository and run against the tests that should catch it.
+
+    .venv/bin/python scripts/mutants.py              # every mutant, two at a time (about 11 minutes)
+    .venv/bin/python scripts/mutants.py --list       # the mutants, and whether each still applies
+    .venv/bin/python scripts/mutants.py -k gate -j 1 # those whose id contains "gate", one at a time
+
+The repository itself is never touched: the files git tracks or would track (`git ls-files -co
+--exclude-standard`) are copied to a temporary folder, one copy per job, and each mutant is written
+into its copy, run, then undone. Each copy's tests import its own kernlog (PYTHONPATH, no bytecode
+written, so an undone mutant never runs from a stale .pyc). The tests that fail without any mutant
+(the baseline) are deselected from every mutant's run, so a test broken by work in progress is no
+false kill.
+
+A mutant is killed when a test fails on it (or it does not import), survives when every test
+passes, and times out after --timeout seconds (counted apart: rerun it by hand). A mutant marked
+equivalent changes nothing a test can observe; it runs all the same, and one that is killed after
+all is reported. Exit status: 0 where at least --goal of the non-equivalent mutants are killed,
+1 where fewer, 2 where a mutant no longer applies (its text changed: update it) or the baseline
+cannot run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The tests each area's mutants run, the most pointed first (pytest -x stops at the first failure).
+JUDGE = ("tests/test_judge_behaviours.py", "tests/test_diff.py", "tests/test_mutants.py")
+COMPARE = ("tests/test_judge_behaviours.py", "tests/test_compare.py")
+GATING = ("tests/test_gate_outcomes.py",)
+STORE = ("tests/test_capture_behaviours.py", "tests/test_store.py", "tests/test_mutants.py")
+LOOKUP = ("tests/test_judge_behaviours.py", "tests/test_lookup.py", "tests/test_diff.py")
+GATE = ("tests/test_capture_behaviours.py", "tests/test_gate_checks.py", "tests/test_mutants.py")
+CAPTURE = ("tests/test_capture_behaviours.py", "tests/test_mutants.py")
+RENDER = ("tests/test_render_behaviours.py", "tests/test_report.py", "tests/test_mutants.py")
+PROSE = ("tests/test_render_behaviours.py", "tests/test_prose.py")
+ROOF = ("tests/test_judge_behaviours.py", "tests/test_roofline.py", "tests/test_report.py")
+STALE_TEST = "tests/test_profiler.py::test_a_current_profile_is_skipped_and_a_stale_one_profiled_again_without_a_flag"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    file: str
+    old: str  # exact text, found once in `file`
+    new: str
+    why: str  # the mistake it stands for
+    tests: tuple[str, ...]
+    equivalent: str = ""  # why no test can tell it from the original, where none can
+
+
+MUTANTS = [
+    # --- judge/verdicts.py: bands, the timing verdict, one metric's judgement ----------------------
+    Mutant("band-holds-min", "kernlog/judge/verdicts.py",
+           "self.rel * max(abs(a), abs(b))", "self.rel * min(abs(a), abs(b))",
+           "a band relative to the smaller side, not the larger", JUDGE),
+    Mutant("band-holds-strict", "kernlog/judge/verdicts.py",
+           "<= self.rel * max(abs(a), abs(b)) + self.abs + 1e-12",
+           "< self.rel * max(abs(a), abs(b)) + self.abs + 1e-12",
+           "a move exactly the band's width judged a move", JUDGE,
+           equivalent="the two differ only where |b - a| equals the band plus 1e-12 to the last bit: no two "
+                      "measured values meet that (the 1e-12 is there to absorb rounding, and launch "
+                      "configurations, the one zero-width band, are whole numbers)"),
+    Mutant("band-no-root-2", "kernlog/judge/verdicts.py",
+           "rel = max(Z99 * math.sqrt(2) * max(sigmas)", "rel = max(Z99 * max(sigmas)",
+           "the band of one run's noise, not of the difference of two runs", JUDGE),
+    Mutant("band-narrowest-calibration", "kernlog/judge/verdicts.py",
+           "Z99 * math.sqrt(2) * max(sigmas)", "Z99 * math.sqrt(2) * min(sigmas)",
+           "the narrowest calibration of the GPU sets the band", JUDGE),
+    Mutant("band-no-floor", "kernlog/judge/verdicts.py",
+           "rel = max(Z99 * math.sqrt(2) * max(sigmas), FLOOR.get(kind, 0.0))",
+           "rel = Z99 * math.sqrt(2) * max(sigmas)",
+           "a calibrated band under the 2% floor", JUDGE),
+    Mutant("band-near-zero-median", "kernlog/judge/verdicts.py",
+           'abs(s["median"]) > 10 * base.abs', 'abs(s["median"]) < 10 * base.abs',
+           "a spread measured on values near zero taken as a relative band", JUDGE),
+    Mutant("spread-d2-off-by-one", "kernlog/judge/verdicts.py",
+           "D2.get(len(vals), 3.078)", "D2.get(len(vals) - 1, 3.078)",
+           "d2 of one run fewer than the group holds", JUDGE),
+    Mutant("spread-of-one-run", "kernlog/judge/verdicts.py",
+           "            if len(vals) < 2:\n                continue",
+           "            if len(vals) < 1:\n                continue",
+           "a lone run taken as a spread of zero", JUDGE),
+    Mutant("verdict-direction", "kernlog/judge/verdicts.py",
+           '("faster" if ratio < 1 else "slower")', '("faster" if ratio > 1 else "slower")',
+           "faster and slower swapped", JUDGE),
+    Mutant("verdict-min-samples", "kernlog/judge/verdicts.py",
+           "MIN_SAMPLES = 8", "MIN_SAMPLES = 7",
+           "a rank test on too few samples to reach ALPHA", JUDGE),
+    Mutant("regression-any-verdict", "kernlog/judge/verdicts.py",
+           'return v.verdict == "slower" and v.ratio - 1 > threshold', "return v.ratio - 1 > threshold",
+           "an inconclusive pair counted a regression", (*COMPARE, "tests/test_diff.py")),
+    Mutant("judge-direction", "kernlog/judge/verdicts.py",
+           '"better" if (b < a) == (m.better == "lower")', '"better" if (b > a) == (m.better == "lower")',
+           "a metric judged against its good direction", JUDGE),
+    Mutant("judge-ignores-given", "kernlog/judge/verdicts.py",
+           "if m.better is None or not given_same:", "if m.better is None:",
+           "a rate judged better while its bytes moved too", JUDGE),
+    Mutant("same-kernel-ignores-config", "kernlog/judge/verdicts.py",
+           "if not ka or ka != kb or config_of(a.metrics) != config_of(b.metrics):", "if not ka or ka != kb:",
+           "two launches of one kernel name in different configs called the same kernel",
+           ("tests/test_judge_behaviours.py", *RENDER)),
+    Mutant("rate-unit", "kernlog/judge/verdicts.py",
+           "gbps = prof.bytes_moved / ms / 1e6", "gbps = prof.bytes_moved / ms / 1e3",
+           "GB/s off by a thousand", RENDER),
+    Mutant("stale-flipped", "kernlog/judge/verdicts.py",
+           "and source_sha256 != current[revision]", "and source_sha256 == current[revision]",
+           "a current figure marked stale and a stale one not", RENDER),
+    # --- judge/compare.py ----------------------------------------------------------------------------
+    Mutant("compare-ignores-ncu", "kernlog/judge/compare.py",
+           'return prof.gpu.name, prof.gpu.driver, prof.versions.get("ncu")',
+           "return prof.gpu.name, prof.gpu.driver, None",
+           "a pair measured under two ncu versions judged", COMPARE),
+    Mutant("compare-hides-changed-source", "kernlog/judge/compare.py",
+           'return row["regression"] or row["judgement"] not in QUIET or row["source_changed"]',
+           'return row["regression"] or row["judgement"] not in QUIET',
+           "a pair judged same whose source changed counted, not listed", COMPARE),
+    Mutant("compare-key-without-shape", "kernlog/judge/compare.py",
+           "return prof.gpu.slug, prof.kernel, prof.revision, format_shape(tuple(prof.shape)), prof.dtype",
+           'return prof.gpu.slug, prof.kernel, prof.revision, "", prof.dtype',
+           "profiles of two shapes paired as one", COMPARE),
+    Mutant("compare-source-changed-flipped", "kernlog/judge/compare.py",
+           '"source_changed": bool(ra and rb and ra.source_sha256 != rb.source_sha256)',
+           '"source_changed": bool(ra and rb and ra.source_sha256 == rb.source_sha256)',
+           "an unchanged source said to have changed", COMPARE),
+    Mutant("compare-no-threshold", "kernlog/judge/compare.py",
+           "regression=regression(v, threshold)", "regression=regression(v, 0.0)",
+           "--threshold ignored", COMPARE),
+    # --- judge/bands.py, judge/diff.py ---------------------------------------------------------------
+    Mutant("bands-across-gpus", "kernlog/judge/bands.py",
+           "    if ga != gb:\n        return Bands([], None)\n", "",
+           "one GPU's calibration applied to a pair across two GPUs", JUDGE),
+    Mutant("per-element-b-by-a-shape", "kernlog/judge/diff.py",
+           "vb = None if vb is None else vb * f / numel(shape_b)",
+           "vb = None if vb is None else vb * f / numel(shape_a)",
+           "b's amount per element of a's shape", JUDGE),
+    Mutant("per-element-given-by-a-shape", "kernlog/judge/diff.py",
+           "gb / (numel(shape_b) if per_elem else 1)", "gb / (numel(shape_a) if per_elem else 1)",
+           "a rate's bytes compared per element of the wrong shape", JUDGE),
+    Mutant("per-element-time-inverted", "kernlog/judge/diff.py",
+           "scale = numel(a.shape) / numel(b.shape)", "scale = numel(b.shape) / numel(a.shape)",
+           "b's samples scaled by the inverse of the element ratio", JUDGE),
+    Mutant("per-element-never", "kernlog/judge/diff.py",
+           "and tuple(shape_a) != tuple(shape_b)", "and tuple(shape_a) == tuple(shape_b)",
+           "two shapes compared per run, one shape per element", JUDGE),
+    Mutant("diff-ratio-inverted", "kernlog/judge/diff.py",
+           "ratio = None if delta is None or va == 0 else vb / va",
+           "ratio = None if delta is None or va == 0 else va / vb",
+           "a metric's ratio upside down", JUDGE),
+    Mutant("diff-unknown-driver-differs", "kernlog/judge/diff.py",
+           'if key == "driver" and "unknown" in (va, vb):', 'if key == "driver" and "unknown" in (va,):',
+           "an imported report's unknown driver called a difference", JUDGE),
+    Mutant("findings-appeared-against-b", "kernlog/judge/diff.py",
+           'return ([f for f in b if (f["rule"], f["title"]) not in ka],',
+           'return ([f for f in b if (f["rule"], f["title"]) not in kb],',
+           "no finding ever appears", JUDGE),
+    # --- judge/gating.py, plausible.py, roofline.py, history.py, predictions.py ----------------------
+    Mutant("fails-gate-flipped", "kernlog/judge/gating.py",
+           'if not entry or entry.get("passed") is not False or not source_sha256:',
+           'if not entry or entry.get("passed") is False or not source_sha256:',
+           "a profile marked failing where its gate passed", GATING),
+    Mutant("fails-gate-any-source", "kernlog/judge/gating.py",
+           '    if entry.get("source_sha256") != source_sha256:\n        return None\n', "",
+           "a failure of another source marks this one", GATING),
+    Mutant("gate-failure-reused", "kernlog/judge/gating.py",
+           'return bool(entry) and entry.get("passed") is True and',
+           'return bool(entry) and entry.get("passed") is not None and',
+           "a stored failure taken as a pass", ("tests/test_gate_reuse.py",)),
+    Mutant("plausible-ncu-timed-bounded-by-copy", "kernlog/judge/plausible.py",
+           "elif copy and v > copy * (1 + rel_band) and not ncu_timed:", "elif copy and v > copy * (1 + rel_band):",
+           "an imported report's ncu duration held to the event-timed copy", JUDGE),
+    Mutant("plausible-gpu-prefix-reversed", "kernlog/judge/plausible.py",
+           "if gpu_name.startswith(name):", "if name.startswith(gpu_name):",
+           "a GPU's longer name (H200 NVL) given no spec peak", JUDGE),
+    Mutant("roofline-side-flipped", "kernlog/judge/roofline.py",
+           'side = "compute" if ridge is not None and ai >= ridge else "memory"',
+           'side = "compute" if ridge is not None and ai <= ridge else "memory"',
+           "compute- and memory-bound swapped", ROOF),
+    Mutant("roofline-attainable-max", "kernlog/judge/roofline.py",
+           "attainable = min(peak, roof) if peak else roof", "attainable = max(peak, roof) if peak else roof",
+           "the higher roof taken as attainable", ROOF),
+    Mutant("roofline-bound-threshold", "kernlog/judge/roofline.py",
+           "    if pct >= BOUND:", "    if pct >= 1 - BOUND:",
+           "bound at 40% of the roof", ROOF),
+    Mutant("history-source-changed-flipped", "kernlog/judge/history.py",
+           "source = prev.source_sha256 != prof.source_sha256", "source = prev.source_sha256 == prof.source_sha256",
+           "a step said to come with a source change where none was", ("tests/test_history.py",)),
+    Mutant("prediction-any-dtype", "kernlog/judge/predictions.py",
+           'if c.get("dtype", dtype) != dtype or not _at(c.get("shape"), row):', 'if not _at(c.get("shape"), row):',
+           "a bf16 claim judged on an fp32 profile", ("tests/test_predictions.py",)),
+    # --- store/ ---------------------------------------------------------------------------------------
+    Mutant("record-zero-sample", "kernlog/store/record.py",
+           "math.isfinite(v) and v > 0)), None) if samples", "math.isfinite(v) and v >= 0)), None) if samples",
+           "a timing sample of zero stored", STORE),
+    Mutant("record-zero-dimension", "kernlog/store/record.py",
+           "all(type(n) is int and n > 0 for n in shape)", "all(type(n) is int and n >= 0 for n in shape)",
+           "a shape with a zero dimension stored", STORE),
+    Mutant("load-misplaced-ignores-folder", "kernlog/store/profiles.py",
+           '.{said[4]}.json" or ident not in (None, said):', '.{said[4]}.json":',
+           "a profile in another GPU's or kernel's folder read as that one", STORE),
+    Mutant("save-overwrites-without-force", "kernlog/store/profiles.py",
+           "if json_path.exists() and not force:", "if json_path.exists() and force:",
+           "a stored profile replaced without --force",
+           ("tests/test_profiler.py::test_save_refuses_to_overwrite_without_force",)),
+    Mutant("side-ignores-shape", "kernlog/store/lookup.py",
+           "return ((self.shape is None or k.shape == self.shape)", "return ((True)",
+           "a side settled by GPU and dtype, its shape ignored", LOOKUP),
+    Mutant("side-ignores-dtype", "kernlog/store/lookup.py",
+           "and (self.dtype is None or k.dtype == self.dtype)", "and (True)",
+           "a side settled by GPU and shape, its dtype ignored", LOOKUP),
+    Mutant("settle-by-gpu-alone", "kernlog/store/lookup.py",
+           "for i in range(3, 0, -1):", "for i in range(1, 0, -1):",
+           "an open side follows the settled one on its GPU alone", LOOKUP),
+    Mutant("declared-last-dtype", "kernlog/store/lookup.py",
+           "r.key.dtype == kernel.dtypes[0]]", "r.key.dtype == kernel.dtypes[-1]]",
+           "the kernel's last dtype preferred, not its first", LOOKUP),
+    Mutant("primary-gpu-least-profiled", "kernlog/store/lookup.py",
+           "min(counts, key=lambda g: (-counts[g], g))", "min(counts, key=lambda g: (counts[g], g))",
+           "the GPU with the fewest profiles taken as primary", LOOKUP),
+    Mutant("gates-record-drops-others", "kernlog/store/gates.py",
+           "revs = dict(load(root, gpu, kernel), **outcomes)", "revs = dict(outcomes)",
+           "a gate's outcome erases the other revisions'", GATING),
+    Mutant("key-from-path-off-by-one", "kernlog/store/keys.py",
+           "or len(names) != 3:", "or len(names) != 4:",
+           "no stored path spells a key", LOOKUP),
+    # --- run/gate.py ------------------------------------------------------------------------------------
+    Mutant("gate-verdict-first-dtype", "kernlog/run/gate.py",
+           "dtypes=list(kernel.dtypes), seed=seed", "dtypes=list(kernel.dtypes)[:1], seed=seed",
+           "the pre-timing gate of the first declared dtype alone", GATE),
+    Mutant("gate-cases-first-dtype", "kernlog/run/gate.py",
+           "        for dtype in dtypes or kernel.dtypes:", "        for dtype in (dtypes or kernel.dtypes)[:1]:",
+           "every gate of its first dtype alone", GATE),
+    Mutant("gate-l2-tolerance", "kernlog/run/gate.py",
+           "    if err > tol.l2:", "    if err > 10 * tol.l2:",
+           "ten times the whole-output tolerance", GATE),
+    Mutant("gate-row-tolerance", "kernlog/run/gate.py",
+           "    over = errs > tol\n", "    over = errs > 10 * tol\n",
+           "one bad row among many let through", GATE),
+    Mutant("gate-lost-infinity", "kernlog/run/gate.py",
+           "missed = torch.isinf(ref) & (out != ref)", "missed = torch.isinf(ref) & torch.isnan(out)",
+           "an infinity of the reference written as a finite number", GATE),
+    Mutant("gate-bare-tolerance-row", "kernlog/run/gate.py",
+           "return replace(base, l2=over, row=max(base.row, over), rtol=max(base.rtol, over))",
+           "return replace(base, l2=over, rtol=max(base.rtol, over))",
+           "a kernel's looser tolerance not raised row by row", GATE),
+    Mutant("gate-summary-cases-off-by-one", "kernlog/run/gate.py",
+           '{"cases": len(results), "worst_rel_error"', '{"cases": len(results) - 1, "worst_rel_error"',
+           "one case fewer reported than ran", GATE),
+    Mutant("gate-never-launches-twice", "kernlog/run/gate.py",
+           'again=device != "cpu" or case == kernel.cases[0]', "again=False",
+           "a revision whose second launch differs passes", ("tests/test_gate_wrong.py", "tests/test_gate_checks.py")),
+    # --- capture/extract.py -------------------------------------------------------------------------
+    Mutant("extract-wall-is-p95", "kernlog/capture/extract.py",
+           'values["wall_ms"] = summary["median_ms"]', 'values["wall_ms"] = summary["p95_ms"]',
+           "the stored wall time the 95th percentile", CAPTURE),
+    Mutant("extract-zero-sample", "kernlog/capture/extract.py",
+           "math.isfinite(x) and x > 0 for x in samples", "math.isfinite(x) and x >= 0 for x in samples",
+           "a timing pass with a zero sample stored", CAPTURE),
+    Mutant("extract-stale-is-current", "kernlog/capture/extract.py",
+           '"current" if prof.source_sha256 == rev.sha256() else "stale"',
+           '"current" if prof.source_sha256 != rev.sha256() else "stale"',
+           "an edited revision skipped, an unchanged one profiled again", (STALE_TEST,)),
+    Mutant("extract-stale-not-todo", "kernlog/capture/extract.py",
+           'if state in ("missing", "stale"):', 'if state == "missing":',
+           "an edited revision not profiled again without --force", (STALE_TEST,)),
+    # --- render/ ------------------------------------------------------------------------------------------
+    Mutant("arc-inconclusive-tie", "kernlog/render/facts.py",
+           'band).verdict == "same"]', 'band).verdict != "slower"]',
+           "an inconclusive step shown tied with the fastest", RENDER),
+    Mutant("arc-failing-gate-fastest", "kernlog/render/facts.py",
+           'mine = [r for r in rows if r["rec"].role != "reference" and not r["fails_gate"]]',
+           'mine = [r for r in rows if r["rec"].role != "reference"]',
+           "a revision failing the gate now named the fastest",
+           ("tests/test_render_behaviours.py", "tests/test_gate_outcomes.py")),
+    Mutant("ladder-vs-ref-inverted", "kernlog/render/facts.py",
+           'row["vs_ref"] = 100.0 * ref.metrics["wall_ms"] / wall if ref else None',
+           'row["vs_ref"] = 100.0 * wall / ref.metrics["wall_ms"] if ref else None',
+           "the speed against the reference upside down", RENDER),
+    Mutant("deltas-smallest-first", "kernlog/render/facts.py",
+           'out.sort(key=lambda r: (-r["weight"], r["label"]))', 'out.sort(key=lambda r: (r["weight"], r["label"]))',
+           "the smallest moves listed first", RENDER),
+    Mutant("counterpart-beside-first-step", "kernlog/render/facts.py",
+           '(steps[-1] if steps and r.role == "counterpart" else None)',
+           '(steps[0] if steps and r.role == "counterpart" else None)',
+           "the counterpart compared with the first step, not the last", RENDER),
+    Mutant("prose-gbps-unit", "kernlog/render/prose.py",
+           '"gbps": r["gbps"],', '"gbps": r["gbps"] / 1e3,',
+           "a GB/s figure in the prose filled in TB/s", PROSE),
+    Mutant("prose-gbps-unchecked", "kernlog/render/prose.py",
+           "|TB/s|GB/s|", "|TB/s|",
+           "a bare GB/s figure in the prose passes the check", PROSE),
+    Mutant("prose-no-stale-mark", "kernlog/render/prose.py",
+           "{STALE_MARK if is_stale(prof) else ''}", "",
+           "a figure of an older source unmarked", PROSE),
+    Mutant("prose-speedup-inverted", "kernlog/render/prose.py",
+           'value = resolve(what.split(":", 1)[1]).metrics["wall_ms"] / ms',
+           'value = ms / resolve(what.split(":", 1)[1]).metrics["wall_ms"]',
+           "a speedup figure upside down", PROSE),
+    Mutant("arc-best-ref-slowest", "kernlog/render/arc.py",
+           'best_ref = min(refs, key=lambda r: r["rec"].metrics["wall_ms"]) if refs else None',
+           'best_ref = max(refs, key=lambda r: r["rec"].metrics["wall_ms"]) if refs else None',
+           "the slowest reference called the best", RENDER),
+    Mutant("sweep-best-ref-slowest", "kernlog/render/sweeps.py",
+           "best_ref = max(theirs, key=theirs.get) if theirs else None",
+           "best_ref = min(theirs, key=theirs.get) if theirs else None",
+           "the sweep's slowest reference called the best", (*RENDER, "tests/test_bench.py")),
+    Mutant("sweep-failing-step-best", "kernlog/render/sweeps.py",
+           '            and r not in row.get("fails_now", {})}', "            }",
+           "a step failing the gate now named the sweep's best",
+           ("tests/test_render_behaviours.py", "tests/test_gate_outcomes.py")),
+    Mutant("time-shares-counts-kernels", "kernlog/metrics.py",
+           '"count": sum(r["count"] for r in tail)', '"count": len(tail)',
+           "the row of the kernels past the top ones counts kernels, not launches", RENDER),
+]
+
+
+# --- running them -------------------------------------------------------------------------------------
+
+def copy_tree(dest: Path) -> None:
+    """The files git tracks or would track (not .venv, caches, mutants/) copied to `dest`."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = ROOT / rel
+        if not src.exists() and not src.is_symlink():
+            continue  # deleted in the work tree
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            target.symlink_to(os.readlink(src))
+        elif src.is_file():
+            shutil.copy2(src, target)
+
+
+def env_for(copy: Path) -> dict:
+    return dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
+
+
+def pytest_cmd(tests, deselect=(), stop=True) -> list[str]:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "-rf",
+           "-m", "not slow and not gpu and not ncu"]
+    cmd += ["-x"] if stop else []
+    for node in deselect:
+        cmd += ["--deselect", node]
+    return cmd + list(tests)
+
+
+FAILED_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+
+
+def baseline(copy: Path, tests: list[str], timeout: float) -> set[str]:
+    """The tests that fail in the unmutated copy (work in progress elsewhere): left out of every run."""
+    done = subprocess.run(pytest_cmd(tests, stop=False), cwd=copy, env=env_for(copy), capture_output=True,
+                          text=True, timeout=timeout * 3)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"mutants: the baseline run failed to run (exit {done.returncode}):\n"
+                         f"{(done.stdout + done.stderr)[-3000:]}")
+    return set(FAILED_LINE.findall(done.stdout))
+
+
+def run_one(m: Mutant, copy: Path, deselect: set[str], timeout: float) -> tuple[str, float, str]:
+    """(outcome, seconds, the first failing test or what went wrong)."""
+    path = copy / m.file
+    original = path.read_text()
+    if original.count(m.old) != 1:
+        return "stale", 0.0, f"its text is found {original.count(m.old)} times in {m.file}"
+    path.write_text(original.replace(m.old, m.new))
+    t0 = time.perf_counter()
+    try:
+        mine = sorted(d for d in deselect if any(d == t or d.startswith(t + "::") for t in m.tests))
+        done = subprocess.run(pytest_cmd(m.tests, mine),
+                              cwd=copy, env=env_for(copy), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.perf_counter() - t0, ""
+    finally:
+        path.write_text(original)
+    seconds = time.perf_counter() - t0
+    if done.returncode == 0:
+        return "survived", seconds, ""
+    if done.returncode in (1, 2):  # a test failed, or the mutant broke collection (an import)
+        first = FAILED_LINE.findall(done.stdout)
+        return "killed", seconds, first[0] if first else "collection failed"
+    return "error", seconds, (done.stdout + done.stderr)[-500:]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once, each in its own copy")
+    ap.add_argument("-k", dest="pattern", default="", help="only the mutants whose id contains this")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds one mutant's tests may take")
+    ap.add_argument("--goal", type=float, default=0.9, help="the share of non-equivalent mutants to kill")
+    ap.add_argument("--list", action="store_true", help="list the mutants and whether each applies; run nothing")
+    ap.add_argument("--keep", action="store_true", help="keep the copies (their paths are printed)")
+    args = ap.parse_args(argv)
+    chosen = [m for m in MUTANTS if args.pattern in m.id]
+    ids = [m.id for m in MUTANTS]
+    assert len(set(ids)) == len(ids), "mutant ids must be unique"
+
+    if args.list:
+        stale = 0
+        for m in chosen:
+            n = (ROOT / m.file).read_text().count(m.old)
+            stale += n != 1
+            print(f"{'ok   ' if n == 1 else 'STALE'} {m.id:38} {m.file:32} {m.why}"
+                  + (" [equivalent]" if m.equivalent else ""))
+        print(f"{len(chosen)} mutants, {stale} stale")
+        return 2 if stale else 0
+
+    work = Path(tempfile.mkdtemp(prefix="kernlog-mutants-"))
+    t_start = time.perf_counter()
+    try:
+        copies = [work / f"copy{i}" for i in range(max(1, args.jobs))]
+        copy_tree(copies[0])
+        for c in copies[1:]:
+            shutil.copytree(copies[0], c, symlinks=True)
+        probe = subprocess.run([sys.executable, "-c", "import kernlog; print(kernlog.__file__)"], cwd=copies[0],
+                               env=env_for(copies[0]), capture_output=True, text=True)
+        if not probe.stdout.strip().startswith(str(copies[0])):
+            print(f"mutants: the copy imports kernlog from {probe.stdout.strip() or probe.stderr}, not itself",
+                  file=sys.stderr)
+            return 2
+        tests = sorted({t for m in chosen for t in m.tests})
+        print(f"baseline: {len(tests)} test files in {copies[0]}", flush=True)
+        deselect = baseline(copies[0], tests, args.timeout)
+        for node in sorted(deselect):
+            print(f"  fails without any mutant, left out: {node}")
+
+        todo: queue.Queue = queue.Queue()
+        for m in chosen:
+            todo.put(m)
+        results: dict[str, tuple] = {}
+        lock = threading.Lock()
+
+        def worker(copy: Path):
+            while True:
+                try:
+                    m = todo.get_nowait()
+                except queue.Empty:
+                    return
+                outcome = run_one(m, copy, deselect, args.timeout)
+                with lock:
+                    results[m.id] = outcome
+                    print(f"{outcome[0]:8} {outcome[1]:6.1f}s  {m.id:38} {outcome[2]}", flush=True)
+
+        threads = [threading.Thread(target=worker, args=(c,)) for c in copies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        if args.keep:
+            print(f"copies kept in {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+    by = {m.id: m for m in chosen}
+    equivalent = [i for i, r in results.items() if by[i].equivalent]
+    counted = [i for i in results if not by[i].equivalent]
+    killed = [i for i in counted if results[i][0] == "killed"]
+    survived = [i for i in counted if results[i][0] == "survived"]
+    timeouts = [i for i in counted if results[i][0] == "timeout"]
+    stale = [i for i in results if results[i][0] in ("stale", "error")]
+    print(f"\n{len(results)} mutants in {time.perf_counter() - t_start:.0f} s: {len(killed)} killed, "
+          f"{len(survived)} survived, {len(timeouts)} timed out, {len(equivalent)} equivalent, "
+          f"{len(stale)} stale or broken")
+    for i in survived:
+        print(f"  SURVIVED {i}: {by[i].file}: {by[i].why}")
+    for i in timeouts:
+        print(f"  TIMEOUT {i}: rerun by hand with a longer --timeout")
+    for i in equivalent:
+        said = "KILLED, so not equivalent" if results[i][0] == "killed" else "equivalent"
+        print(f"  {said} {i}: {by[i].equivalent}")
+    for i in stale:
+        print(f"  {results[i][0].upper()} {i}: {results[i][2]}")
+    rate = len(killed) / len(counted) if counted else 1.0
+    print(f"killed {rate:.0%} of the {len(counted)} non-equivalent mutants (goal {args.goal:.0%})")
+    if stale:
+        return 2
+    return 0 if rate >= args.goal else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

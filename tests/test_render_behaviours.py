@@ -1,0 +1,172 @@
+"""What the log may say: a step is tied with the fastest only where the two are the same within
+noise (an inconclusive one is not), a GB/s figure in the prose is the data's, and the row that
+sums the kernels past the top ones counts their launches."""
+import statistics
+
+import pytest
+
+from kernlog.errors import KernlogError
+from kernlog.judge.verdicts import timing_verdict
+from kernlog.metrics import time_shares
+from kernlog.registry import load_kernel
+from kernlog.render import facts, prose, report
+from kernlog.render.show import render as show
+
+from .helpers import ROOT, make_record, profile_of, put, scratch_repo
+
+# --- ties with the fastest ------------------------------------------------------------------------
+
+FASTEST = [0.1 + 0.0001 * (i % 5 - 2) for i in range(40)]  # 0.1 ms, tight
+WITHIN = [x * 1.001 for x in FASTEST]  # 0.1% slower: the same within noise
+SCATTERED = [0.08] * 5 + [0.14] * 5  # median 0.11: 10% slower, outside the band, but not significantly
+
+
+def _rec(revision: str, xs: list[float], seed: int) -> dict:
+    rec = make_record(revision, seed=seed)
+    med = statistics.median(xs)
+    rec["metrics"]["wall_ms"] = med
+    rec["timing"].update(samples_ms=xs, median_ms=med, p05_ms=min(xs), p95_ms=max(xs), n=len(xs))
+    return rec
+
+
+def _ladder_recs() -> list[dict]:
+    return [_rec("v0_naive", [x * 10 for x in FASTEST], 0), _rec("v1_block_smem", FASTEST, 1),
+            _rec("v2_warp_shuffle", WITHIN, 2), _rec("v3_online", SCATTERED, 3)]
+
+
+def test_the_premise_one_step_same_and_one_inconclusive_against_the_fastest():
+    assert timing_verdict(FASTEST, WITHIN, 0.035).verdict == "same"
+    assert timing_verdict(FASTEST, SCATTERED, 0.035).verdict == "inconclusive"
+
+
+def test_an_inconclusive_step_is_not_tied_with_the_fastest():
+    order = [r.name for r in load_kernel(ROOT, "softmax").revisions]
+    lad = facts.ladder([profile_of(r) for r in _ladder_recs()], order)
+    assert lad["arc"]["best"]["rec"].revision == "v1_block_smem"
+    assert lad["arc"]["ties"] == ["v2_warp_shuffle"]
+
+
+def test_the_front_page_ties_the_same_step_and_not_the_inconclusive_one(tmp_path):
+    root = scratch_repo(tmp_path)
+    for rec in _ladder_recs():
+        put(root, rec)
+    front = report.render(root, [load_kernel(root, "softmax")])
+    row = next(line for line in front.splitlines() if line.startswith("| softmax |"))
+    assert "best profiled: v1_block_smem ≈ v2_warp_shuffle |" in row and "v3_online" not in row
+
+
+# --- a GB/s figure in the prose -------------------------------------------------------------------
+
+def _repo(tmp_path):
+    root = scratch_repo(tmp_path)
+    rec = make_record("torch_compile", median_ms=0.10, seed=1)
+    put(root, rec)
+    return root, rec
+
+
+def test_a_gbps_figure_is_filled_from_the_stored_bytes_and_time(tmp_path):
+    root, rec = _repo(tmp_path)
+    gbps = rec["bytes_moved"] / rec["metrics"]["wall_ms"] / 1e6
+    marker = "<!--fig softmax/torch_compile gbps .0f-->"
+    text = f"torch.compile moves {marker}1<!--/fig--> GB/s.\n"
+    assert prose.fill(root, text) == f"torch.compile moves {marker}{gbps:.0f}<!--/fig--> GB/s.\n"
+    assert 2000 < gbps < 4000  # GB/s, not TB/s or MB/s
+    prose.check(prose.fill(root, text))
+
+
+def test_a_bare_gbps_figure_in_the_prose_fails_the_check():
+    with pytest.raises(KernlogError, match=r"1 figure\(s\) in the log's prose come from no profile: "
+                                           r"line 1: '2684 GB/s'"):
+        prose.check("It moves 2684 GB/s.\n")
+    with pytest.raises(KernlogError, match=r"'2684GB/s'"):
+        prose.check("It moves 2684GB/s.\n")
+
+
+# --- the row of the kernels past the top ones -----------------------------------------------------
+
+TRACE = {"source": "CUPTI", "total_us": 100.0, "launches": 17, "kernels": [
+    *({"name": f"k{i}", "count": 1, "us": 10.0} for i in range(8)),
+    {"name": "tail_a", "count": 4, "us": 12.0}, {"name": "tail_b", "count": 5, "us": 8.0}]}
+
+
+def test_the_more_row_counts_the_launches_of_the_kernels_it_sums():
+    rec = make_record("torch")
+    rec["kernel_times"] = TRACE
+    rows = time_shares(profile_of(rec))
+    assert len(rows) == 9 and [r["name"] for r in rows[:8]] == [f"k{i}" for i in range(8)]
+    assert rows[-1] == {"name": "2 more rows", "count": 9, "us": 20.0, "share": 20.0}
+    assert sum(r["count"] for r in rows) == TRACE["launches"]
+
+
+def test_show_prints_the_launches_of_the_more_row():
+    rec = make_record("torch")
+    rec["kernel_times"] = TRACE
+    text = show(ROOT, profile_of(rec))
+    assert "where the time goes (17 kernels" in text
+    line = next(ln for ln in text.splitlines() if ln.endswith("2 more rows"))
+    assert line.split()[:2] == ["20.0%", "9x"]
+
+
+# --- what may never be the best -------------------------------------------------------------------
+
+def test_a_revision_failing_the_gate_now_is_never_the_fastest():
+    recs = _ladder_recs()
+    v1 = profile_of(recs[1])
+    outcomes = {"v1_block_smem": {"passed": False, "source_sha256": v1.source_sha256,
+                                  "failure": "3x5 fp32 random: error 5.0e-01 over tolerance 1e-04"}}
+    order = [r.name for r in load_kernel(ROOT, "softmax").revisions]
+    lad = facts.ladder([profile_of(r) for r in recs], order, outcomes=outcomes)
+    assert lad["arc"]["best"]["rec"].revision == "v2_warp_shuffle"
+    assert "v1_block_smem" not in lad["arc"]["ties"]
+
+
+def test_the_arc_table_measures_against_the_fastest_reference():
+    from kernlog.render import arc
+
+    recs = [make_record("v0_naive", median_ms=0.2), make_record("torch", median_ms=0.13, seed=1),
+            make_record("torch_compile", median_ms=0.10, seed=2)]
+    order = [r.name for r in load_kernel(ROOT, "softmax").revisions]
+    lad = dict(facts.ladder([profile_of(r) for r in recs], order), shape="8192x4096", dtype="fp32")
+    rows = {r["revision"]: r for r in arc.arc_rows(lad, None, False)}
+    wall = {r["revision"]: r["metrics"]["wall_ms"] for r in recs}
+    assert {r["best_ref"] for r in rows.values()} == {"torch_compile"}
+    assert rows["v0_naive"]["vs_ref"] == pytest.approx(wall["torch_compile"] / wall["v0_naive"])
+
+
+def _row(values: dict, fails_now=None) -> dict:
+    return {"dtype": "fp32", "shape": "8192x4096", "elems": 8192 * 4096, "values": values,
+            "fails_now": fails_now or {}}
+
+
+ROLES = {"v0_naive": "step", "v1_block_smem": "step", "torch": "reference", "torch_compile": "reference"}
+
+
+def test_a_sweep_bar_is_against_the_fastest_reference():
+    from kernlog.render import sweeps
+
+    row = _row({"v0_naive": 1500.0, "torch": 1000.0, "torch_compile": 2000.0, "copy": 2500.0})
+    (bar,) = sweeps._bars(row, ROLES, 0.035)
+    assert bar["name"] == "v0_naive" and bar["best_ref"] == "torch_compile"
+    assert bar["vs_ref"] == pytest.approx(0.75) and bar["ref_met"] is False
+    assert bar["of_copy"] == pytest.approx(0.6) and bar["copy_met"] is False  # 128 MB: the copy bar applies
+
+
+def test_a_step_failing_the_gate_now_is_never_the_sweeps_best():
+    from kernlog.render import sweeps
+
+    row = _row({"v0_naive": 1500.0, "v1_block_smem": 3000.0, "torch": 1000.0},
+               fails_now={"v1_block_smem": "3x5 fp32 random: error 5.0e-01"})
+    (bar,) = sweeps._bars(row, ROLES, 0.035)
+    assert bar["name"] == "v0_naive" and bar["vs_ref"] == pytest.approx(1.5)
+
+
+# --- a figure of an older source -----------------------------------------------------------------
+
+def test_a_prose_figure_of_an_older_source_carries_the_stale_mark(tmp_path):
+    root = scratch_repo(tmp_path)
+    rec = make_record("torch_compile", median_ms=0.10, seed=1)
+    put(root, rec)
+    text = "<!--fig softmax/torch_compile us .1f-->?<!--/fig--> us\n"
+    assert prose.fill(root, text) == "<!--fig softmax/torch_compile us .1f-->100.0<!--/fig--> us\n"
+    put(root, dict(rec, source_sha256="0" * 64))  # profiled on a source since edited
+    assert prose.fill(root, text) == f"<!--fig softmax/torch_compile us .1f-->100.0{prose.STALE_MARK}<!--/fig--> us\n"
