@@ -118,8 +118,8 @@ def test_a_refused_point_shows_as_refused_with_its_reason(tmp_path):
             dict(_row("torch", "4096x50257", float("nan")), metric="fails_gate", note="3 of 9 elements over", **common)]
     bench._write(root, GPU, kernel, rows)
     text = kernel_page(root, kernel.name)
-    assert "| fp32 | 16x1048576 | 2000 | refused |" in text
-    assert "| fp32 | 4096x50257 | 2400‡ | 2500 |" in text
+    assert "| long_rows | fp32 | 16x1048576 | – | – | – | torch |" in text  # liger refused it: not its best
+    assert "| vocab | fp32 | 4096x50257 | – | – | – | liger |" in text
     assert ("‡ torch fails kernlog's gate at 4096x50257 fp32 (timed all the same: it is what a user runs): "
             "3 of 9 elements over.") in text
     assert "*refused* (liger): Liger-Kernel takes rows of at most 65536 columns." in text
@@ -139,8 +139,8 @@ def test_the_sweep_shows_a_same_size_copy_last_and_never_judges_it_stale(tmp_pat
             for rev, v, sha in points]
     bench._write(root, GPU, kernel, rows)
     text = kernel_page(root, kernel.name)
-    assert "| dtype | shape | v7_bf16_packed | torch | v9_gone | copy |" in text
-    assert "| fp32 | 8192x4096 | 2700† | 2200 | 100 | 2750 |" in text
+    # of copy over the same run's copy (2700 / 2750), the copy itself never marked stale
+    assert "| fp32 | 8192x4096 | v7_bf16_packed† | 2700 | 1.23x | 98% | torch |" in text
     assert "*copy*: a device-to-device copy of as many bytes" in text
     assert "† Measured on an older source of v7_bf16_packed: `kernlog bench softmax --rev v7_bf16_packed`" in text
 
@@ -205,9 +205,9 @@ def test_each_row_shows_the_best_step_and_the_counterpart_against_the_bars(tmp_p
     bench._write(root, GPU, kernel, rows)
     text = kernel_page(root, kernel.name)
     # 823 MB: both bars apply; v7 is the best step (v5 slower), torch the best reference
-    assert "| v7_bf16_packed | 0.77x ✗ | 54% ✗ | triton | 1.07x | 75% ✗ |" in text
+    assert "| v7_bf16_packed | 1600 | 0.77x ✗ | 54% ✗ | triton | 2245 | 1.07x | 75% ✗ | torch |" in text
     # 0.4 MB: no copy bar; triton 0.3% under torch is a tie
-    assert "| v7_bf16_packed | 1.00x | 68% | triton | 1.00x | 68% |" in text
+    assert "| v7_bf16_packed | 60 | 1.00x | 68% | triton | 60 | 1.00x | 68% | torch |" in text
     assert "1 of 2 points miss a bar." in text
 
 
@@ -247,8 +247,8 @@ def test_a_gap_inside_the_measured_run_to_run_spread_is_a_tie(tmp_path):
             dict(_row("torch", "8x128256", 0.12), metric="run_spread", **common)]
     bench._write(root, GPU, kernel, rows)
     text = kernel_page(root, kernel.name)
-    assert "| v8_split | 0.90x |" in text  # 10% slower, inside the 12% spread: a tie
-    assert "| v8_split | 0.90x ✗ |" in text  # the same gap with no spread measured: a miss
+    assert "| v8_split | 900 | 0.90x | torch |" in text  # 10% slower, inside the 12% spread: a tie
+    assert "| v8_split | 900 | 0.90x ✗ | torch |" in text  # the same gap with no spread measured: a miss
 
 
 def test_a_ratio_of_two_runs_is_marked_with_the_run_that_would_time_it_side_by_side(tmp_path):
@@ -270,8 +270,8 @@ def test_a_ratio_of_two_runs_is_marked_with_the_run_that_would_time_it_side_by_s
             dict(_row("torch", "2048x32768", 500.0), run="r3", **common)]
     bench._write(root, GPU, kernel, rows)
     text = kernel_page(root, kernel.name)
-    assert "| v8_split | 0.90x§ ✗ | 90% |" in text  # step and copy of r1, torch of r2
-    assert "| v8_split | 0.99x | 99%§ |" in text  # step and torch of r1, copy of r2
+    assert "| v8_split | 900 | 0.90x§<!--xrun--> ✗ | 90% |" in text  # step and copy of r1, torch of r2
+    assert "| v8_split | 990 | 0.99x | 99%§<!--xrun--> |" in text  # step and torch of r1, copy of r2
     # every revision timed at the two points, so the run leaves no ratio there across runs
     assert ("(2 points). One run times them together: `kernlog bench softmax --rev v4_vectorized --rev v8_split "
             "--rev torch --shape 8x128256 --shape 4x1048576 --dtype fp32 --repeat 3`") in text
@@ -292,10 +292,10 @@ def test_a_kernel_s_own_speed_bar_names_its_reference_and_its_ratio_per_shape(tm
             for shape, pts in points.items() for rev, v in pts]
     bench._write(root, GPU, kernel, rows)
     text = kernel_page(root, kernel.name)
-    assert "| v2_split_k | 0.97x (bar 0.95x) |" in text  # against compile's 199, not eager's 150
-    assert "| v2_split_k | 0.89x (bar 0.95x) ✗ |" in text
-    assert "| v2_split_k | 0.94x ✗ |" in text  # a square of 4096: the bar is 1.0x
-    assert "| vs faster of relu(A@B), compile |" in text and "2 of 3 points miss a bar." in text
+    assert "| v2_split_k | 193 | 0.97x (bar 0.95x) | torch_compile |" in text  # compile's 199, not eager's 150
+    assert "| v2_split_k | 249 | 0.89x (bar 0.95x) ✗ |" in text
+    assert "| v2_split_k | 686 | 0.94x ✗ |" in text  # a square of 4096: the bar is 1.0x
+    assert "| x faster of relu(A@B), compile |" in text and "2 of 3 points miss a bar." in text
 
 
 def test_a_speed_bar_naming_no_revision_of_the_kernel_is_refused():

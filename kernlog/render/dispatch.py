@@ -155,6 +155,13 @@ def page_md(root: Path, kernel) -> str | None:
     table = load_table(path)
     if table is None:
         return None
+    try:
+        moved = check(root, name)
+    except KernlogError:  # no sweep here to make the table from
+        moved = "no sweep"
+    if moved:  # made from another sweep than this repository holds (or its sweep moved since)
+        return (f"`{path.relative_to(root).as_posix()}` was made from another sweep than "
+                f"`profiles/` holds now: `kernlog dispatch {name}` makes it again.\n")
     won: dict[str, list[dict]] = {}
     for c in table["classes"]:
         if c["revision"]:
