@@ -124,7 +124,7 @@ MUTANTS = [
            'return prof.gpu.name, prof.gpu.driver, prof.versions.get("ncu")',
            "return prof.gpu.name, prof.gpu.driver, None",
            "a pair measured under two ncu versions judged", COMPARE),
-    Mutant("compare-hides-changed-source", "kernlog/judge/compare.py",
+    Mutant("compare-hides-changed-source", "kernlog/render/compare.py",
            'return row["regression"] or row["judgement"] not in QUIET or row["source_changed"]',
            'return row["regression"] or row["judgement"] not in QUIET',
            "a pair judged same whose source changed counted, not listed", COMPARE),

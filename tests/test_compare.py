@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernlog.commands.main import main
-from kernlog.judge import compare
+from kernlog.render import compare as compare_text
 
 from .helpers import git, git_repo, make_record, put
 
@@ -101,7 +101,7 @@ def test_rows_judged_same_are_counted_not_listed_unless_all(repo):
 
 def test_nothing_moved_is_one_line_not_a_table(repo):
     c = json.loads(run(repo, "HEAD", "HEAD", "--format", "json").stdout)
-    text = compare.render(c, "md")
+    text = compare_text.render(c, "md")
     assert "| gpu |" not in text and f"{len(c['rows'])} of {len(c['rows'])} pairs judged same" in text
     assert "(all of them)" in text
 
@@ -162,4 +162,4 @@ def test_profiles_only_at_base_are_listed_not_empty(repo):
 def test_a_comparison_with_pairs_is_never_called_empty(repo):
     c = json.loads(run(repo, "HEAD", "--allow-empty", "--format", "json").stdout)
     assert c["rows"] and c["nothing_to_compare"] is None
-    assert "nothing to compare" not in compare.render(c, "md")
+    assert "nothing to compare" not in compare_text.render(c, "md")

@@ -10,6 +10,7 @@ from kernlog.errors import KernlogError
 from kernlog.judge import bands, diff, verdicts
 from kernlog.judge.plausible import impossible
 from kernlog.metrics import CATALOG, metric
+from kernlog.render import diff as diff_text
 from kernlog.store import calibrations, lookup
 
 from .helpers import ROOT, SECTIONS_REP, make_profile, make_record, profile_of, put, samples, scratch_repo
@@ -146,7 +147,7 @@ def test_too_few_samples_reaches_the_row():
     d = diff.diff(profile_of(a), profile_of(b))
     assert d["timing"]["verdict"] == "too few samples"
     assert next(r for r in d["rows"] if r["metric"] == "wall_ms")["judgement"] == "too few samples"
-    assert "too few samples (n=60 vs 1" in diff.render(d)
+    assert "too few samples (n=60 vs 1" in diff_text.render(d)
 
 
 # --- judgements ------------------------------------------------------------------------------------
@@ -222,7 +223,7 @@ def test_an_a_a_diff_is_all_same():
 
 def test_every_numeric_json_row_has_its_fields_and_a_unit():
     a, b = make_record("torch", median_ms=0.12), make_record("torch_compile", report=SECTIONS_REP, seed=1)
-    d = json.loads(diff.render(diff.diff(profile_of(a), profile_of(b)), "json"))
+    d = json.loads(diff_text.render(diff.diff(profile_of(a), profile_of(b)), "json"))
     assert d["rows"]
     for r in d["rows"]:
         assert {"metric", "unit", "a", "b", "delta", "ratio", "judgement", "band"} <= set(r)
@@ -250,7 +251,7 @@ def test_both_sides_share_one_readable_unit(unit, a, b, shown):
 
 def test_text_rows_print_units():
     a, b = make_record("torch", median_ms=0.012), make_record("torch_compile", median_ms=1.2, seed=1)
-    text = diff.render(diff.diff(profile_of(a), profile_of(b)))
+    text = diff_text.render(diff.diff(profile_of(a), profile_of(b)))
     wall = next(ln for ln in text.splitlines() if ln.startswith("wall time (median"))
     assert " ms " in wall and "1.2" in wall and "0.012" in wall
 
@@ -442,7 +443,7 @@ def test_bandwidth_over_the_copy_ceiling_is_flagged():
     rec["metrics"]["wall_ms"] = rec["bytes_moved"] / 3400e6  # past the H100's 3.35 TB/s spec
     assert "spec peak" in impossible(profile_of(rec), 0.035)[0]
     d = diff.diff(make_profile("torch"), profile_of(rec))
-    assert d["flags"] and "IMPOSSIBLE" in diff.render(d)
+    assert d["flags"] and "IMPOSSIBLE" in diff_text.render(d)
 
 
 def test_a_broken_profile_of_another_shape_does_not_block(tmp_path):

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from kernlog.commands.main import main
+from kernlog.render import history as history_text
 
 from .helpers import git, git_repo, kernel_page, make_record, put
 
@@ -155,13 +156,12 @@ def test_what_a_commit_holds_is_read_once_but_a_moving_ref_each_time(repo):
 
 
 def test_an_unreadable_entry_is_one_line_and_the_entries_after_it_still_show():
-    from kernlog.judge import history
 
     row = {"stored_in": "b" * 40, "captured_at": "2026-11-25T07:00:00", "profiled_at": "b" * 40, "dirty": False,
            "source_sha256": "0123456789abcdef", "median_ms": 0.1, "gbps": 1000.0, "verdict": None, "step": False}
     t = {"kernel": "softmax", "revision": "torch", "shape": [4, 64], "dtype": "fp32", "gpu": "H100",
          "path": "p.json", "entries": [{"stored_in": "a" * 40, "error": "not profiled at this commit: gone"}, row]}
-    lines = history.render(t).splitlines()
+    lines = history_text.render(t).splitlines()
     assert lines[2].split() == ["aaaaaaaa", "not", "profiled", "at", "this", "commit:", "gone"]
     assert lines[3].split()[:4] == ["bbbbbbbb", "2026-11-25T07:00", "bbbbbbbb", "0123456789"]
 
@@ -185,17 +185,16 @@ def test_an_entry_that_recorded_head_keeps_its_date_when_head_moves(repo):
 
 
 def test_the_header_counts_entries_in_words_and_a_judged_history_states_its_step_rule():
-    from kernlog.judge import history
 
     row = {"stored_in": "b" * 40, "captured_at": "2026-11-25T07:00:00", "profiled_at": "b" * 40, "dirty": False,
            "source_sha256": "0123456789abcdef", "median_ms": 0.1, "gbps": 1000.0, "verdict": None, "step": False}
     t = {"kernel": "softmax", "revision": "torch", "shape": [4, 64], "dtype": "fp32", "gpu": "H100",
          "path": "p.json", "entries": [row]}
-    text = history.render(t)
+    text = history_text.render(t)
     assert "(1 entry of p.json)" in text and "STEP is" not in text  # nothing judged: no rule to explain
     judged = dict(row, stored_in="c" * 40, verdict="same", ratio=1.019, p_value=1e-56, band=0.02,
                   source_changed=False, driver_changed=False)
-    text = history.render(dict(t, entries=[row, judged]))
+    text = history_text.render(dict(t, entries=[row, judged]))
     assert "(2 entries of p.json)" in text
     rule = text.splitlines()[-1]
     assert "beyond the noise band" in rule and "p < 0.01" in rule and "inside the band is 'same'" in rule

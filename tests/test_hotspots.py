@@ -8,6 +8,7 @@ import pytest
 from kernlog.capture import hotspots
 from kernlog.capture import ncu as ncurep
 from kernlog.judge import hotlines
+from kernlog.render import diff as diff_text
 from kernlog.render import show
 
 from .helpers import FIXTURES, FULL_REP, ROOT, make_record, profile_of
@@ -102,10 +103,10 @@ def test_diff_renders_the_moved_lines_in_text_and_markdown():
         {"file": "kernlog/include/kl_cuda.cuh", "line": 103, "share": 0.14, "stall": "short_scoreboard",
          "text": "s = a | b;"}]}
     d = diff.diff(profile_of(a), profile_of(b))
-    text = diff.render(d).splitlines()
+    text = diff_text.render(d).splitlines()
     i = text.index("source lines whose share of the warp samples moved (before -> after, leading stall):")
     assert text[i + 1].split() == ["34%", "->", "-", "kernels/softmax/v4_vectorized.cu:49", "long_scoreboard",
                                    "mt", "=", "fmaxf(mt,", "v[k]);"]
     assert text[i + 2].split()[:5] == ["10%", "->", "14%", "kernlog/include/kl_cuda.cuh:103", "short_scoreboard"]
-    md = diff.render(d, "md")
+    md = diff_text.render(d, "md")
     assert "| 10% | 14% | `kernlog/include/kl_cuda.cuh:103` | short_scoreboard | `s = a \\| b;` |" in md

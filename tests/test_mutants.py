@@ -13,6 +13,7 @@ from kernlog.commands.main import main
 from kernlog.judge import diff, verdicts
 from kernlog.metrics import metric
 from kernlog.registry import load_kernel
+from kernlog.render import diff as diff_text
 from kernlog.render import facts
 from kernlog.run import gate
 from kernlog.store import profiles as store
@@ -368,13 +369,13 @@ def test_verdict_lines_read_exactly():
 
 
 def test_diff_cells_carry_stall_shares_and_the_ratio():
-    assert diff._cells({"unit": "cycles/inst", "a": 2.0, "b": 6.0, "share_a": 50.0, "share_b": 75.0, "ratio": 3.0}) \
-        == ("2 (50%)", "6 (75%)", "cycles/inst", "3.000x")
-    assert diff._cells({"unit": "cycles/inst", "a": None, "b": 6.0, "share_a": None, "share_b": 20.0,
+    cells = {"unit": "cycles/inst", "a": 2.0, "b": 6.0, "share_a": 50.0, "share_b": 75.0, "ratio": 3.0}
+    assert diff_text._cells(cells) == ("2 (50%)", "6 (75%)", "cycles/inst", "3.000x")
+    assert diff_text._cells({"unit": "cycles/inst", "a": None, "b": 6.0, "share_a": None, "share_b": 20.0,
                         "ratio": None}) == ("not collected", "6 (20%)", "cycles/inst", "")
-    assert diff._cells({"unit": "cycles/inst", "a": 6.0, "b": None, "share_a": 20.0, "share_b": None,
+    assert diff_text._cells({"unit": "cycles/inst", "a": 6.0, "b": None, "share_a": 20.0, "share_b": None,
                         "ratio": None}) == ("6 (20%)", "not collected", "cycles/inst", "")
-    assert diff._cells({"unit": "MB", "a": 250.0, "b": 125.0, "ratio": 0.5}) == ("250", "125", "MB", "0.500x")
+    assert diff_text._cells({"unit": "MB", "a": 250.0, "b": 125.0, "ratio": 0.5}) == ("250", "125", "MB", "0.500x")
 
 
 def test_largest_moves_carry_their_figures_and_leave_wall_time_to_the_verdict():
@@ -510,7 +511,7 @@ BANDS = "default bands (no noise calibration for this GPU; `kernlog noise` measu
 
 def test_diff_text_shows_the_moves_hides_the_rest_and_lists_findings():
     d = _step_pair()
-    assert diff.render(d).splitlines() == [
+    assert diff_text.render(d).splitlines() == [
         "softmax/v0_naive -> softmax/v1_block_smem  (8192x4096 fp32, NVIDIA H100 80GB HBM3)", *HEAD,
         f"noise bands: {BANDS}",
         "metric                                before             after  unit           ratio  judgement",
@@ -521,7 +522,7 @@ def test_diff_text_shows_the_moves_hides_the_rest_and_lists_findings():
         "(18 rows same or not collected; --all shows them)",
         "finding appeared: New (R2)",
         "finding gone: Gone (R1)"]
-    full = diff.render(d, all_rows=True).splitlines()
+    full = diff_text.render(d, all_rows=True).splitlines()
     assert len(full) == 3 + 1 + 22 + 2 and not any("--all shows them" in ln for ln in full)
     assert ("ncu duration                           not collected     not collected  us"
             "                    not collected") in full
@@ -529,7 +530,7 @@ def test_diff_text_shows_the_moves_hides_the_rest_and_lists_findings():
 
 
 def test_diff_markdown_has_the_table_with_bands_and_the_findings():
-    assert diff.render(_step_pair(), "md").splitlines() == [
+    assert diff_text.render(_step_pair(), "md").splitlines() == [
         "**softmax/v0_naive → softmax/v1_block_smem** (8192x4096 fp32, NVIDIA H100 80GB HBM3)", "", *HEAD, "",
         f"Noise bands: {BANDS}.", "",
         "| metric | before | after | unit | ratio | judgement | band |",
@@ -551,7 +552,7 @@ def test_diff_of_two_shapes_is_per_element_and_warns():
     warn = "warning: shapes differ: times and amounts are compared per element"
     flag = ("IMPOSSIBLE: softmax/v0_naive: achieved bandwidth (bytes moved / wall time) 21471 GB/s exceeds the GPU's "
             "spec peak 3350 GB/s: a measurement bug, not a win")
-    assert diff.render(d).splitlines() == [
+    assert diff_text.render(d).splitlines() == [
         "softmax/v0_naive -> softmax/v0_naive  (8192x4096 fp32, NVIDIA H100 80GB HBM3; differs: shape 8192x4096 vs "
         "4096x4096)",
         "wall time: FASTER: median ratio 0.500 (p=3.5e-21, band +-3.5% default (time), 60 vs 60 samples)",
@@ -560,7 +561,7 @@ def test_diff_of_two_shapes_is_per_element_and_warns():
         "wall time (median, no ncu) (per element)             5.966             2.981  ps/elem       0.500x  better",
         "DRAM bytes read+written (per element)                 14.9             7.451  B/elem        0.500x  better",
         "(19 rows same or not collected; --all shows them)", warn, flag]
-    md = diff.render(d, "md").splitlines()
+    md = diff_text.render(d, "md").splitlines()
     assert md[-3:] == ["", warn, flag]
     assert "| DRAM bytes read+written (per element) | 14.9 | 7.451 | B/elem | 0.500x | better | ±1.0% |" in md
 
@@ -603,11 +604,11 @@ def test_a_retimed_diff_judges_the_new_samples_and_says_so():
     a, b = profile_of(a), profile_of(b)
     d = diff.diff(a, b, retimed=retimed)
     assert d["timing"]["verdict"] == "same" and d["timing"]["rounds"] == 3
-    text = diff.render(d).splitlines()
+    text = diff_text.render(d).splitlines()
     assert text[1].startswith("wall time: SAME: median ratio 1.0") and text[1].endswith(" [interleaved re-timing]")
     assert ("warning: softmax/v0_naive: its source changed since it was profiled; the re-timing ran today's source"
             in text)
-    assert "[interleaved re-timing]" not in diff.render(diff.diff(a, b))
+    assert "[interleaved re-timing]" not in diff_text.render(diff.diff(a, b))
 
 
 def test_diff_names_every_difference_of_the_sides_and_warns():

@@ -24,7 +24,8 @@ def diff(ctx, rev_a, rev_b, shape, dtype, gpu, fmt, all_rows, retime, rounds):
     softmax/v7_bf16_packed@8192x4096.bf16, HEAD~3:softmax/v5_tuned (as that commit stored it),
     or a profile's .json path."""
     from kernlog.capture.retime import diff_retimed
-    from kernlog.judge.diff import render, run
+    from kernlog.judge.diff import run
+    from kernlog.render.diff import render
     from kernlog.store.lookup import parse_side
 
     sides = (root_of(ctx), parse_side(rev_a, shape, dtype, gpu), parse_side(rev_b, shape, dtype, gpu))

@@ -13,7 +13,8 @@ def history(ctx, rev, shape, dtype, gpu, fmt):
     """A revision's profiles across the commits that stored them, each judged against the one
     before (steps: faster or slower beyond the noise band). Any entry is a diff side:
     `kernlog diff COMMIT:KERNEL/REVISION KERNEL/REVISION`."""
-    from kernlog.judge.history import render, timelines
+    from kernlog.judge.history import timelines
+    from kernlog.render.history import render
     from kernlog.store.lookup import parse_side
 
     found = timelines(root_of(ctx), parse_side(rev, shape, dtype, gpu))

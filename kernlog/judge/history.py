@@ -13,12 +13,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlog import units
 from kernlog.errors import KernlogError
 from kernlog.judge.bands import bands_for
 from kernlog.judge.plausible import achieved_gbps
 from kernlog.judge.verdicts import ALPHA, timing_verdict
-from kernlog.spec import format_shape
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
 from kernlog.store.keys import FAILED
@@ -130,48 +128,3 @@ def timelines(root: Path, side: Side) -> list[dict]:
 
 STEP_RULE = (f"(a STEP is a move beyond the noise band that the rank test also calls significant, p < {ALPHA}; "
              "a ratio inside the band is 'same' however small its p)")
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
-def _short(commit: str | None) -> str:
-    return commit[:8] if commit else "worktree"
-
-
-def _stored(row: dict) -> str:
-    return f"at/{row['at'][:6]}" if row.get("at") else _short(row["stored_in"])
-
-
-def render(t: dict, fmt: str = "text") -> str:
-    if fmt == "json":
-        return json.dumps(t, indent=1, sort_keys=True)
-    out = [f"{t['kernel']}/{t['revision']}  {format_shape(tuple(t['shape']))} {t['dtype']}  on {t['gpu']}  "
-           f"({_count(len(t['entries']), 'entry', 'entries')} of {t['path']})",
-           f"{'stored in':<9} {'captured':<16} {'profiled at':<11} {'source':<10} {'median':>10} {'GB/s':>7}  "
-           "vs previous"]
-    steps = []
-    for r in t["entries"]:
-        if "error" in r:
-            out.append(f"{_stored(r):<9} {r['error']}")
-            continue
-        vs = ""
-        if r["verdict"]:
-            vs = f"{r['verdict']} {r['ratio']:.3f}x (p={r['p_value']:.2g}, band +-{100 * r['band']:.1f}%)"
-            vs += "; source changed" if r["source_changed"] else ""
-            vs += "; driver changed" if r["driver_changed"] else ""
-        gbps = f"{r['gbps']:.0f}" if r["gbps"] else "-"
-        prof = _short(r["profiled_at"]) + ("*" if r["dirty"] is True else "")
-        out.append(f"{_stored(r):<9} {str(r['captured_at'])[:16]:<16} {prof:<11} "
-                   f"{str(r['source_sha256'])[:10]:<10} {units.quantity('ms', r['median_ms']):>10} {gbps:>7}  "
-                   + ("STEP " if r["step"] else "") + vs)
-        if r["step"]:
-            cause = "its source changed" if r["source_changed"] else "same source: the tool, driver or machine"
-            steps.append(f"step: {r['verdict']} by {abs(1 - r['ratio']):.1%} in {_stored(r)} "
-                         f"(profiled at {_short(r['profiled_at'])}; {cause})")
-    out += steps or ["no step: every entry within the noise of the one before"]
-    if any(r.get("verdict") for r in t["entries"]):
-        out.append(STEP_RULE)
-    out.append("(* profiled from a dirty tree)" if any(r.get("dirty") is True for r in t["entries"]) else "")
-    return "\n".join(line for line in out if line)

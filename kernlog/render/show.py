@@ -9,12 +9,12 @@ from kernlog import units
 from kernlog.errors import KernlogError
 from kernlog.judge import hotlines
 from kernlog.judge.bands import bands_for
-from kernlog.judge.diff import gpu_choice_line
 from kernlog.judge.gating import fails_gate
 from kernlog.judge.plausible import achieved_gbps, impossible
 from kernlog.judge.verdicts import stale
 from kernlog.metrics import metric, ncu_filter, time_shares
 from kernlog.registry import load_kernel
+from kernlog.render.diff import gpu_choice_line
 from kernlog.spec import format_shape
 from kernlog.store import gates
 from kernlog.store.record import Profile
