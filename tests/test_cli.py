@@ -244,8 +244,9 @@ def test_an_optional_kernel_shows_as_optional_in_help(command):
 
 
 def test_every_command_is_registered_once_with_its_name():
-    assert sorted(main.commands) == ["bench", "check", "compare", "compress", "diff", "history", "import", "init",
-                                     "list", "misses", "noise", "open", "profile", "prune", "report", "show", "triage"]
+    assert sorted(main.commands) == ["bench", "check", "compare", "compress", "diff", "dispatch", "history", "import",
+                                     "init", "list", "misses", "noise", "open", "profile", "prune", "report", "show",
+                                     "triage"]
     # each imported on first use (kernlog.commands.main): the command found under a name is that name's
     assert all(main.commands[name].name == name for name in main.commands)
 

@@ -189,13 +189,30 @@ class Verdict:
 
 def rank_test(x: list[float], y: list[float]) -> float:
     """Two-sided p-value of the Mann-Whitney U test, normal approximation with tie and
-    continuity corrections (sound from about 8 samples a side), from scipy. Samples all
-    equal (no spread to rank) give 1."""
+    continuity corrections (sound from about 8 samples a side): scipy.stats.mannwhitneyu's
+    method="asymptotic", use_continuity=True, to 1e-13 relative on the stored samples, without
+    importing scipy.stats (1.3 s of CPU, most of a `kernlog diff`). Samples all equal (no spread
+    to rank) give 1."""
     if len(set(x) | set(y)) < 2:
         return 1.0
-    from scipy.stats import mannwhitneyu
-
-    return float(mannwhitneyu(x, y, alternative="two-sided", use_continuity=True, method="asymptotic").pvalue)
+    n1, n2 = len(x), len(y)
+    n = n1 + n2
+    pooled = sorted([(v, True) for v in x] + [(v, False) for v in y])
+    r1 = ties = 0.0
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        t = j - i + 1
+        ties += t ** 3 - t
+        r1 += (i + j + 2) / 2 * sum(1 for k in range(i, j + 1) if pooled[k][1])  # mean rank of the tie
+        i = j + 1
+    u1 = r1 - n1 * (n1 + 1) / 2
+    u = max(u1, n1 * n2 - u1)
+    sd = math.sqrt(n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1))))
+    z = (u - n1 * n2 / 2 - 0.5) / sd
+    return min(1.0, math.erfc(z / math.sqrt(2)))  # twice the normal survival function at z
 
 
 def timing_verdict(a: list[float], b: list[float], band: float | Band = 0.035, scale_b: float = 1.0) -> Verdict:
