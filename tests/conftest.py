@@ -47,3 +47,15 @@ def own_kernels_package(monkeypatch):
     yield
     for name in [m for m in sys.modules if m == "kernels" or m.startswith("kernels.")]:
         del sys.modules[name]
+
+
+@pytest.fixture
+def toy(tmp_path, own_kernels_package):
+    """(root, kernel) of the toy operator in a scratch repository (tests/test_profiler.py's TOY);
+    a test file needing more of it defines its own `toy`."""
+    from kernlog.registry import load_kernel
+
+    from .test_profiler import _toy_repo
+
+    root = _toy_repo(tmp_path)
+    return root, load_kernel(root, "toy")

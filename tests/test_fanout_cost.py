@@ -4,15 +4,12 @@ by side (kernlog.run.parts), every shape, dtype and case of it in exactly one pa
 whole gate draws it."""
 import itertools
 
-import pytest
-
 from kernlog.capture import costs, gated
 from kernlog.registry import load_kernel
 from kernlog.run import fanout, gate, parts
 from kernlog.store import gates
 
 from .helpers import GPU, ROOT, make_record, put
-from .test_profiler import _toy_repo
 
 SOFTMAX = load_kernel(ROOT, "softmax")
 
@@ -84,12 +81,6 @@ def test_merged_parts_say_what_the_whole_would():
     assert parts.merge(failed)[:2] == ("failed", "x 3x5 bf16 random: FAIL")  # a wrong answer outranks the rest
     assert parts.merge(ok + [("unsupported", "needs clusters", 0.5)])[0] == "unsupported"
     assert parts.merge(ok + [("cannot_run", "no module", 0.1)])[:2] == ("cannot_run", "no module")
-
-
-@pytest.fixture
-def toy(tmp_path, own_kernels_package):
-    root = _toy_repo(tmp_path)
-    return root, load_kernel(root, "toy")
 
 
 def test_parts_of_a_gate_draw_and_judge_every_case_as_the_whole_does(toy):

@@ -3,7 +3,6 @@ source fails the gate now is marked in `kernlog list`, `show` and the log, and n
 fastest; a profile of another source is stale instead; a passing re-check clears the mark."""
 import json
 
-import pytest
 from click.testing import CliRunner
 
 from kernlog.capture import checked
@@ -11,7 +10,6 @@ from kernlog.capture.profiler import build_record
 from kernlog.commands.main import main
 from kernlog.errors import GateFailure
 from kernlog.judge.gating import fails_gate, mark
-from kernlog.registry import load_kernel
 from kernlog.render import arc, report
 from kernlog.render.listing import listing
 from kernlog.render.show import render
@@ -21,7 +19,6 @@ from kernlog.store import profiles as store
 from kernlog.store.keys import gate_outcomes
 
 from .helpers import CEILINGS, FULL_REP, GPU, kernel_page, put, samples
-from .test_profiler import _toy_repo
 
 SLUG = GPU["slug"]
 
@@ -52,12 +49,6 @@ def _check(root, kernel, names, **kw) -> list[str]:
 
 def _all_ok(kernel, rev, device, shapes=None, dtypes=None, seed=None, launch=None):
     return [gate.CheckResult(rev.name, (7, 33), d, "random", 1e-9, True) for d in kernel.dtypes]
-
-
-@pytest.fixture
-def toy(tmp_path, own_kernels_package):
-    root = _toy_repo(tmp_path)
-    return root, load_kernel(root, "toy")
 
 
 def test_a_check_keeps_each_outcome_with_the_failing_case_and_the_source_it_checked(toy):
