@@ -74,14 +74,3 @@ def history_page(root: Path, kernel: str) -> str | None:
     """The kernel's history page as the repository names it, None where it has none."""
     path = folder(root, kernel) / HISTORY
     return layout(root).rel(path) if path.is_file() else None
-
-
-def texts(root: Path, kernels: list) -> dict[str, str]:
-    """Each notes file's path (as the repository names it) -> its text, for `report --check`'s
-    figure check: a note's figures are checked where they are written."""
-    out = {}
-    for k in kernels:
-        path = folder(root, k.name) / NOTES
-        if path.is_file():
-            out[layout(root).rel(path)] = path.read_text()
-    return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from kernlog.metrics import ranked_stalls
 
-COPY_SHARE = 0.9  # of the roofline: at or above it, the step is at its ceiling
+AT_CEILING = 0.9  # of its roofline: at or above it, a step is at its ceiling
 
 
 def best(lad: dict) -> dict | None:
@@ -126,7 +126,7 @@ def next_line(s: dict, lad: dict | None) -> str | None:
         text = (f"{name} runs {launches or len(row['rec'].facts['kernels'])} kernels a call at {lad['shape']} "
                 f"{lad['dtype']}, with no one roofline: `kernlog triage {s['kernel'].name}` ranks which of them "
                 "to write next")
-    elif pct is not None and pct >= COPY_SHARE:
+    elif pct is not None and pct >= AT_CEILING:
         text = f"{name} is {where} at {lad['shape']} {lad['dtype']}: little is left at this shape"
     else:
         text = f"{name} is {where} at {lad['shape']} {lad['dtype']}: that is the bottleneck to go after"
@@ -172,7 +172,6 @@ def stands(s: dict, lad: dict | None) -> str | None:
 def others(s: dict) -> list[dict]:
     """The best step of every ladder after the headline one, a row each."""
     out = []
-    matmul = s["kernel"].ceiling == "matmul"
     for lad in s["ladders"][1:]:
         row = best(lad)
         if row is None:
@@ -182,8 +181,7 @@ def others(s: dict) -> list[dict]:
         out.append({"shape": lad["shape"], "dtype": lad["dtype"], "gpu": lad["gpu"]["name"], "best": name,
                     "ties": [t for t in lad["arc"].get("ties", []) if t != name][:3], "stale": row["stale"],
                     "us": row["rate"]["us"], "rate": a.get("rate"), "launch_bound": a.get("launch_bound"),
-                    "roof": a.get("roof"), "vs_ref": a.get("vs_ref"), "best_ref": a.get("best_ref"),
-                    "matmul": matmul})
+                    "roof": a.get("roof"), "vs_ref": a.get("vs_ref"), "best_ref": a.get("best_ref")})
     return out
 
 
