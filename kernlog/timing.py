@@ -93,6 +93,40 @@ class Timer:
             head *= 2
 
 
+def measure_launch_floor(timer: Timer, launches: int = 256) -> dict:
+    """The least a kernel launch costs on this GPU, measured now: in a CUDA graph (`graph_us`:
+    one replay of `launches` one-element kernels, per kernel) and issued one by one from Python
+    (`eager_us`: the same launches back to back, per kernel, host time counted)."""
+    torch = timer.torch
+    x = torch.zeros(1, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm outside the capture, as torch.cuda.graphs asks
+        for _ in range(3):
+            x.add_(1)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(launches):
+            x.add_(1)
+    graph_ms = statistics.median(timer.samples(graph.replay, min_samples=20, max_samples=50))
+
+    def eager():
+        for _ in range(launches):
+            x.add_(1)
+    eager()
+    torch.cuda.synchronize()
+    walls = []
+    for _ in range(10):
+        t = time.perf_counter()
+        eager()
+        torch.cuda.synchronize()
+        walls.append((time.perf_counter() - t) * 1e3)
+    return {"graph_us": graph_ms * 1e3 / launches, "eager_us": statistics.median(walls) * 1e3 / launches,
+            "launches": launches, "method": "a CUDA graph of one-element adds replayed (CUDA events), and the "
+            "same adds issued from Python back to back (wall clock), per launch"}
+
+
 def summary(samples: list[float]) -> dict:
     q = statistics.quantiles(samples, n=20) if len(samples) >= 2 else [samples[0]] * 19
     return {"median_ms": statistics.median(samples), "p05_ms": q[0], "p95_ms": q[-1], "n": len(samples)}

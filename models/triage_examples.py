@@ -12,22 +12,38 @@ def _device():
     return ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32)
 
 
-def resnet50(batch: int = 32):
-    """torchvision's ResNet-50 (random weights), a batch of 224 x 224 images."""
+def _vision(name: str, batch: int):
+    """torchvision's model `name` (random weights), its forward on a batch of 224 x 224 images."""
     try:
         import torchvision
     except ImportError:
-        raise KernlogError("torchvision is missing: `pip install torchvision` for the resnet50 example") from None
+        raise KernlogError(f"torchvision is missing: `pip install torchvision` for the {name} example") from None
     import torch
 
     device, dtype = _device()
-    model = torchvision.models.resnet50().to(device=device, dtype=dtype).eval()
+    model = getattr(torchvision.models, name)().to(device=device, dtype=dtype).eval()
     x = torch.randn(batch, 3, 224, 224, device=device, dtype=dtype)
 
     def run():
         with torch.no_grad():
             return model(x)
     return run
+
+
+def resnet50(batch: int = 32):
+    """torchvision's ResNet-50 (random weights), a batch of 224 x 224 images."""
+    return _vision("resnet50", batch)
+
+
+def swin_t(batch: int = 32):
+    """torchvision's Swin-T (random weights), batch 32: many small kernels (window attention,
+    LayerNorms over 96 to 768 channels), so the host's launches can set its pace."""
+    return _vision("swin_t", batch)
+
+
+def vit_b_16(batch: int = 64):
+    """torchvision's ViT-B/16 (random weights), batch 64: few, large kernels; GPU-bound."""
+    return _vision("vit_b_16", batch)
 
 
 def _block(width: int, heads: int):

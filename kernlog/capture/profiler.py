@@ -221,6 +221,18 @@ def ceilings(root: Path, gpu: str, timer, force: bool, progress: Callable[[str],
     return data
 
 
+def launch_floor(root: Path, gpu: str, timer) -> dict:
+    """The GPU's per-launch floor (ceilings.json's `launch_floor`), measured and added to the
+    file where it is not there yet; the file's other ceilings kept as they were."""
+    data = store.load_ceilings(root, gpu)
+    if data.get("launch_floor"):
+        return data["launch_floor"]
+    floor = dict(timing.measure_launch_floor(timer), captured_at=provenance.now())
+    data = dict(store.load_ceilings(root, gpu), launch_floor=floor)
+    store.write_atomic(ceilings_json(root, gpu), store.dump_json(data))
+    return floor
+
+
 def _shape_dtype(kernel: Kernel, opts: Options) -> tuple[Shape, str]:
     dtype = opts.dtype or kernel.dtypes[0]
     if dtype not in kernel.dtypes:

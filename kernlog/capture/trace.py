@@ -56,9 +56,9 @@ def _inputs(args: dict) -> tuple:
     return tuple((tuple(d) if isinstance(d, list) else (), t) for d, t in zip(dims, types, strict=False))
 
 
-def _enclosing(events: list[dict], launches: list[dict]) -> dict[int, list[dict]]:
-    """For each launch (by correlation), the intervals of `events` that contain it, outermost
-    first. One thread's intervals nest, so a sweep with a stack finds them."""
+def _enclosing(events: list[dict], launches: list[dict], key=lambda e: e["args"]["correlation"]) -> dict:
+    """For each launch (by `key`: its correlation), the intervals of `events` that contain it,
+    outermost first. One thread's intervals nest, so a sweep with a stack finds them."""
     marks = [(e["ts"], 0, -e.get("dur", 0.0), i, e) for i, e in enumerate(events)]
     marks += [(e["ts"], 1, 0.0, i, e) for i, e in enumerate(launches)]
     marks.sort(key=lambda m: m[:4])
@@ -69,7 +69,7 @@ def _enclosing(events: list[dict], launches: list[dict]) -> dict[int, list[dict]
         while stack and stack[-1]["ts"] + stack[-1].get("dur", 0.0) < end:
             stack.pop()
         if is_launch:
-            out[e["args"]["correlation"]] = list(stack)
+            out[key(e)] = list(stack)
         else:
             stack.append(e)
     return out
@@ -158,3 +158,105 @@ def take_trace(fn, path: Path) -> dict:
     path.parent.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(path))
     return json.loads(path.read_text())
+
+
+# The call's timeline: GPU activity, and the host calls that make the GPU wait. A
+# synchronization blocks the host until the GPU drains; `cudaMemcpy` (not Async) blocks the same way.
+SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+              "cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpyDtoH_v2")
+GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "copy", "gpu_memset": "copy"}
+ISSUE_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
+               "cudaMemsetAsync", "cudaLaunchCooperativeKernel", "cudaGraphLaunch")
+
+
+@dataclass(frozen=True)
+class Activity:
+    """One interval on the GPU (a kernel, a copy or a memset) and what issued it."""
+    kind: str  # 'kernel' or 'copy'
+    name: str
+    start_us: float
+    end_us: float
+    op: str = ""  # the outermost aten op around its launch ("" where none)
+    module: str = ""  # the innermost nn.Module
+
+
+@dataclass(frozen=True)
+class HostSync:
+    """A host call that waits on the GPU, inside the traced call."""
+    name: str  # cudaStreamSynchronize, ...
+    start_us: float
+    end_us: float
+    op: str = ""  # the innermost aten op around it (aten::_local_scalar_dense for .item())
+    top_op: str = ""  # the outermost (aten::item)
+    module: str = ""
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """One traced call: from its first host event to its last GPU activity."""
+    start_us: float
+    end_us: float
+    activities: tuple[Activity, ...]  # by start
+    syncs: tuple[HostSync, ...]  # by start; the tracer's own closing synchronize left out
+    launches: int
+
+
+def _around(spans: list[dict]) -> tuple[str, str, str]:
+    """(innermost op, outermost op, innermost module) of the spans around an event."""
+    cpu = [s["name"] for s in spans if s.get("cat") == "cpu_op"]
+    mods = [m for m in map(_module_name, spans) if m is not None]
+    return (cpu[-1] if cpu else "", cpu[0] if cpu else "", mods[-1] if mods else "")
+
+
+def parse_timeline(trace: dict | list) -> Timeline:
+    """The traced call's timeline: every GPU activity with the op and module that issued it, and
+    the host synchronizations inside the call. The tracer closes its call with a synchronize
+    outside any op (take_trace), and the profiler may add one: a synchronize outside every op
+    after the call's last launch is theirs, not the program's (a program's own one there costs
+    nothing: nothing waits behind it)."""
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+    if not isinstance(events, list):
+        raise KernlogError("the trace has no traceEvents list: not a torch.profiler Chrome trace")
+    complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    threads: dict[tuple, dict[str, list]] = defaultdict(lambda: {"spans": [], "calls": []})
+    for e in complete:
+        key = (e.get("pid"), e.get("tid"))
+        if e.get("cat") == "cpu_op" or _module_name(e) is not None:
+            threads[key]["spans"].append(e)
+        elif e.get("cat") in LAUNCH_CATS:
+            threads[key]["calls"].append(e)
+    around: dict[int, tuple[str, str, str]] = {}  # id(runtime call) -> its ops and module
+    by_corr: dict[int, dict] = {}
+    for t in threads.values():
+        enclosing = _enclosing(t["spans"], t["calls"], key=id)
+        for call in t["calls"]:
+            around[id(call)] = _around(enclosing.get(id(call), []))
+            corr = (call.get("args") or {}).get("correlation")
+            if corr is not None:
+                by_corr[corr] = call
+    acts = []
+    for e in complete:
+        kind = GPU_CATS.get(e.get("cat"))
+        if kind is None:
+            continue
+        call = by_corr.get((e.get("args") or {}).get("correlation"))
+        inner, outer, mod = around.get(id(call), ("", "", "")) if call is not None else ("", "", "")
+        acts.append(Activity(kind, e.get("name", ""), float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)),
+                             outer, mod))
+    acts.sort(key=lambda a: (a.start_us, a.end_us))
+    calls = [c for t in threads.values() for c in t["calls"]]
+    syncs = sorted((c for c in calls if c.get("name") in SYNC_CALLS), key=lambda c: c["ts"])
+    issued = [c["ts"] for c in calls if c.get("name") not in SYNC_CALLS and c.get("name") in ISSUE_CALLS]
+    last_issue = max(issued, default=float("-inf"))
+    # the tracer's (and the profiler's) synchronizes: outside every op, after the last launch
+    syncs = [c for c in syncs if around[id(c)][0] or c["ts"] < last_issue]
+    ops = [e for t in threads.values() for e in t["spans"] if e.get("cat") == "cpu_op"]
+    firsts = [e["ts"] for e in ops] + [c["ts"] for c in calls] + [a.start_us for a in acts]
+    if not acts:
+        raise KernlogError("the trace holds no GPU activity: nothing ran on the GPU in the traced call")
+    start = float(min(firsts))
+    end = max(a.end_us for a in acts)
+    launches = sum(1 for e in complete if e.get("cat") == "kernel")
+    return Timeline(start, end, tuple(acts), tuple(
+        HostSync(c["name"], float(c["ts"]), float(c["ts"]) + float(c.get("dur", 0.0)), around[id(c)][0],
+                 around[id(c)][1], around[id(c)][2]) for c in syncs if float(c["ts"]) < end), launches)

@@ -28,13 +28,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kernlog.capture import provenance
-from kernlog.capture.trace import group_times, parse_chrome_trace, slim, take_trace
+from kernlog.capture.trace import group_times, parse_chrome_trace, parse_timeline, slim, take_trace
 from kernlog.capture.triage_ncu import MAX_LAUNCHES, NcuPlan, ncu_command, plan_ncu, run_ncu
 from kernlog.errors import KernlogError, NoGpu
+from kernlog.judge import hostside
 from kernlog.judge import triage as judge
 from kernlog.registry import load_kernel
 from kernlog.spec import format_shape, parse_shape
 from kernlog.store import triages as store
+from kernlog.store.profiles import load_ceilings
 
 PROGRAM_RE = re.compile(r"^([A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*):([A-Za-z_]\w*)$")
 KERNEL_RE = re.compile(r"^([a-z0-9][a-z0-9_]*)(?:/([a-z0-9][a-z0-9_]*))?(?:@([0-9x]+))?(?:\.([a-z0-9]+))?$")
@@ -140,27 +142,104 @@ def guarded(fn: Callable[[], object], text: str) -> Callable[[], object]:
     return call
 
 
-def time_samples(fn: Callable[[], object]) -> list[float]:
-    """GPU only: milliseconds per call of `fn` (kernlog.timing.Timer, L2 flushed before each)."""
-    from kernlog.timing import Timer
-
-    return Timer().samples(fn, warmup=2, min_samples=10, max_samples=100, budget_s=2.0)
+WALL_METHOD = "wall clock per call, calls back to back (host and GPU both counted), a synchronize per sample"
+SAMPLE_S = 0.02  # the wall time one sample spans: enough calls that a synchronize's cost is small
 
 
-def time_interleaved(base: Callable[[], object], new: Callable[[], object], pairs: int = 30):
-    """GPU only: (baseline ms, new ms), the two called in turn `pairs` times."""
-    from kernlog.timing import Timer
+def _per_sample(fn: Callable[[], object]) -> int:
+    """Calls per sample: SAMPLE_S of wall time, from one timed call (at least 1, at most 200)."""
+    import time
 
-    timer = Timer()
+    import torch
+
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return max(1, min(200, math.ceil(SAMPLE_S / max(time.perf_counter() - t, 1e-6))))
+
+
+def _loop_ms(fn: Callable[[], object], calls: int) -> float:
+    import time
+
+    import torch
+
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) * 1e3 / calls
+
+
+def time_samples(fn: Callable[[], object], budget_s: float = 2.0) -> list[float]:
+    """GPU only: milliseconds per call as a program's loop calls it (WALL_METHOD): the host may
+    run ahead of the GPU, so the time is the slower of the two. No L2 flush between calls."""
+    import time
+
+    for _ in range(3):
+        fn()
+    calls = _per_sample(fn)
+    out, start = [], time.perf_counter()
+    while len(out) < 10 or (len(out) < 50 and time.perf_counter() - start < budget_s):
+        out.append(_loop_ms(fn, calls))
+    return out
+
+
+def time_interleaved(base: Callable[[], object], new: Callable[[], object], pairs: int = 20):
+    """GPU only: (baseline ms, new ms) per call, WALL_METHOD, the two timed in turn `pairs` times."""
     for fn in (base, new, base, new):
         fn()
-    head = timer.head_start(base, 2)
+    calls = min(_per_sample(base), _per_sample(new))
     b, n = [], []
     for _ in range(pairs):
-        ms, head = timer.batch([base, new], head)
-        b.append(ms[0])
-        n.append(ms[1])
+        b.append(_loop_ms(base, calls))
+        n.append(_loop_ms(new, calls))
     return b, n
+
+
+def graphed(fn: Callable[[], object], text: str) -> Callable[[], object]:
+    """GPU only: `fn` captured once in a CUDA graph, as a callable that replays it; checked first
+    to give the eager call's output (within 1e-3) on its inputs."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm outside the capture (torch.cuda.graphs)
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            out = fn()
+    except Exception as exc:  # noqa: BLE001 -- torch's capture error, said in one line
+        raise KernlogError(f"{text} cannot be captured in a CUDA graph: {_said(exc)} (a host sync inside the "
+                           "call? the triage names each as a candidate)") from None
+    graph.replay()
+    want = fn()
+    torch.cuda.synchronize()
+    got, ref = _tensors(out), _tensors(want)
+    if len(got) != len(ref) or any(not torch.allclose(g.float(), r.float(), rtol=1e-3, atol=1e-3)
+                                   for g, r in zip(got, ref, strict=True)):
+        raise KernlogError(f"{text} replayed from a CUDA graph gives other outputs than called eagerly: "
+                           "not measured")
+
+    def replay():
+        graph.replay()
+        return out
+    return replay
+
+
+def _tensors(out) -> list:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensors(o)]
+    if isinstance(out, dict):
+        return [t for o in out.values() for t in _tensors(o)]
+    return []
 
 
 def gpu_visible() -> bool:
@@ -195,11 +274,14 @@ def measured_peaks(root: Path, gpu: dict) -> judge.Peaks:
     """GPU only: the GPU's copy bandwidth and matmul rate (profiles/<gpu>/ceilings.json, measured
     where absent) and its fp32 spec peak."""
     from kernlog import timing
-    from kernlog.capture.profiler import ceilings
+    from kernlog.capture.profiler import ceilings, launch_floor
     from kernlog.judge.roofline import SPEC_FP32_TFLOPS
 
-    c = ceilings(root, gpu["slug"], timing.Timer(), False)
-    return judge.Peaks(c["copy_gbps"], c.get("matmul_bf16_tflops"), SPEC_FP32_TFLOPS.get(gpu["name"]))
+    timer = timing.Timer()
+    c = ceilings(root, gpu["slug"], timer, False)
+    floor = launch_floor(root, gpu["slug"], timer)
+    return judge.Peaks(c["copy_gbps"], c.get("matmul_bf16_tflops"), SPEC_FP32_TFLOPS.get(gpu["name"]),
+                       floor["graph_us"])
 
 
 def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[str], None] = print) -> Path:
@@ -252,18 +334,21 @@ def fresh_triage(root: Path, target: Target, steps: Steps, progress: Callable[[s
         target=target.text, gpu={"name": gpu["name"], "slug": gpu["slug"]}, captured_at=provenance.now(),
         total_us=total_us, gpu_us=gpu_us, launches=len(rows), peaks=asdict(peaks),
         by_kernel=by_kernel, by_op=group_times(rows, "op"), by_module=group_times(rows, "module"),
-        picked=picked, **judged(rows, peaks, figures, total_us), ncu={"kernels": figures, "commands": commands},
-        wall_samples_ms=[round(s, 5) for s in samples], versions=steps.versions(ncu))
+        picked=picked, **judged(rows, peaks, figures, total_us, parse_timeline(trace)),
+        ncu={"kernels": figures, "commands": commands},
+        wall_samples_ms=[round(s, 5) for s in samples], versions=steps.versions(ncu), timing=WALL_METHOD)
     return store.save_triage(root, record, slim(trace))
 
 
-def judged(rows, peaks: judge.Peaks, figures: dict, total_us: float) -> dict:
-    """A triage record's judged part (groups, chains, candidates) from its kernel rows, the
-    ncu figures by kernel name and the program's measured time per call."""
+def judged(rows, peaks: judge.Peaks, figures: dict, total_us: float, timeline) -> dict:
+    """A triage record's judged part (the call's time split, groups, chains, candidates) from its
+    kernel rows and timeline, the ncu figures by kernel name and the program's measured time per call."""
     groups = judge.place_groups(rows, peaks, figures)
     chains = judge.fusion_chains(rows, peaks)
-    return {"groups": [asdict(g) for g in groups], "chains": [asdict(c) for c in chains],
-            "candidates": [asdict(c) for c in judge.rank(groups, chains, total_us)]}
+    split = hostside.split(timeline, total_us)
+    host = hostside.candidates(timeline, split, peaks.launch_us, judge.BAND)
+    return {"time_split": asdict(split), "groups": [asdict(g) for g in groups], "chains": [asdict(c) for c in chains],
+            "candidates": [asdict(c) for c in judge.rank(groups, chains, total_us, host=tuple(host))]}
 
 
 def rejudge(root: Path, text: str) -> list[store.TriageRecord]:
@@ -276,8 +361,12 @@ def rejudge(root: Path, text: str) -> list[store.TriageRecord]:
     out = []
     for path in paths:
         rec = store.load_triage(path)
-        rows = parse_chrome_trace(store.load_trace(root, rec))
-        for name, value in judged(rows, judge.Peaks(**rec.peaks), rec.ncu.get("kernels", {}), rec.total_us).items():
+        if rec.peaks.get("launch_us") is None:  # taken before the floor was: the GPU's, where measured since
+            rec.peaks["launch_us"] = (load_ceilings(root, rec.gpu["slug"]).get("launch_floor") or {}).get("graph_us")
+        trace = store.load_trace(root, rec)
+        rows = parse_chrome_trace(trace)
+        for name, value in judged(rows, judge.Peaks(**rec.peaks), rec.ncu.get("kernels", {}), rec.total_us,
+                                  parse_timeline(trace)).items():
             setattr(rec, name, value)
         store.save_triage(root, rec)
         out.append(store.load_triage(path))
@@ -310,35 +399,62 @@ def judge_verify(rec: store.TriageRecord, candidate: int, new_ms: list[float], b
     cand = rec.candidates[candidate - 1]
     if base_ms:
         speedup, band = judge.interleaved_speedup(base_ms, new_ms)
-        basis = f"{len(new_ms)} interleaved pairs against {baseline or rec.target}"
+        basis = f"{len(new_ms)} interleaved pairs (wall time per call) against {baseline or rec.target}"
     else:
         speedup, band = judge.stored_speedup(rec.total_us, new_ms), judge.BAND
         basis = f"against the stored total, {rec.total_us:.1f} us per call ({rec.captured_at})"
     return judge.verdict(cand["speedup"], speedup, band, f"{cand['title']}; {basis}")
 
 
-def verify(root: Path, text: str, baseline: str | None = None, candidate: int = 1, gpu: bool | None = None,
-           progress: Callable[[str], None] = print) -> judge.Verdict:
+HOST_KINDS = ("graph", "sync")
+
+
+def default_candidate(rec: store.TriageRecord, graph: bool) -> int:
+    """The rank (1-based) a verify judges by default: with --graph the CUDA-graph candidate,
+    else the first kernel candidate (a program changed by a kernel does not fix the host)."""
+    for i, c in enumerate(rec.candidates, 1):
+        if (c["kind"] == "graph") if graph else (c["kind"] not in HOST_KINDS):
+            return i
+    if graph:
+        raise KernlogError(f"the triage of {rec.target} names no CUDA-graph candidate (a sync inside the call, or too "
+                           f"little host time to buy): run `kernlog triage {rec.target}` to see its ranking")
+    return 1
+
+
+def verify(root: Path, text: str, baseline: str | None = None, candidate: int | None = None, gpu: bool | None = None,
+           progress: Callable[[str], None] = print, graph: bool = False) -> judge.Verdict:
     """GPU only: re-measure TARGET and judge its speedup against the stored prediction (of
-    BASELINE's triage where given, timing the two in turn)."""
+    BASELINE's triage where given, timing the two in turn); `graph`: TARGET captured in a CUDA
+    graph against itself called eagerly, judged against the triage's graph candidate."""
     target = resolve_target(root, text)
     base = resolve_target(root, baseline) if baseline else target
+    if graph and baseline:
+        raise KernlogError("--graph times TARGET against itself captured in a CUDA graph: drop --baseline")
     if not (gpu if gpu is not None else gpu_visible()):
-        raise NoGpu(f"--verify re-measures the program: run `kernlog triage {text} --verify` on a GPU machine")
+        flag = " --graph" if graph else ""
+        raise NoGpu(f"--verify re-measures the program: run `kernlog triage {text} --verify{flag}` on a GPU machine")
     slug = provenance.gpu_info()["slug"]
     path = store.triage_path(root, slug, base.text)
     if not path.exists():
         raise KernlogError(f"no triage of {base.text} is stored for {slug}: run `kernlog triage {base.text}` first")
     rec = store.load_triage(path)
+    candidate = candidate or default_candidate(rec, graph)
     fn = guarded(build_callable(root, target), target.text)
-    if baseline:
+    if graph:
+        progress(f"timing {target.text} called eagerly and replayed from a CUDA graph, in turn")
+        base_ms, new_ms = time_interleaved(fn, graphed(fn, target.text))
+        v = judge_verify(rec, candidate, new_ms, base_ms, f"{target.text} called eagerly")
+        with_ = f"{target.text} in a CUDA graph"
+    elif baseline:
         progress(f"timing {base.text} and {target.text} in turn")
         base_ms, new_ms = time_interleaved(guarded(build_callable(root, base), base.text), fn)
         v = judge_verify(rec, candidate, new_ms, base_ms, base.text)
+        with_ = target.text
     else:
         progress(f"timing {target.text}")
         v = judge_verify(rec, candidate, time_samples(fn))
-    store.add_verdict(path, {"target": target.text, "candidate": candidate,
+        with_ = target.text
+    store.add_verdict(path, {"target": with_, "candidate": candidate,
                              "title": rec.candidates[candidate - 1]["title"], **asdict(v), "at": provenance.now()})
     return v
 

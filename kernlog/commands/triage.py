@@ -15,13 +15,16 @@ from kernlog.errors import KernlogError
 @click.option("--verify", is_flag=True, help="Re-measure TARGET (GPU) and judge its speedup against the prediction.")
 @click.option("--baseline", metavar="TARGET", default=None,
               help="With --verify: the triaged program, timed in turn with TARGET (its prediction is judged).")
-@click.option("--candidate", type=click.IntRange(min=1), default=1, show_default=True,
-              help="With --verify: which ranked candidate was implemented.")
+@click.option("--candidate", type=click.IntRange(min=1), default=None,
+              help="With --verify: which ranked candidate was implemented (default: the first kernel candidate; with "
+                   "--graph, the CUDA-graph one).")
+@click.option("--graph", is_flag=True,
+              help="With --verify: time TARGET captured in a CUDA graph against itself called eagerly.")
 @click.option("--rejudge", is_flag=True,
               help="No GPU: rank the stored triage again from its stored trace and ncu figures (after a judge change).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.pass_context
-def triage(ctx, target, verify, baseline, candidate, rejudge, fmt):
+def triage(ctx, target, verify, baseline, candidate, graph, rejudge, fmt):
     """Where TARGET's GPU time goes and what fixing it would buy. TARGET: module:function (returns a
     zero-argument callable) or a kernel such as minigpt[/REVISION][@SHAPE][.DTYPE]. Without a GPU:
     the stored triage."""
@@ -34,11 +37,11 @@ def triage(ctx, target, verify, baseline, candidate, rejudge, fmt):
         root = find_root(Path(given) if given else None)
         progress = (lambda s: click.echo(s, err=True)) if fmt == "text" else (lambda s: None)
         if verify:
-            v = lib.verify(root, target, baseline, candidate, progress=progress)
+            v = lib.verify(root, target, baseline, candidate, progress=progress, graph=graph)
             click.echo(json.dumps(v.__dict__, indent=1) if fmt == "json" else v.line())
             sys.exit(1 if v.outcome == "missed" else 0)
-        if baseline:
-            raise KernlogError("--baseline goes with --verify")
+        if baseline or graph:
+            raise KernlogError(f"{'--baseline' if baseline else '--graph'} goes with --verify")
         records = lib.rejudge(root, target) if rejudge else lib.triage(root, target, progress=progress)
         if fmt == "json":
             click.echo(json.dumps([r.to_dict() for r in records], indent=1))

@@ -34,6 +34,7 @@ class Peaks:
     bandwidth_gbps: float  # the GPU's measured copy bandwidth (profiles/<gpu>/ceilings.json)
     tensor_tflops: float | None = None  # measured cuBLAS bf16 matmul rate
     fp32_tflops: float | None = None  # spec sheet's CUDA-core fp32 peak
+    launch_us: float | None = None  # the least a kernel launch costs in a CUDA graph (ceilings.json)
 
 
 def cover(rows, share: float = COVER) -> list[str]:
@@ -230,16 +231,19 @@ def amdahl(total_us: float, saved_us: float) -> float:
 
 @dataclass
 class Candidate:
-    kind: str  # 'roofline' (bring a group to its roof) or 'fusion' (fuse a chain)
+    kind: str  # 'roofline' (a group to its roof), 'fusion' (a chain fused), 'graph' or 'sync' (hostside)
     title: str
     saved_us: float
     speedup: float
     evidence: dict
 
 
-def rank(groups: list[Group], chains: list[Chain], total_us: float, top: int | None = None) -> list[Candidate]:
-    """Candidates by time saved (ties by title), each with its Amdahl speedup on `total_us`."""
-    out = []
+def rank(groups: list[Group], chains: list[Chain], total_us: float, top: int | None = None,
+         host: tuple = ()) -> list[Candidate]:
+    """Candidates by time saved (ties by title), each with its Amdahl speedup on `total_us`, the
+    call's wall time: kernel ones (a group to its roof, a chain fused) beside the host fixes
+    (kernlog.judge.hostside), so a host-bound call's kernel wins read at their worth."""
+    out = [Candidate(h.kind, h.title, h.saved_us, 0.0, h.evidence) for h in host]
     for g in groups:
         if g.above_us and g.above_us > 0:
             out.append(Candidate("roofline", f"{g.key} to its {g.side} roof ({g.calls} calls)", g.above_us, 0.0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernlog.render import paths as where
-from kernlog.store.triages import TriageError, TriageRecord, all_stored, load_triage
+from kernlog.store.triages import GPU_CLOCK, TriageError, TriageRecord, all_stored, load_triage
 
 TOP = 5
 
@@ -15,6 +15,15 @@ def _us(v: float) -> str:
 
 
 def _evidence(c: dict) -> str:
+    ev = c["evidence"]
+    if c["kind"] == "graph":
+        return (f"predicted {_us(ev['predicted_us'])} per call in a graph: {_us(ev['busy_us'])} busy, each of "
+                f"{ev['launches']} launches at least {ev['floor_us']:.2f} us (this GPU's floor); {_us(ev['idle_us'])} "
+                "idle now")
+    if c["kind"] == "sync":
+        g = ev["gap"]
+        return (f"the GPU idle {_us(g['us'])} per call after it ({_us(g['traced_us'])} in the traced call, "
+                f"profiler on)")
     if c["kind"] == "fusion":
         ch = c["evidence"]["chain"]
         return f"{ch['intermediate_bytes'] / 1e6:.1f} MB through DRAM per repeat; measured {_us(ch['measured_us'])}"
@@ -38,9 +47,44 @@ def headline(rec: TriageRecord) -> str:
             f"{share:.0%} of the GPU time")
 
 
+def _where(g: dict) -> str:
+    op = g["op"] or "the call's start"
+    return f"{g['module']} ({op})" if g["module"] else op
+
+
+def split_line(rec: TriageRecord) -> str:
+    """Of the call's wall time: the GPU busy, and idle (by cause); '' for a record without a split."""
+    sp = rec.time_split
+    if not sp:
+        return ""
+    wall = sp["wall_us"]
+    idle = f"{_us(sp['idle_us'])} ({sp['idle_us'] / wall:.0%}) with it idle" if wall else "none idle"
+    causes = []
+    scale = sp["idle_us"] / (sp["launch_gap_us"] + sp["sync_gap_us"]) if sp["launch_gap_us"] + sp["sync_gap_us"] else 0
+    if sp["launch_gap_us"]:
+        causes.append(f"{_us(sp['launch_gap_us'] * scale)} in launch gaps (host work, launch latency)")
+    if sp["sync_gap_us"]:
+        causes.append(f"{_us(sp['sync_gap_us'] * scale)} after {sp['syncs']} host sync(s)")
+    line = (f"Of {_us(wall)} per call, {_us(sp['busy_us'])} with the GPU busy ({_us(sp['kernel_us'])} in kernels"
+            + (f", {_us(sp['copy_us'])} in copies" if sp["copy_us"] >= 0.05 else "") + f"), {idle}"
+            + (": " + ", ".join(causes) if causes and sp["idle_us"] else "") + ".")
+    longest = [g for g in sp.get("gaps", []) if g["us"] >= 0.05][:3]
+    if longest and sp["idle_us"]:
+        line += " Longest idle before: " + "; ".join(
+            f"{_where(g)} {_us(g['us'])} ({g['count']}x)" if g["cause"] == "launch"
+            else f"the sync at {_where(g)} {_us(g['us'])} ({g['count']}x)" for g in longest) + "."
+    if rec.timing == GPU_CLOCK:
+        line += f" Timed on the GPU's clock: the host's time not counted (`kernlog triage {rec.target}` retakes it)."
+    return line
+
+
 def table(rec: TriageRecord, top: int = TOP) -> str:
-    """The headline, the top ops by GPU time, then the top candidates with their speedups."""
-    lines = [headline(rec), "", "GPU time by op:"]
+    """The headline, the call's time split, the top ops by GPU time, then the top candidates with
+    their speedups."""
+    lines = [headline(rec)]
+    if rec.time_split:
+        lines += ["", split_line(rec)]
+    lines += ["", "GPU time by op:"]
     for row in rec.by_op[:top]:
         lines.append(f"  {row['us'] / rec.gpu_us:6.1%}  {_us(row['us']):>10}  {row['count']:5d}x  {row['name']}")
     if not rec.candidates:
@@ -55,8 +99,10 @@ def table(rec: TriageRecord, top: int = TOP) -> str:
 
 def markdown(rec: TriageRecord, top: int = TOP) -> str:
     """The log's section: headline and a table of the top candidates."""
-    out = [f"### Triage: {rec.target}", "", headline(rec) + ".", "",
-           "| # | candidate | saves | predicted speedup | evidence |", "| --- | --- | --- | --- | --- |"]
+    out = [f"### Triage: {rec.target}", "", headline(rec) + "."]
+    if rec.time_split:
+        out += ["", split_line(rec)]
+    out += ["", "| # | candidate | saves | predicted speedup | evidence |", "| --- | --- | --- | --- | --- |"]
     for i, c in enumerate(rec.candidates[:top], 1):
         title = c["title"].replace("|", "\\|")
         out.append(f"| {i} | {title} | {_us(c['saved_us'])} | {c['speedup']:.3f}x | "
@@ -73,13 +119,33 @@ def markdown(rec: TriageRecord, top: int = TOP) -> str:
 
 PAGE_INTRO = """# Triage: which kernel to write next
 
-`kernlog triage TARGET` traces a PyTorch program on a GPU, profiles under ncu the kernels that cover
-most of its GPU time, places each on its roofline at its minimum bytes and FLOPs, and ranks what a
-new kernel could save: an op's time above its roof, or a chain of kernels passing a tensor through
-DRAM (memory-bound ones, perhaps between the matmuls that write and read it) that one fused kernel
-would keep on chip. Each candidate's speedup is the whole
-program's (Amdahl on the measured time per call); the savings of two candidates overlap and do not add.
+`kernlog triage TARGET` times a PyTorch program's call, traces one call on a GPU, profiles under ncu
+the kernels that cover most of its GPU time, and ranks what could be saved: an op's time above its
+roofline, a chain of kernels passing a tensor through DRAM that one fused kernel would keep on chip,
+and the host's share of the call.
+
+The host's share is the time the GPU sits idle: between launches (capturing the call in a CUDA
+graph would save it, predicted from this GPU's measured per-launch floor) and after host
+synchronizations inside the call (`.item()`, a blocking copy). Each candidate's speedup is the whole
+call's (Amdahl on its wall time); the savings of two candidates overlap and do not add.
 [Front page]({front})."""
+
+
+def summary(records: list[TriageRecord]) -> str:
+    """One row per stored triage: where its call's time goes and its first candidate."""
+    rows = ["| program | GPU | per call | GPU busy | GPU idle | first candidate | predicted | verified |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for rec in records:
+        sp, top = rec.time_split, (rec.candidates[0] if rec.candidates else None)
+        idle = (f"{sp['idle_us'] / sp['wall_us']:.0%}" + ("*" if rec.timing == GPU_CLOCK else "")) if sp else "–"
+        checked = [v for v in rec.verified if top and v.get("candidate") == 1]
+        rows.append(" | ".join([
+            f"| {rec.target}", rec.gpu["name"], _us(rec.total_us), _us(sp["busy_us"]) if sp else "–", idle,
+            (top["title"].replace("|", "/") if top else "none"), f"{top['speedup']:.3f}x" if top else "–",
+            (f"{checked[-1]['measured']:.3f}x, {checked[-1]['outcome']}" if checked else "–") + " |"]))
+    note = ("\n\n\\* timed on the GPU's clock, before triage timed the wall: the host's time is not counted, "
+            "the idle share is launch latency only." if any(r.timing == GPU_CLOCK for r in records) else "")
+    return "\n".join(rows) + note
 
 
 def page_block(root: Path) -> str | None:
@@ -89,9 +155,14 @@ def page_block(root: Path) -> str | None:
     if not paths:
         return None
     parts = [PAGE_INTRO.format(front=where.of(root).front)]
+    records, sections = [], []
     for path in paths:
         try:
-            parts.append(markdown(load_triage(path)).rstrip())
+            records.append(load_triage(path))
+            sections.append(markdown(records[-1]).rstrip())
         except TriageError as e:
-            parts.append(f"**Left out:** {e}")
+            sections.append(f"**Left out:** {e}")
+    if records:
+        parts.append(summary(records))
+    parts += sections
     return "\n\n".join(parts) + "\n"

@@ -22,6 +22,8 @@ from kernlog.store.keys import TRIAGE_FOLDER
 from kernlog.store.profiles import dump_json, write_atomic
 
 SCHEMA = 1
+# How the first triages timed a call: the host's time hidden behind queued work
+GPU_CLOCK = "GPU time per call (CUDA events, L2 flushed, queued behind a head start): the host's time not counted"
 FOLDER = TRIAGE_FOLDER
 
 
@@ -53,6 +55,10 @@ class TriageRecord:
     # `triage --verify`'s verdicts on this record's predictions, oldest first: target, candidate,
     # title, predicted, measured, band, outcome, basis, at
     verified: list[dict] = field(default_factory=list)
+    # the call's time: wall (timed), GPU busy and idle, the traced call's parts and its longest
+    # idle stretches (kernlog.judge.hostside.Split); {} in a record taken before it was
+    time_split: dict = field(default_factory=dict)
+    timing: str = GPU_CLOCK  # how total_us was timed: kernlog.capture.triage.WALL_METHOD since it had host time
     schema: int = SCHEMA
 
     def to_dict(self) -> dict:
