@@ -170,12 +170,12 @@ def test_an_entry_that_recorded_head_keeps_its_date_when_head_moves(repo):
     """Old profiles recorded the commit as "HEAD": dated by their capture, the timeline (and the
     log's history plot, whose digest `report --check` compares) must not move with every commit."""
     from kernlog.judge.history import timeline
-    from kernlog.store.lookup import Side
+    from kernlog.store.keys import ProfileKey
 
     rec = version(0.12, 1, "a")
     rec["git"] = dict(rec.get("git") or {}, commit="HEAD")
     commit(repo, rec, "first")
-    side = Side("softmax", "torch", (8192, 4096), "fp32", "nvidia-h100-80gb-hbm3")
+    side = ProfileKey("softmax", "torch", (8192, 4096), "fp32", "nvidia-h100-80gb-hbm3")
     before = [e["when"] for e in timeline(repo, side)["entries"]]
     assert before == [rec["captured_at"][:len(before[0])]]
     (repo / "README").write_text("moves HEAD")

@@ -649,10 +649,10 @@ def test_findings_are_matched_by_rule_and_title():
 def test_a_side_prints_as_the_selector_that_names_it():
     from kernlog.store import lookup
 
-    assert lookup.Side("softmax", "v7", (1024, 131072), "bf16", "nvidia-h200").text() == \
+    assert lookup.ProfileKey("softmax", "v7", (1024, 131072), "bf16", "nvidia-h200").text() == \
         "softmax/v7@1024x131072.bf16.nvidia-h200"
-    assert lookup.Side("softmax", "v7", dtype="bf16").text() == "softmax/v7@bf16"
-    assert lookup.Side("softmax", "v7").text() == "softmax/v7"
+    assert lookup.ProfileKey("softmax", "v7", dtype="bf16").text() == "softmax/v7@bf16"
+    assert lookup.ProfileKey("softmax", "v7").text() == "softmax/v7"
 
 
 def test_a_field_of_the_wrong_type_is_named_with_what_it_holds():

@@ -19,8 +19,8 @@ from kernlog.judge.plausible import achieved_gbps
 from kernlog.judge.verdicts import ALPHA, timing_verdict
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
-from kernlog.store.keys import FAILED
-from kernlog.store.lookup import Side, resolve_one
+from kernlog.store.keys import FAILED, ProfileKey
+from kernlog.store.lookup import resolve_one
 from kernlog.store.record import Profile
 
 
@@ -36,10 +36,10 @@ class Entry:
     when: str = ""
 
 
-def entries(root: Path, side: Side) -> tuple[Profile, list[Entry]]:
+def entries(root: Path, side: ProfileKey) -> tuple[Profile, list[Entry]]:
     """(today's profile, every committed version of it oldest first, and the work tree's where
     it differs from HEAD's). The side picks the profile as `diff` does."""
-    now = resolve_one(root, Side(side.kernel, side.revision, side.shape, side.dtype, side.gpu, side.path))
+    now = resolve_one(root, side.with_(ref=None))
     path = now.path
     out = []
     for commit, _date in gitrefs.log(root, path):
@@ -84,7 +84,7 @@ def _when(root: Path, e: Entry) -> str:
         e.prof is not None and e.prof.captured_at) or ""
 
 
-def timeline(root: Path, side: Side) -> dict:
+def timeline(root: Path, side: ProfileKey) -> dict:
     now, found = entries(root, side)
     rows, prev = [], None
     for e in found:
@@ -111,7 +111,7 @@ def timeline(root: Path, side: Side) -> dict:
             "gpu": now.gpu.slug, "path": now.path, "entries": rows}
 
 
-def timelines(root: Path, side: Side) -> list[dict]:
+def timelines(root: Path, side: ProfileKey) -> list[dict]:
     """timeline() of the side; where it names no GPU and its profile exists on several (one
     shape and dtype each), one timeline per GPU, in slug order: a history is per GPU."""
     from dataclasses import replace

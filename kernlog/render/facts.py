@@ -24,7 +24,7 @@ from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import gates
 from kernlog.store import profiles as store
-from kernlog.store.lookup import Side
+from kernlog.store.keys import ProfileKey
 from kernlog.store.record import Profile
 
 TOP_DELTAS = 5
@@ -181,7 +181,7 @@ def _histories(root: Path, kernel: str, lad: dict, paths: where.Paths) -> dict |
     out = {}
     for row in lad["rows"]:
         prof = row["rec"]
-        side = Side(kernel, prof.revision, tuple(prof.shape), prof.dtype, prof.gpu.slug)
+        side = ProfileKey(kernel, prof.revision, tuple(prof.shape), prof.dtype, prof.gpu.slug)
         try:
             entries = timeline(root, side)["entries"]
         except KernlogError:

@@ -52,6 +52,7 @@ class ProfileKey:
     dtype: str | None = None
     gpu: str | None = None
     ref: str | None = None  # a git ref: the profile as that commit stored it
+    path: Path | None = None  # a profile's .json given by its path (another checkout's) instead of its name
 
     @classmethod
     def parse(cls, text: str, shape=None, dtype=None, gpu=None) -> ProfileKey:
@@ -140,6 +141,18 @@ class ProfileKey:
                 and (self.shape is None or tuple(prof.shape) == self.shape)
                 and (self.dtype is None or prof.dtype == self.dtype)
                 and (self.gpu is None or prof.gpu.slug == self.gpu))
+
+    def wants(self, prof) -> bool:
+        """Whether a profile (or a file that does not load, by its path's key) agrees with the
+        shape, dtype and GPU this key gives: the parts a command-line side may leave open."""
+        k = prof.key
+        return ((self.shape is None or k.shape == self.shape)
+                and (self.dtype is None or k.dtype == self.dtype)
+                and (self.gpu is None or k.gpu == self.gpu))
+
+    def name(self, prof) -> str:
+        """A profile this key may mean, spelled to be pasted back: with this key's ref as typed."""
+        return prof.key.with_(ref=self.ref).text()
 
     def with_(self, **changes) -> ProfileKey:
         return replace(self, **changes)

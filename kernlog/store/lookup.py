@@ -49,40 +49,12 @@ from kernlog.store.record import Profile
 MACHINE, PRIMARY = "this machine's GPU", "primary GPU"
 
 
-@dataclass(frozen=True)
-class Side:
-    kernel: str
-    revision: str
-    shape: tuple | None = None
-    dtype: str | None = None
-    gpu: str | None = None
-    path: Path | None = None
-    ref: str | None = None  # a git ref: the profile as that commit stored it
-
-    @property
-    def key(self) -> ProfileKey:
-        return ProfileKey(self.kernel, self.revision, self.shape, self.dtype, self.gpu, self.ref)
-
-    def wants(self, prof: Profile | Phantom) -> bool:
-        k = prof.key
-        return ((self.shape is None or k.shape == self.shape)
-                and (self.dtype is None or k.dtype == self.dtype)
-                and (self.gpu is None or k.gpu == self.gpu))
-
-    def text(self) -> str:
-        return self.key.text()
-
-    def name(self, prof: Profile) -> str:
-        """A profile of this side, spelled to be pasted back: with the side's ref as typed."""
-        return prof.key.with_(ref=self.ref).text()
-
-
-def parse_side(text: str, shape=None, dtype=None, gpu=None) -> Side:
-    """`text` as a Side; the selector's parts override the command's --shape/--dtype/--gpu."""
+def parse_side(text: str, shape=None, dtype=None, gpu=None) -> ProfileKey:
+    """`text` as the key of a command-line side (a path to a profile's .json, or a name whose
+    selector's parts override the command's --shape/--dtype/--gpu)."""
     if text.endswith(".json") and Path(text).is_file():
-        return Side("", "", path=Path(text))
-    k = ProfileKey.parse(text, shape, dtype, gpu)
-    return Side(k.kernel, k.revision, k.shape, k.dtype, k.gpu, ref=k.ref)
+        return ProfileKey("", "", path=Path(text))
+    return ProfileKey.parse(text, shape, dtype, gpu)
 
 
 @functools.lru_cache(maxsize=1)
@@ -151,7 +123,7 @@ def _phantom(err: store.ProfileError) -> Phantom:
     return Phantom(ProfileKey(kernel, revision, tuple(shape), dtype, gpu), err)
 
 
-def _gpu_part(root: Path, side: Side, recs: list[Profile]) -> Side:
+def _gpu_part(root: Path, side: ProfileKey, recs: list[Profile]) -> ProfileKey:
     """`side` with its GPU part as the stored slug it names: itself, or the one slug it is part of."""
     if side.gpu is None:
         return side
@@ -164,10 +136,10 @@ def _gpu_part(root: Path, side: Side, recs: list[Profile]) -> Side:
     if len(hits) > 1:
         raise KernlogError(f"GPU {side.gpu!r} in {side.text()} matches several stored GPUs: {', '.join(hits)}; "
                            "name one")
-    return Side(side.kernel, side.revision, side.shape, side.dtype, hits[0], side.path, side.ref) if hits else side
+    return side.with_(gpu=hits[0]) if hits else side
 
 
-def _gather(root: Path, side: Side) -> tuple[Side, list[Profile | Phantom], list[store.ProfileError]]:
+def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Phantom], list[store.ProfileError]]:
     """(the side, its GPU part read; the profiles it may mean, a file that does not load as a
     candidate of its path's key (a Phantom); the files of the revision that no key names)."""
     if side.path is not None:
@@ -201,7 +173,7 @@ def _gather(root: Path, side: Side) -> tuple[Side, list[Profile | Phantom], list
     return side, chosen, strays
 
 
-def candidates(root: Path, side: Side) -> list[Profile]:
+def candidates(root: Path, side: ProfileKey) -> list[Profile]:
     """The loadable profiles `side` may mean, after its own selector; errors name the fix (a
     file that does not load is raised where no loadable one is left)."""
     return [r for r in _gather(root, side)[1] if not isinstance(r, Phantom)]  # _gather raises where none loads
@@ -220,7 +192,7 @@ def _prefer_declared(root: Path, recs: list) -> list:
     return mine or recs
 
 
-def _default_gpu(root: Path, side: Side, recs: list) -> tuple[list, dict | None]:
+def _default_gpu(root: Path, side: ProfileKey, recs: list) -> tuple[list, dict | None]:
     """`recs` on one GPU where `side` names none and they are on several: this machine's if
     it is one of them, else the primary GPU if it is (and the choice made); else unchanged."""
     gpus = sorted({r.key.gpu for r in recs})
@@ -233,12 +205,12 @@ def _default_gpu(root: Path, side: Side, recs: list) -> tuple[list, dict | None]
     return recs, None
 
 
-def _ambiguous(side: Side, recs: list) -> KernlogError:
+def _ambiguous(side: ProfileKey, recs: list) -> KernlogError:
     return KernlogError(f"{side.text()} has {len(recs)} profiles; name one: "
                         + "  ".join(sorted(side.name(r) for r in recs)))
 
 
-def _finish(root: Path, recs: list, side: Side, candidates_: list, strays: list, choice: dict | None) -> Profile:
+def _finish(root: Path, recs: list, side: ProfileKey, candidates_: list, strays: list, choice: dict | None) -> Profile:
     if len(recs) > 1:
         raise _ambiguous(side, recs)
     prof = recs[0]
@@ -253,7 +225,7 @@ def _finish(root: Path, recs: list, side: Side, candidates_: list, strays: list,
     return prof
 
 
-def resolve_one(root: Path, side: Side) -> Profile:
+def resolve_one(root: Path, side: ProfileKey) -> Profile:
     side, found, strays = _gather(root, side)
     recs, choice = _default_gpu(root, side, _prefer_declared(root, found))
     return _finish(root, recs, side, found, strays, choice)
@@ -277,7 +249,7 @@ def _settle(ra: list, rb: list) -> None:
                     break
 
 
-def resolve_pair(root: Path, a: Side, b: Side) -> tuple[Profile, Profile]:
+def resolve_pair(root: Path, a: ProfileKey, b: ProfileKey) -> tuple[Profile, Profile]:
     """The two profiles a diff compares (see the module docstring for the rules)."""
     (a, fa, sa), (b, fb, sb) = _gather(root, a), _gather(root, b)
     ra, rb = _prefer_declared(root, list(fa)), _prefer_declared(root, list(fb))
