@@ -274,3 +274,16 @@ def test_a_verify_with_a_baseline_judges_the_first_kernel_candidate_not_a_host_f
     lib.verify(repo, "hostprog:make", baseline="hostprog:make", gpu=True, progress=lambda s: 0)
     (stored,) = store.load_triage(path).verified
     assert stored["candidate"] == 2 and stored["title"] == store.load_triage(path).candidates[1]["title"]
+
+
+def test_copies_are_busy_time_named_by_the_op_and_module_that_issued_them():
+    trace = busy_serialized(host_bound())
+    trace["traceEvents"] += [
+        module("Embed_0", 2010, 20), cpu_op("aten::copy_", 2011, 15, [(64,), (64,)], ["float", "float"]),
+        launch(900, 2012, name="cudaMemcpyAsync"),
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
+         "ts": 4880213522547.0 + 2020, "dur": 30.0, "args": {"correlation": 900}}]
+    s = hostside.split(parse_timeline(trace), wall_us=2100.0)
+    assert s.copy_us == pytest.approx(30.0) and s.kernel_us == pytest.approx(200.0)
+    assert s.copies == [{"op": "aten::copy_", "module": "Embed_0", "count": 1, "us": 30.0}]
+    assert s.kernel_us + s.copy_us + s.launch_gap_us + s.sync_gap_us == pytest.approx(s.traced_us)

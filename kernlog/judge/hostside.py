@@ -42,6 +42,8 @@ class Split:
     launches: int
     syncs: int  # synchronizations inside the call
     gaps: list[dict] = field(default_factory=list)  # cause, op, module, count, traced_us, us (scaled to the timed call)
+    # copies and memsets by the op and module that issued them: op, module, count, us
+    copies: list[dict] = field(default_factory=list)
 
     @property
     def scale(self) -> float:
@@ -86,6 +88,13 @@ def split(timeline, wall_us: float) -> Split:
                 traced_us=timeline.end_us - timeline.start_us, kernel_us=kernel_us, copy_us=busy - kernel_us,
                 launch_gap_us=launch_gap, sync_gap_us=sync_gap,
                 launches=timeline.launches, syncs=len(timeline.syncs))
+    copies: dict[tuple, dict] = defaultdict(lambda: {"count": 0, "us": 0.0})
+    for a in acts:
+        if a.kind == "copy":
+            copies[(a.op, a.module)]["count"] += 1
+            copies[(a.op, a.module)]["us"] += a.end_us - a.start_us
+    out.copies = [{"op": op, "module": mod, "count": v["count"], "us": round(v["us"], 3)} for (op, mod), v in
+                  sorted(copies.items(), key=lambda kv: (-kv[1]["us"], kv[0]))[:GAPS_KEPT]]
     ranked = sorted(stretches.items(), key=lambda kv: (-kv[1]["traced_us"], kv[0]))
     out.gaps = [{"cause": c, "op": op, "module": mod, "count": v["count"], "traced_us": round(v["traced_us"], 3),
                  "us": round(v["traced_us"] * out.scale, 3)} for (c, op, mod), v in ranked[:GAPS_KEPT]]

@@ -73,6 +73,9 @@ def split_line(rec: TriageRecord) -> str:
         line += " Longest idle before: " + "; ".join(
             f"{_where(g)} {_us(g['us'])} ({g['count']}x)" if g["cause"] == "launch"
             else f"the sync at {_where(g)} {_us(g['us'])} ({g['count']}x)" for g in longest) + "."
+    copies = [c for c in sp.get("copies", []) if c["us"] >= 0.05][:2]
+    if copies:
+        line += " Copies: " + "; ".join(f"{_where(c)} {_us(c['us'])} ({c['count']}x)" for c in copies) + "."
     if rec.timing == GPU_CLOCK:
         line += f" Timed on the GPU's clock: the host's time not counted (`kernlog triage {rec.target}` retakes it)."
     return line
