@@ -12,8 +12,9 @@ def _device():
     return ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32)
 
 
-def _vision(name: str, batch: int):
-    """torchvision's model `name` (random weights), its forward on a batch of 224 x 224 images."""
+def _vision(name: str, batch: int, compiled: bool = False):
+    """torchvision's model `name` (random weights), its forward on a batch of 224 x 224 images;
+    `compiled`: the model through torch.compile (Inductor, default mode), compiled on first call."""
     try:
         import torchvision
     except ImportError:
@@ -22,6 +23,8 @@ def _vision(name: str, batch: int):
 
     device, dtype = _device()
     model = getattr(torchvision.models, name)().to(device=device, dtype=dtype).eval()
+    if compiled:
+        model = torch.compile(model)
     x = torch.randn(batch, 3, 224, 224, device=device, dtype=dtype)
 
     def run():
@@ -39,6 +42,16 @@ def swin_t(batch: int = 32):
     """torchvision's Swin-T (random weights), batch 32: many small kernels (window attention,
     LayerNorms over 96 to 768 channels), so the host's launches can set its pace."""
     return _vision("swin_t", batch)
+
+
+def resnet50_compiled(batch: int = 32):
+    """resnet50 through torch.compile: the triage's compile candidate, built (--verify --baseline)."""
+    return _vision("resnet50", batch, compiled=True)
+
+
+def swin_t_compiled(batch: int = 32):
+    """swin_t through torch.compile: the triage's compile candidate, built (--verify --baseline)."""
+    return _vision("swin_t", batch, compiled=True)
 
 
 def vit_b_16(batch: int = 64):

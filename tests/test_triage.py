@@ -241,3 +241,17 @@ def test_a_tensor_of_the_same_element_count_but_another_last_dimension_is_not_re
     assert judge.fusion_chains(rows, PEAKS) == []
     rows[1] = row("gelu_k", 20.0, 1, "aten::gelu", [f32(10, 100, 1000), ((), "")], call=1)  # a view of x
     assert [c.ops for c in judge.fusion_chains(rows, PEAKS)] == [["aten::add", "aten::gelu"]]
+
+
+def test_compile_fuses_only_the_memory_bound_calls_of_a_run_and_leaves_the_matmuls():
+    # attention: Inductor fuses mul -> masked_fill_ -> softmax (their two intermediates kept on chip);
+    # the bmm that writes the scores and the one reading them stay cuBLAS calls
+    got = judge.compile_saving(_attention_rows(), PEAKS)
+    scores = 12 * 128 * 128 * 4
+    assert got["runs"] == 1 and got["calls_fused_away"] == 2 and got["measured_us"] == pytest.approx(30.0)
+    assert got["saved_us"] == pytest.approx(2 * 2 * scores / 1e6)
+    # add -> gelu -> mul then a matmul: the three memory-bound calls, twice
+    got = judge.compile_saving(_chain_rows() + _chain_rows(start=10, call=10), PEAKS)
+    assert got["runs"] == 2 and got["saved_us"] == pytest.approx(2 * 2 * 8e6 / 1e6)
+    # a lone elementwise call between matmuls: nothing for Inductor to fuse
+    assert judge.compile_saving(_chain_rows(gelu_dims=(1000, 999)), PEAKS) is None

@@ -347,6 +347,11 @@ def judged(rows, peaks: judge.Peaks, figures: dict, total_us: float, timeline) -
     chains = judge.fusion_chains(rows, peaks)
     split = hostside.split(timeline, total_us)
     host = hostside.candidates(timeline, split, peaks.launch_us, judge.BAND)
+    inductor = judge.compile_saving(rows, peaks)
+    if inductor and hostside.beyond(inductor["saved_us"], total_us, judge.BAND):
+        host.append(hostside.HostFix(
+            "compile", f"torch.compile the call: Inductor fuses {inductor['runs']} runs of non-matmul ops "
+            f"({inductor['calls_fused_away']} calls fewer)", inductor["saved_us"], inductor))
     return {"time_split": asdict(split), "groups": [asdict(g) for g in groups], "chains": [asdict(c) for c in chains],
             "candidates": [asdict(c) for c in judge.rank(groups, chains, total_us, host=tuple(host))]}
 
@@ -406,7 +411,7 @@ def judge_verify(rec: store.TriageRecord, candidate: int, new_ms: list[float], b
     return judge.verdict(cand["speedup"], speedup, band, f"{cand['title']}; {basis}")
 
 
-HOST_KINDS = ("graph", "sync")
+HOST_KINDS = ("graph", "sync", "compile")  # fixes that need no kernel written
 
 
 def default_candidate(rec: store.TriageRecord, graph: bool) -> int:

@@ -117,7 +117,7 @@ class HostFix:
     evidence: dict
 
 
-def _beyond(saved_us: float, wall_us: float, band: float) -> bool:
+def beyond(saved_us: float, wall_us: float, band: float) -> bool:
     """Whether saving `saved_us` of `wall_us` speeds the call up by more than the noise band."""
     return wall_us > 0 and saved_us > 0 and wall_us / max(wall_us - saved_us, 1e-9) > 1 + band
 
@@ -127,14 +127,14 @@ def candidates(timeline, s: Split, floor_us: float | None, band: float) -> list[
     idle stretch; where the call has none, capturing it in a CUDA graph (needs the floor)."""
     out = []
     for g in s.gaps:
-        if g["cause"] == "sync" and _beyond(g["us"], s.wall_us, band):
+        if g["cause"] == "sync" and beyond(g["us"], s.wall_us, band):
             where = f" in {g['module']}" if g["module"] else ""
             out.append(HostFix("sync", f"remove the host sync at {g['op']}{where} ({g['count']} calls)", g["us"],
                                {"gap": g, "idle_us": s.idle_us}))
     if not s.syncs and floor_us:
         predicted = graph_us(timeline, floor_us)
         saved = s.wall_us - predicted
-        if _beyond(saved, s.wall_us, band):
+        if beyond(saved, s.wall_us, band):
             out.append(HostFix("graph", f"capture the call in a CUDA graph ({s.launches} launches)", saved,
                                {"predicted_us": predicted, "floor_us": floor_us, "busy_us": s.busy_us,
                                 "idle_us": s.idle_us, "launches": s.launches}))

@@ -222,6 +222,42 @@ def fusion_chains(rows, peaks: Peaks) -> list[Chain]:
     return sorted(chains.values(), key=lambda c: (-c.saved_us, c.keys))
 
 
+def _interior(run: list) -> list:
+    """The calls of a run that are not matmuls: what Inductor fuses into one generated kernel (it
+    leaves matmuls to cuBLAS by default, so a matmul opening or closing the run stays apart)."""
+    return [item for item in run if item[1].flops is None]  # a matmul is the call the cost rules give FLOPs
+
+
+def compile_saving(rows, peaks: Peaks) -> dict | None:
+    """What torch.compile (Inductor, default mode) would save of the GPU time: per run of
+    `_runs`, its memory-bound calls fused into one kernel (two or more of them), each saving its
+    intermediates written and read again, over the bandwidth, never more than their measured time
+    less their fused roof. Matmuls stay as they are. None where no such run exists."""
+    info = []
+    for call in _calls(rows):
+        r = call[0]
+        cost = minimum_cost(r.op, r.inputs, r.concrete) if r.op else None
+        side = None if cost is None else roof_us(cost.bytes, cost.flops, peaks, cost.out_type)[1]
+        info.append((r, cost, sum(k.us for k in call), side))
+    saved = measured = 0.0
+    runs = launches = 0
+    for run in _runs(info):
+        inner = _interior(run)
+        if len(inner) < 2:
+            continue
+        inter = sum(nbytes(c.out_dims, c.out_type) for _, c, _, _ in inner[:-1])
+        us = sum(u for _, _, u, _ in inner)
+        fused_bytes = sum(c.bytes for _, c, _, _ in inner) - 2 * inter
+        roof, _ = roof_us(max(fused_bytes, 0.0), None, peaks, inner[0][1].out_type)
+        saved += max(0.0, min(2 * inter / (peaks.bandwidth_gbps * 1e3), us - roof))
+        measured += us
+        runs += 1
+        launches += len(inner) - 1
+    if not runs or saved <= 0:
+        return None
+    return {"saved_us": saved, "runs": runs, "measured_us": measured, "calls_fused_away": launches}
+
+
 def amdahl(total_us: float, saved_us: float) -> float:
     """The whole program's speedup when `saved_us` of its `total_us` goes away."""
     if total_us <= 0 or not 0 <= saved_us < total_us:
@@ -231,7 +267,8 @@ def amdahl(total_us: float, saved_us: float) -> float:
 
 @dataclass
 class Candidate:
-    kind: str  # 'roofline' (a group to its roof), 'fusion' (a chain fused), 'graph' or 'sync' (hostside)
+    kind: str  # 'roofline' (a group to its roof), 'fusion' (a chain fused), 'compile' (Inductor's fusions),
+    # 'graph' or 'sync' (hostside)
     title: str
     saved_us: float
     speedup: float

@@ -20,6 +20,9 @@ def _evidence(c: dict) -> str:
         return (f"predicted {_us(ev['predicted_us'])} per call in a graph: {_us(ev['busy_us'])} busy, each of "
                 f"{ev['launches']} launches at least {ev['floor_us']:.2f} us (this GPU's floor); {_us(ev['idle_us'])} "
                 "idle now")
+    if c["kind"] == "compile":
+        return (f"{_us(ev['measured_us'])} of non-matmul calls in {ev['runs']} runs, their intermediates kept on "
+                "chip; GPU time only: the host time compiled code saves is not predicted")
     if c["kind"] == "sync":
         g = ev["gap"]
         return (f"the GPU idle {_us(g['us'])} per call after it ({_us(g['traced_us'])} in the traced call, "
@@ -129,8 +132,9 @@ and the host's share of the call.
 
 The host's share is the time the GPU sits idle: between launches (capturing the call in a CUDA
 graph would save it, predicted from this GPU's measured per-launch floor) and after host
-synchronizations inside the call (`.item()`, a blocking copy). Each candidate's speedup is the whole
-call's (Amdahl on its wall time); the savings of two candidates overlap and do not add.
+synchronizations inside the call (`.item()`, a blocking copy). torch.compile is ranked too, on the
+GPU time its fusions save. Each candidate's speedup is the whole call's (Amdahl on its wall time);
+the savings of two candidates overlap and do not add.
 [Front page]({front})."""
 
 
