@@ -27,3 +27,9 @@ class Unsupported(KernlogError):
     """A revision needs what this GPU lacks (thread-block clusters, TMA, more shared memory per
     block): the harness skips it with this line ("skipped: needs ...") rather than failing it."""
     exit_code = 5
+
+
+def said(exc: BaseException) -> str:
+    """An exception in one line: its type and the first line of its message."""
+    first = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__
