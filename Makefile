@@ -39,7 +39,7 @@ log: setup
 
 test: setup
 	$(PY) -m ruff check kernlog kernels tests
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 	$(PY) -m kernlog report --check
 
 # The tests marked slow: the CPU interpreter at large shapes and every config compiled for sm_90.

@@ -25,6 +25,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernlog import snapshot
 from kernlog.errors import KernlogError
 from kernlog.spec import NAME_RE  # an operator's folder is named as a revision is
 
@@ -66,7 +67,10 @@ class Layout:
 
     def operators(self) -> list[str]:
         """The operator folders: a plain name (no leading `_` or `.`), an __init__.py that binds
-        KERNEL. Helpers beside them are left alone."""
+        KERNEL. Helpers beside them are left alone. Read once while kernlog.snapshot.held()."""
+        return list(snapshot.once(("operators", self.kernels), self._operators))
+
+    def _operators(self) -> list[str]:
         if not self.kernels.is_dir():
             return []
         names = []
@@ -133,7 +137,12 @@ def _layout(root: Path, stamp: float) -> Layout:
 
 
 def layout(root: Path) -> Layout:
-    """The layout of the repository at `root` (read again when its pyproject.toml changes)."""
+    """The layout of the repository at `root` (read again when its pyproject.toml changes; once
+    while kernlog.snapshot.held())."""
+    return snapshot.once(("layout", os.fspath(root)), lambda: _layout_now(root))
+
+
+def _layout_now(root: Path) -> Layout:
     root = Path(root).resolve()
     try:
         stamp = (root / PYPROJECT).stat().st_mtime_ns

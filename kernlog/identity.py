@@ -10,7 +10,7 @@ import inspect
 import re
 from pathlib import Path
 
-from kernlog import cuda
+from kernlog import cuda, snapshot
 
 TOOL = Path(__file__).resolve().parent
 # The tool's own files that run in every revision of a kind: NVRTC's options (cuda.py) shape
@@ -40,7 +40,13 @@ def executed_files(rev) -> tuple[Path, ...]:
 def source_sha256(rev) -> str:
     """The revision's identity, over the name and bytes of each of executed_files(rev). An
     operator's __init__.py counts only with the code of the function of the revision written
-    in it (`code`, else `load`): adding a rung or a shape there marks nothing stale."""
+    in it (`code`, else `load`): adding a rung or a shape there marks nothing stale. Read once
+    per revision while kernlog.snapshot.held() (the revision kept with it: its id stays its own)."""
+    kept, digest = snapshot.once(("source_sha256", id(rev)), lambda: (rev, _source_sha256(rev)))
+    return digest if kept is rev else _source_sha256(rev)
+
+
+def _source_sha256(rev) -> str:
     h = hashlib.sha256()
     for path in executed_files(rev):
         body = next((inspect.getsource(fn).encode() + _bound(fn) for fn in (rev.code, rev.load)

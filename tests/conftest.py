@@ -2,6 +2,15 @@ import os
 import shutil
 import sys
 
+# xdist workers share the cores (`make test`: -n 2 on CI's two): each computes on its share of
+# them, as kernlog's own parallel processes do (kernlog.run.fanout.child_env), instead of every
+# worker's torch and OpenBLAS spreading a thread per core over cores the other worker is using
+# (13% more CPU for the interpreter and library tests on two cores). Read before torch is imported;
+# a value set by hand stands.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _share = (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))
+
 # Triton runs its kernels through the CPU interpreter where there is no GPU; it reads this
 # variable when it is first imported, so set it before any test imports triton.
 try:
@@ -24,7 +33,20 @@ def pytest_addoption(parser):
                      help="also run the tests marked slow (README: the GPU machine runs them, `make test-slow`)")
 
 
+# `make test` runs the files on two workers, each file whole on one (--dist loadfile: a file's
+# module fixtures, cached compiles and collected sections are made once, not once per worker),
+# in this file order (--no-loadscope-reorder). The files of a minute or half a minute of CPU go
+# first, longest first, so that the last files to start are short and both workers finish
+# together; the rest keep pytest's order. A file missing here only runs later: a stale list
+# costs time, never a test.
+LONGEST_FIRST = ("test_gate_all_kernels.py", "test_softmax_cuda.py", "test_profiler.py", "test_log_gate.py",
+                 "test_adopt.py", "test_integrity.py", "test_triton_compiles.py", "test_matmul_cuda.py",
+                 "test_readme.py", "test_cli.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     skip_ncu = pytest.mark.skip(reason="needs a GPU and ncu")
     skip_slow = pytest.mark.skip(reason="slow on the CPU: run with --run-slow")

@@ -135,15 +135,20 @@ def test_a_change_to_kernlog_s_gate_code_gates_again(toy, tmp_path, monkeypatch)
     root, kernel, _ = toy
     code = tmp_path / "gate.py"
     code.write_text("TOLERANCE = 1\n")
-    monkeypatch.setattr(gatekey, "GATE_CODE", (code,))
-    gatekey.gate_code_sha256.cache_clear()
-    _passed(root, kernel)
-    code.write_text("TOLERANCE = 2\n")
-    gatekey.gate_code_sha256.cache_clear()
-    got, said = _reused(root, kernel)
+    # A patch of its own, undone alone: monkeypatch.undo() would also undo the toy's, putting this
+    # repository's kernels modules back before own_kernels_package drops what sys.modules holds
+    # then, which left no kernels.* for the next test (its kernels.softmax imported afresh).
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(gatekey, "GATE_CODE", (code,))
+            gatekey.gate_code_sha256.cache_clear()
+            _passed(root, kernel)
+            code.write_text("TOLERANCE = 2\n")
+            gatekey.gate_code_sha256.cache_clear()
+            got, said = _reused(root, kernel)
+    finally:
+        gatekey.gate_code_sha256.cache_clear()
     assert got == {} and said[0].endswith(": kernlog's gate code"), said
-    monkeypatch.undo()
-    gatekey.gate_code_sha256.cache_clear()
 
 
 def test_a_failed_outcome_is_never_reused(toy):

@@ -25,10 +25,10 @@ with open(sys.argv[1], "w") as f:
 """
 
 
-def run(tmp_path, args, check=True):
-    """The modules `kernlog ARGS` imported, and its stdout; with `check`, it must exit 0."""
+def run(tmp_path, args, check=True, cwd=ROOT):
+    """The modules `kernlog ARGS` imported in `cwd`, and its stdout; with `check`, it must exit 0."""
     report = tmp_path / "modules.json"
-    proc = subprocess.run([sys.executable, "-c", RUN, str(report), *args], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-c", RUN, str(report), *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
     result = json.loads(report.read_text())
     assert result["code"] in (0, None) or not check, proc.stderr[-2000:]
@@ -48,6 +48,17 @@ def test_list_loads_every_kernel_without_torch_or_triton(tmp_path):
         assert f"\n{kernel}  (" in f"\n{out}"
     assert heavy(modules) == []
     assert "pandas" not in modules  # 0.45 s of a list of ~1 s (the bench files are read with csv)
+
+
+def test_the_example_operator_of_kernlog_init_keeps_torch_out_of_list(tmp_path):
+    """A new repository's operator (`kernlog init`'s add_relu) imports torch where it uses it:
+    its `kernlog list` loads the operator without torch, as this repository's does."""
+    repo = tmp_path / "team"
+    repo.mkdir()
+    run(tmp_path, ["init"], cwd=repo)
+    modules, out = run(tmp_path, ["list"], cwd=repo)
+    assert "kernels.add_relu" in modules and "add_relu  (" in out
+    assert heavy(modules) == []
 
 
 @pytest.mark.parametrize("args", [["show", "softmax/v4_vectorized@nvidia-h100-80gb-hbm3"],

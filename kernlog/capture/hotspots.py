@@ -78,11 +78,15 @@ def extract(action, root: Path, main_source: Path | None = None) -> dict | None:
                 reasons[reason] = _per_pc(metric)
     lines: dict[tuple[str | None, int], dict] = {}
     texts: dict = {}
+    shown_as: dict[str, tuple[str, Path | None]] = {}  # a file's _display, once: the PCs share a few files
     base = min(samples, default=0)
     for pc, n in samples.items():
         info = action.source_info(pc)
         if info is not None:
-            shown, path = _display(info.file_name(), root, main_source)
+            name = info.file_name()
+            if name not in shown_as:
+                shown_as[name] = _display(name, root, main_source)
+            shown, path = shown_as[name]
             line = info.line()
         else:  # no line info (a library's kernel): each instruction its own row, by offset
             shown, path, line = None, None, pc - base

@@ -42,9 +42,11 @@ def entries(root: Path, side: ProfileKey) -> tuple[Profile, list[Entry]]:
     now = resolve_one(root, side.with_(ref=None))
     path = now.path
     out = []
-    for commit, _date in gitrefs.log(root, path):
+    commits = [commit for commit, _date in gitrefs.log(root, path)]
+    bodies = gitrefs.blobs(root, commits, path)  # one git process for them all
+    for commit in commits:
         try:
-            prof = gitrefs.load_at(root, commit, path)
+            prof = gitrefs.load_at(root, commit, path, body=bodies.get(commit))
             last = out[-1].prof if out else None
             if last is not None and (last.timing, last.source_sha256, last.captured_at) == (
                     prof.timing, prof.source_sha256, prof.captured_at):

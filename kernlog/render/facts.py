@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from kernlog import snapshot
 from kernlog.errors import KernlogError
 from kernlog.judge import hotlines, predictions, roofline
 from kernlog.judge.bands import bands_of
@@ -204,6 +205,7 @@ def not_profiled(kernel) -> dict:
             "revisions": {r.name: r for r in kernel.revisions}, "unreadable": [], "profiled": False}
 
 
+@snapshot.held()  # it only reads: each revision hashed once, the operators listed once
 def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool = False) -> list[dict]:
     """One section per kernel. A profile that fails verification is left out of its ladder and
     listed in the section's "unreadable" (store.ProfileError, one line naming the file and

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernlog import snapshot
 from kernlog.judge.gating import fails_gate, mark
 from kernlog.judge.verdicts import stale
 from kernlog.registry import kernel_names, load_kernel
@@ -34,7 +35,13 @@ def _by_gpu(recs: list, current: dict, revision: str, gates_of=lambda gpu: {}) -
 
 def listing(root: Path) -> tuple[str, list[ProfileError]]:
     """(the listing, the profiles that fail verification). A bad file is marked UNREADABLE
-    where its name says which revision it is of; the caller names each with its fix."""
+    where its name says which revision it is of; the caller names each with its fix. The
+    repository is held still meanwhile (kernlog.snapshot)."""
+    with snapshot.held():
+        return _listing(root)
+
+
+def _listing(root: Path) -> tuple[str, list[ProfileError]]:
     stored, lines, bad, unhashed = {}, [], [], 0
     for rec in iter_profiles(root, bad="yield"):
         if isinstance(rec, ProfileError):

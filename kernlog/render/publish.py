@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from kernlog import snapshot
 from kernlog.errors import KernlogError
 from kernlog.registry import kernel_names, load_kernel
 from kernlog.render import limits, prose
@@ -22,7 +23,14 @@ def publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
     write both. What it says goes to echo(line) (stdout) and echo(line, err=True) (stderr);
     the exit status: 0, or the first unreadable profile's exit code (the log names each where
     its figures would be), or 2 where `check_only` finds a stored report file missing or not
-    the one its profiles recorded (kernlog.store.integrity.check_stored: a line each)."""
+    the one its profiles recorded (kernlog.store.integrity.check_stored: a line each). The
+    repository is held still meanwhile (kernlog.snapshot): only the log, its pages and its
+    plots are written."""
+    with snapshot.held():
+        return _publish(root, check_only, echo)
+
+
+def _publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
     damaged = check_stored(root) if check_only else []  # each stored report file against its recorded sha256
     for line in damaged:
         echo(f"kernlog: {line}", err=True)

@@ -7,11 +7,13 @@ are generated; prose outside them is kept as written.
 """
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
 import jinja2
 
+from kernlog import snapshot
 from kernlog.judge.verdicts import COPY_BAR, HOT_MIN_SAMPLES, LAUNCH_BOUND_US
 from kernlog.render import dispatch, facts, limits, notes, plots, prose, steps, triage
 from kernlog.render import paths as where
@@ -30,11 +32,27 @@ LOG = where.Paths().log  # the default; a repository's own: log_path(root)
 BLOCK = re.compile(r"<!-- kernlog:begin (?P<name>[a-z0-9_]+) -->\n.*?<!-- kernlog:end (?P=name) -->\n?", re.DOTALL)
 
 
-def _env() -> jinja2.Environment:
+@jinja2.pass_context
+def _here(ctx, rel: str) -> str:
+    """A plot, named from the root, linked from the page being rendered (its `link_from_page`)."""
+    return ctx["link_from_page"](rel)
+
+
+@functools.cache
+def _templates() -> jinja2.Environment:
+    """One environment per process, so each template is parsed and compiled once, not once per
+    page (compiling them was most of `kernlog report`'s time outside the plots)."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("kernlog.render", "templates"), trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["f"] = lambda v, spec=".1f": "–" if v is None else format(v, spec)
     env.filters["cell"] = lambda v: " ".join(str(v or "").split()).replace("|", "\\|")  # one table cell's text
+    env.filters["here"] = _here
+    return env
+
+
+def _env() -> jinja2.Environment:
+    env = _templates()
+    env.globals["xrun"] = limits.cross_run("")  # after a figure over two runs
     return env
 
 
@@ -57,7 +75,6 @@ def render_blocks(sections: list[dict], triaged: bool = False, paths: where.Path
     links = {s["kernel"].name: {"text": paths.page(s["kernel"].name),
                                 "href": paths.from_log(paths.page(s["kernel"].name))} for s in sections}
     env = _env()
-    env.globals["xrun"] = limits.cross_run("")
     best_of = {}
     for s in sections:
         lad = s["arcs"][0] if s.get("arcs") else None
@@ -99,8 +116,10 @@ def page_blocks(s: dict, paths: where.Paths | None = None, root: Path | None = N
     paths = paths or where.Paths()
     page = paths.page(s["kernel"].name)
     env = _env()
-    env.filters["here"] = lambda rel: paths.link(rel, page)  # a plot, named from the root, linked from the page
-    env.globals["xrun"] = limits.cross_run("")  # after a figure over two runs
+
+    def link_from_page(rel: str) -> str:  # a plot, named from the root, linked from the page (filter `here`)
+        return paths.link(rel, page)
+
     told = ({k: notes.dated(prose.fill(root, v, missing="–")) for k, v in notes.of_kernel(root, s["kernel"]).items()}
             if root is not None else {})
     history = notes.history_page(root, s["kernel"].name) if root is not None else None
@@ -109,15 +128,16 @@ def page_blocks(s: dict, paths: where.Paths | None = None, root: Path | None = N
         row = steps.best(lad)
         lad["best_name"] = row["rec"].revision if row else None
     blocks = {"head": env.get_template("head.md.j2").render(
-        s=s, front=paths.front, history=paths.link(history, page) if history else None,
-        stands=steps.stands(s, main), next=steps.next_line(s, main), author_next=told.get("next"))}
+        link_from_page=link_from_page, s=s, front=paths.front,
+        history=paths.link(history, page) if history else None, stands=steps.stands(s, main),
+        next=steps.next_line(s, main), author_next=told.get("next"))}
     if main is not None:
         blocks["steps"] = env.get_template("steps.md.j2").render(
-            s=s, steps=steps.of_ladder(main, told), refs=steps.references(main), profiles=paths.profiles,
-            story=told.get("story"))
+            link_from_page=link_from_page, s=s, steps=steps.of_ladder(main, told), refs=steps.references(main),
+            profiles=paths.profiles, story=told.get("story"))
     blocks["evidence"] = env.get_template("kernel.md.j2").render(
-        s=s, copy_bar=COPY_BAR, profiles=paths.profiles, others=steps.others(s), story=told.get("story"),
-        dispatch=dispatch.page_md(root, s["kernel"]) if root is not None else None)
+        link_from_page=link_from_page, s=s, copy_bar=COPY_BAR, profiles=paths.profiles, others=steps.others(s),
+        story=told.get("story"), dispatch=dispatch.page_md(root, s["kernel"]) if root is not None else None)
     return blocks
 
 
@@ -131,6 +151,7 @@ def page_path(kernel: str, root: Path | None = None) -> str:
     return where.of(root).page(kernel)
 
 
+@snapshot.held()  # it only reads (kernlog.snapshot)
 def pages(root: Path, sections: list[dict]) -> dict[str, str]:
     """Each kernel's page (REPORTS/KERNEL.md) as it should read: its generated blocks spliced
     into the hand-written prose it holds, figure markers filled."""
@@ -195,6 +216,7 @@ PAGE = ("<!-- kernlog:begin head -->\n<!-- kernlog:end head -->\n\n"
         "<!-- kernlog:begin evidence -->\n<!-- kernlog:end evidence -->\n")
 
 
+@snapshot.held()  # it only reads (kernlog.snapshot)
 def render(root: Path, kernels: list, sections: list[dict] | None = None) -> str:
     """The log as it should read; pass `sections` (from collect) to reuse them."""
     paths = where.of(root)
@@ -204,6 +226,7 @@ def render(root: Path, kernels: list, sections: list[dict] | None = None) -> str
     return prose.fill(root, splice(text, render_blocks(sections, triaged=bool(all_stored(root)), paths=paths)))
 
 
+@snapshot.held()  # it only reads (kernlog.snapshot)
 def out_of_date(root: Path, sections: list[dict]) -> list[str]:
     """What `report --check` fails on beside the log: a kernel page out of date or holding an
     unsourced figure, a plot missing or drawn from other data, an SVG in the reports folder
