@@ -287,8 +287,10 @@ def test_v10_meets_only_aligned_rows_past_a_block_in_2_to_32_chunks():
     # v9's candidates stay, in v9's order, ahead of the meeting ones
     from kernels.softmax import peel_launch
     v9 = peel_launch.plan_v9(64, 262144, "fp32", True)
+    # Launch as meet_launch imported it: a test before may have reloaded the kernels package
+    launch = meet_launch.cl.Launch
     assert meet_launch.plan_v10(64, 262144, "fp32", True) == v9 + [
-        cuda_launch.Launch(f"softmax_fp32_meet_t{t}", 64 * n, t, 262144) for t, n in ((256, 32), (512, 16), (1024, 8))]
+        launch(f"softmax_fp32_meet_t{t}", 64 * n, t, 262144) for t, n in ((256, 32), (512, 16), (1024, 8))]
 
 
 MEET_SHAPES = ((3, 16392), (3, 32000), (2, 65536), (2, 131072), (3, 151936), (1, 262144), (2, 1048576))
