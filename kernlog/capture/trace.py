@@ -75,12 +75,17 @@ def _enclosing(events: list[dict], launches: list[dict], key=lambda e: e["args"]
     return out
 
 
-def parse_chrome_trace(trace: dict | list) -> list[KernelRow]:
-    """Every kernel of a torch.profiler Chrome trace, in GPU launch order, with its op and module."""
+def _complete(trace: dict | list) -> list[dict]:
+    """The trace's complete events ("ph": "X", with a timestamp)."""
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
     if not isinstance(events, list):
         raise KernlogError("the trace has no traceEvents list: not a torch.profiler Chrome trace")
-    complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    return [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+
+
+def parse_chrome_trace(trace: dict | list) -> list[KernelRow]:
+    """Every kernel of a torch.profiler Chrome trace, in GPU launch order, with its op and module."""
+    complete = _complete(trace)
     kernels = [e for e in complete if e.get("cat") == "kernel"]
     threads: dict[tuple, dict[str, list]] = defaultdict(lambda: {"spans": [], "launches": []})
     for e in complete:
@@ -214,10 +219,7 @@ def parse_timeline(trace: dict | list) -> Timeline:
     outside any op (take_trace), and the profiler may add one: a synchronize outside every op
     after the call's last launch is theirs, not the program's (a program's own one there costs
     nothing: nothing waits behind it)."""
-    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    if not isinstance(events, list):
-        raise KernlogError("the trace has no traceEvents list: not a torch.profiler Chrome trace")
-    complete = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    complete = _complete(trace)
     threads: dict[tuple, dict[str, list]] = defaultdict(lambda: {"spans": [], "calls": []})
     for e in complete:
         key = (e.get("pid"), e.get("tid"))

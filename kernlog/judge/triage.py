@@ -192,26 +192,39 @@ def _runs(info) -> list[list]:
     return runs
 
 
-def fusion_chains(rows, peaks: Peaks) -> list[Chain]:
-    """The runs (`_runs`) and the time fusing each would save: its intermediates written and
-    read again, over the bandwidth, never more than the run's measured time less the fused
-    run's roof (its other bytes and all its FLOPs). Repeats of one run (same signatures) are
-    summed; most saved first."""
+def _call_info(rows, peaks: Peaks) -> list[tuple]:
+    """(first row, its minimum cost or None, the call's GPU time, its roofline side or None) per op call."""
     info = []
     for call in _calls(rows):
         r = call[0]
         cost = minimum_cost(r.op, r.inputs, r.concrete) if r.op else None
         side = None if cost is None else roof_us(cost.bytes, cost.flops, peaks, cost.out_type)[1]
         info.append((r, cost, sum(k.us for k in call), side))
+    return info
+
+
+def _fused(calls: list, peaks: Peaks) -> tuple[float, float, float]:
+    """(intermediate bytes, measured us, us saved) of `calls` fused into one kernel: each
+    intermediate written and read again, over the bandwidth, never more than the calls' measured
+    time less the fused kernel's roof (its other bytes and all its FLOPs)."""
+    inter = sum(nbytes(c.out_dims, c.out_type) for _, c, _, _ in calls[:-1])
+    measured = sum(us for _, _, us, _ in calls)
+    fused_bytes = sum(c.bytes for _, c, _, _ in calls) - 2 * inter
+    flops = sum(c.flops or 0 for _, c, _, _ in calls)
+    fused_roof, _ = roof_us(max(fused_bytes, 0.0), flops or None, peaks, calls[0][1].out_type)
+    return inter, measured, max(0.0, min(2 * inter / (peaks.bandwidth_gbps * 1e3), measured - fused_roof))
+
+
+def fusion_chains(rows, peaks: Peaks) -> list[Chain]:
+    """The runs (`_runs`) and the time fusing each would save: its intermediates written and
+    read again, over the bandwidth, never more than the run's measured time less the fused
+    run's roof (its other bytes and all its FLOPs). Repeats of one run (same signatures) are
+    summed; most saved first."""
+    info = _call_info(rows, peaks)
     chains: dict[tuple, Chain] = {}
     for run in _runs(info):
         keys = tuple(_signature(r) for r, *_ in run)
-        inter = sum(nbytes(c.out_dims, c.out_type) for _, c, _, _ in run[:-1])
-        measured = sum(us for _, _, us, _ in run)
-        fused_bytes = sum(c.bytes for _, c, _, _ in run) - 2 * inter
-        flops = sum(c.flops or 0 for _, c, _, _ in run)
-        fused_roof, _ = roof_us(max(fused_bytes, 0.0), flops or None, peaks, run[0][1].out_type)
-        saved = max(0.0, min(2 * inter / (peaks.bandwidth_gbps * 1e3), measured - fused_roof))
+        inter, measured, saved = _fused(run, peaks)
         ch = chains.get(keys)
         if ch is None:
             chains[keys] = Chain([r.op for r, *_ in run], list(keys), 1, inter, measured, saved)
@@ -233,23 +246,15 @@ def compile_saving(rows, peaks: Peaks) -> dict | None:
     `_runs`, its memory-bound calls fused into one kernel (two or more of them), each saving its
     intermediates written and read again, over the bandwidth, never more than their measured time
     less their fused roof. Matmuls stay as they are. None where no such run exists."""
-    info = []
-    for call in _calls(rows):
-        r = call[0]
-        cost = minimum_cost(r.op, r.inputs, r.concrete) if r.op else None
-        side = None if cost is None else roof_us(cost.bytes, cost.flops, peaks, cost.out_type)[1]
-        info.append((r, cost, sum(k.us for k in call), side))
+    info = _call_info(rows, peaks)
     saved = measured = 0.0
     runs = launches = 0
     for run in _runs(info):
         inner = _interior(run)
         if len(inner) < 2:
             continue
-        inter = sum(nbytes(c.out_dims, c.out_type) for _, c, _, _ in inner[:-1])
-        us = sum(u for _, _, u, _ in inner)
-        fused_bytes = sum(c.bytes for _, c, _, _ in inner) - 2 * inter
-        roof, _ = roof_us(max(fused_bytes, 0.0), None, peaks, inner[0][1].out_type)
-        saved += max(0.0, min(2 * inter / (peaks.bandwidth_gbps * 1e3), us - roof))
+        _, us, run_saved = _fused(inner, peaks)
+        saved += run_saved
         measured += us
         runs += 1
         launches += len(inner) - 1

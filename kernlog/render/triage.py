@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernlog.judge.hostside import Split
 from kernlog.render import paths as where
 from kernlog.store.triages import GPU_CLOCK, TriageError, TriageRecord, all_stored, load_triage
 
@@ -63,7 +64,7 @@ def split_line(rec: TriageRecord) -> str:
     wall = sp["wall_us"]
     idle = f"{_us(sp['idle_us'])} ({sp['idle_us'] / wall:.0%}) with it idle" if wall else "none idle"
     causes = []
-    scale = sp["idle_us"] / (sp["launch_gap_us"] + sp["sync_gap_us"]) if sp["launch_gap_us"] + sp["sync_gap_us"] else 0
+    scale = Split(**sp).scale
     if sp["launch_gap_us"]:
         causes.append(f"{_us(sp['launch_gap_us'] * scale)} in launch gaps (host work, launch latency)")
     if sp["sync_gap_us"]:
