@@ -49,6 +49,26 @@ def test_render_is_deterministic_and_check_detects_staleness(tmp_path):
     assert "reports/softmax.md is out of date" in report.out_of_date(root, report.collect(root, kernels))
 
 
+def test_a_plot_is_drawn_again_only_where_its_data_changed_or_when_asked(tmp_path):
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+    kernels = [load_kernel(root, "softmax")]
+    drawn = report.plot_all(root, report.collect(root, kernels))
+    assert drawn and all(p.exists() for p in drawn)
+    assert report.plot_all(root, report.collect(root, kernels)) == []  # nothing changed: nothing drawn
+    assert sorted(report.plot_all(root, report.collect(root, kernels), redraw=True)) == sorted(drawn)
+    drawn[0].write_text(drawn[0].read_text().replace("kernlog-data ", "kernlog-data 0"))  # another digest
+    assert report.plot_all(root, report.collect(root, kernels)) == [drawn[0]]
+    drawn[-1].unlink()
+    assert report.plot_all(root, report.collect(root, kernels)) == [drawn[-1]]
+    path = next((root / "profiles").rglob("torch.8192x4096.fp32.json"))
+    rec = json.loads(path.read_text())
+    rec["metrics"]["wall_ms"] = 0.2
+    path.write_text(json.dumps(rec))
+    assert sorted(report.plot_all(root, report.collect(root, kernels))) == sorted(drawn)  # both show it
+    assert not any(".svg" in p for p in report.out_of_date(root, report.collect(root, kernels)))
+
+
 def test_prose_outside_generated_blocks_survives(tmp_path):
     root = scratch_repo(tmp_path)
     _profiles(root)

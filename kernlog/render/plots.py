@@ -119,11 +119,28 @@ def _sweep_figures(sections: list[dict]):
             yield sw["plot"], data, lambda plt, s=s, sw=sw, draw=draw: draw(plt, s, sw)
 
 
-def _draw(root: Path, figures) -> list[Path]:
-    plt = _pyplot()
+def _drawn_from(path: Path) -> str | None:
+    """The data digest an SVG kernlog drew carries (in its metadata, near the top), or None."""
+    try:
+        with path.open("rb") as f:
+            found = _DIGEST.search(f.read(8192).decode(errors="replace"))
+    except OSError:
+        return None
+    return found and found.group(1)
+
+
+def _draw(root: Path, figures, redraw: bool = True) -> list[Path]:
+    """Draw each figure; without `redraw`, only those whose file is missing or carries another
+    data digest (the same data draws the same bytes: tests/test_log_gate.py redraws one of each
+    kind on a fresh clone). The paths drawn."""
+    plt = None
     written = []
     for rel, data, draw in figures:
-        _save(plt, draw(plt), root / rel, plot_digest(data))
+        digest = plot_digest(data)
+        if not redraw and _drawn_from(root / rel) == digest:
+            continue
+        plt = plt or _pyplot()
+        _save(plt, draw(plt), root / rel, digest)
         written.append(root / rel)
     return written
 
@@ -249,15 +266,17 @@ def stale_plots(root: Path, sections: list[dict]) -> list[str]:
         if not path.exists():
             out.append(f"{rel} is missing")
             continue
-        found = _DIGEST.search(path.read_text(errors="replace"))
-        if found is None or found.group(1) != plot_digest(data):
+        found = _drawn_from(path)
+        if found != plot_digest(data):
             out.append(f"{rel} was drawn from other data than {profiles}/ holds"
                        if found else f"{rel} carries no data digest")
     return out
 
 
-def plot_all(root: Path, sections: list[dict]) -> list[Path]:
-    return _draw(root, _figures(sections))
+def plot_all(root: Path, sections: list[dict], redraw: bool = False) -> list[Path]:
+    """Every plot the log links whose file is missing or drawn from other data (all of them with
+    `redraw`); the paths drawn."""
+    return _draw(root, _figures(sections), redraw)
 
 
 def orphans(root: Path, sections: list[dict]) -> list[str]:

@@ -17,20 +17,20 @@ from kernlog.store.integrity import check_stored
 from kernlog.store.profiles import write_atomic
 
 
-def publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
+def publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: bool = False) -> int:
     """Render the log; with `check_only`, raise KernlogError where the committed log or a plot
     it links differs from that (plots by the digest of their data: nothing is drawn), else
-    write both. What it says goes to echo(line) (stdout) and echo(line, err=True) (stderr);
-    the exit status: 0, or the first unreadable profile's exit code (the log names each where
-    its figures would be), or 2 where `check_only` finds a stored report file missing or not
-    the one its profiles recorded (kernlog.store.integrity.check_stored: a line each). The
-    repository is held still meanwhile (kernlog.snapshot): only the log, its pages and its
-    plots are written."""
+    write both (a plot only where its data changed, or every one with `redraw`). What it says
+    goes to echo(line) (stdout) and echo(line, err=True) (stderr). The exit status: 0, or the
+    first unreadable profile's exit code (the log names each where its figures would be), or 2
+    where `check_only` finds a stored report file missing or not the one its profiles recorded
+    (kernlog.store.integrity.check_stored: a line each). The repository is held still meanwhile
+    (kernlog.snapshot): only the log, its pages and its plots are written."""
     with snapshot.held():
-        return _publish(root, check_only, echo)
+        return _publish(root, check_only, echo, redraw)
 
 
-def _publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
+def _publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: bool) -> int:
     damaged = check_stored(root) if check_only else []  # each stored report file against its recorded sha256
     for line in damaged:
         echo(f"kernlog: {line}", err=True)
@@ -57,11 +57,12 @@ def _publish(root: Path, check_only: bool, echo: Callable[..., None]) -> int:
         # exit is non-zero, so the gap is never silent.
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, text.encode())
-        plots = rpt.plot_all(root, sections)
+        plots = rpt.plot_all(root, sections, redraw)
         for n, fig in prose.unsourced(text):
             echo(f"warning: {log} line {n}: the figure {fig!r} comes from no profile "
                  "(`report --check` fails on it)", err=True)
-        echo(f"wrote {log}" + (f" and {len(plots)} plot(s) in {paths.reports}/" if plots else ""))
+        echo(f"wrote {log}" + (f" and drew {len(plots)} plot(s) in {paths.reports}/" if plots else "")
+             + ("" if redraw else " (a plot is drawn again only where its data changed)"))
     for line in rpt.stale_figures(sections):
         echo(f"warning: {line} (marked stale in the log)", err=True)
     for line in rpt.gate_failures(sections):

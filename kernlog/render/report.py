@@ -243,11 +243,12 @@ def out_of_date(root: Path, sections: list[dict]) -> list[str]:
     return out
 
 
-def plot_all(root: Path, sections: list[dict]) -> list[Path]:
-    """Write the kernel pages and draw every plot; remove the SVGs no page links."""
+def plot_all(root: Path, sections: list[dict], redraw: bool = False) -> list[Path]:
+    """Write the kernel pages and draw each plot whose data changed (every plot with `redraw`);
+    remove the SVGs no page links. The plots drawn."""
     for rel, text in pages(root, sections).items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     for rel in plots.orphans(root, sections):
         (root / rel).unlink()
-    return plots.plot_all(root, sections)
+    return plots.plot_all(root, sections, redraw)
