@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -113,6 +114,44 @@ def kernel_page(root: Path, name: str = "softmax", sections: list | None = None)
     if sections is None:
         sections = report.collect(root, [load_kernel(root, name)])
     return report.pages(root, sections)[report.page_path(name)]
+
+
+def compile_report(source: Path, arch: str) -> str:
+    """kernlog.cuda.compile_report, kept on disk under the digest of everything the compile reads:
+    nvcc's version, kernlog/cuda.py (its command line), the source and each file it includes, the
+    arch. The same inputs give the same ptxas report, so an unchanged revision is compiled once
+    per machine (a minute of `make test` on two cores), a changed one again;
+    KERNLOG_TEST_NVCC_CACHE=0 compiles every time. A failed compile is never kept."""
+    import hashlib
+    import os
+
+    from kernlog import cuda
+
+    if os.environ.get("KERNLOG_TEST_NVCC_CACHE") == "0":
+        return cuda.compile_report(source, arch=arch)
+    h = hashlib.sha256(_nvcc_version().encode() + b"\0" + arch.encode())
+    for f in (Path(cuda.__file__), Path(source), *cuda.includes(source)):
+        h.update(b"\0" + f.name.encode() + b"\0" + f.read_bytes())
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    kept = base / "kernlog-tests" / "ptxas" / f"{Path(source).stem}-{h.hexdigest()[:24]}.txt"
+    if kept.is_file():
+        return kept.read_text()
+    report = cuda.compile_report(source, arch=arch)
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        tmp = kept.with_name(f".{kept.name}.{os.getpid()}")
+        tmp.write_text(report)
+        os.replace(tmp, kept)
+    except OSError:  # a read-only home: compile every time
+        pass
+    return report
+
+
+@lru_cache(maxsize=None)
+def _nvcc_version() -> str:
+    import subprocess
+
+    return subprocess.run(["nvcc", "--version"], capture_output=True, text=True, check=True).stdout
 
 
 def ptxas_entries(report: str) -> dict[str, str]:

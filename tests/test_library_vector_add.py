@@ -10,10 +10,11 @@ import pytest
 import torch
 
 import kernels.vector_add as MODULE
-from kernlog.cuda import compile_report
 from kernlog.registry import find_root, load_kernel
 from kernlog.run import gate
 from kernlog.spec import Revision
+
+from .helpers import compile_report
 
 KERNEL = load_kernel(find_root(), "vector_add")
 CUDA_REVS = [r for r in KERNEL.revisions if r.kind == "cuda"]

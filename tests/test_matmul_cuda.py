@@ -16,6 +16,7 @@ from kernlog import cuda
 from kernlog.identity import executed_files
 from kernlog.registry import find_root, load_kernel
 
+from .helpers import compile_report
 from .helpers import ptxas_entries as entries
 
 KERNEL = load_kernel(find_root(), "matmul_relu")
@@ -35,7 +36,7 @@ PATH_SHAPES = ((1, 1, 1), (5, 3, 70), (33, 47, 70), (64, 65, 129), (48, 88, 136)
 
 @lru_cache(maxsize=None)
 def ptxas(name: str, arch: str = "sm_90a") -> str:
-    return cuda.compile_report(cuda_launch.source(name), arch=arch)
+    return compile_report(cuda_launch.source(name), arch=arch)
 
 
 def test_every_rung_is_a_cuda_step_with_a_prediction():

@@ -13,13 +13,12 @@ import torch
 
 from kernels.softmax import cuda_launch
 from kernlog import cuda
-from kernlog.cuda import compile_report
 from kernlog.errors import Unsupported
 from kernlog.identity import executed_files
 from kernlog.registry import find_root, load_kernel
 from kernlog.run import gate
 
-from .helpers import A100, H100, fake_gpu
+from .helpers import A100, H100, compile_report, fake_gpu
 from .helpers import ptxas_entries as entries
 
 KERNEL = load_kernel(find_root(), "softmax")
