@@ -158,7 +158,7 @@ def test_a_page_fills_in_once_profiles_exist_its_plots_beside_it(shop):
     put(shop, make_record("torch_compile", median_ms=0.09, seed=1))
     got = run(shop, "report")
     assert got.exit_code == 0, got.output
-    assert re.match(r"wrote docs/LOG\.md and \d+ plot\(s\) in docs/perf/$", got.stdout.splitlines()[-1])
+    assert re.match(r"wrote docs/LOG\.md and drew \d+ plot\(s\) in docs/perf/$", got.stdout.splitlines()[-1])
     text = page.read_text()
     assert "Not profiled yet" not in text and "## softmax: the evidence" in text
     plots = sorted(p.name for p in (shop / "docs" / "perf").glob("*.svg"))

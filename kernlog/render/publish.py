@@ -61,8 +61,7 @@ def _publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: bo
         for n, fig in prose.unsourced(text):
             echo(f"warning: {log} line {n}: the figure {fig!r} comes from no profile "
                  "(`report --check` fails on it)", err=True)
-        echo(f"wrote {log}" + (f" and drew {len(plots)} plot(s) in {paths.reports}/" if plots else "")
-             + ("" if redraw else " (a plot is drawn again only where its data changed)"))
+        echo(f"wrote {log}" + (f" and drew {len(plots)} plot(s) in {paths.reports}/" if plots else ""))
     for line in rpt.stale_figures(sections):
         echo(f"warning: {line} (marked stale in the log)", err=True)
     for line in rpt.gate_failures(sections):
