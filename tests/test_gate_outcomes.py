@@ -89,11 +89,11 @@ def test_a_failed_outcome_marks_the_profile_of_its_source_in_list_show_and_the_p
     put(root, _toy_record(kernel, "bf16_wrong", 0.1))
     put(root, _toy_record(kernel, "right", 0.2))
     put(root, _toy_record(kernel, "one_bad_row", 0.3, sha="0" * 64))  # measured on an older source
-    text, _ = listing(root)
+    text, *_ = listing(root)
     assert "FAILS GATE" not in text
     _check(root, kernel, ["bf16_wrong", "one_bad_row", "right"])
     why = gates.load(root, SLUG, "toy")["bf16_wrong"]["failure"]
-    text, _ = listing(root)
+    text, *_ = listing(root)
     line = {ln.split()[0]: ln for ln in text.splitlines()[1:]}
     assert f"{SLUG}: 7x33 fp32 FAILS GATE ({why})" in line["bf16_wrong"]
     assert "STALE" in line["one_bad_row"] and "FAILS GATE" not in line["one_bad_row"]  # another source's outcome

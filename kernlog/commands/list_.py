@@ -20,11 +20,10 @@ def list_cmd(ctx, names):
         click.echo("\n".join(kernel_names(root_of(ctx))))
         return
     from kernlog.render.listing import listing
-    from kernlog.store.integrity import notes
 
-    text, bad = listing(root_of(ctx))
+    text, bad, notes = listing(root_of(ctx))
     click.echo(text)
-    for err in [*bad, *notes(root_of(ctx))]:  # notes: lost or damaged reports, the profiles listed all the same
+    for err in [*bad, *notes]:  # notes: lost or damaged reports, the profiles listed all the same
         click.echo(f"kernlog: {err}", err=True)
     if bad:
         ctx.exit(bad[0].exit_code)

@@ -9,7 +9,7 @@ from kernlog.judge.gating import fails_gate, mark
 from kernlog.judge.verdicts import stale
 from kernlog.registry import kernel_names, load_kernel
 from kernlog.spec import format_shape
-from kernlog.store import gates
+from kernlog.store import gates, integrity
 from kernlog.store.profiles import ProfileError, bench_hashes, iter_profiles, report_hashed
 from kernlog.store.record import Profile
 
@@ -33,16 +33,17 @@ def _by_gpu(recs: list, current: dict, revision: str, gates_of=lambda gpu: {}) -
     return [f"{gpu}: {', '.join(sorted(points))}" for gpu, points in sorted(groups.items())]
 
 
-def listing(root: Path) -> tuple[str, list[ProfileError]]:
-    """(the listing, the profiles that fail verification). A bad file is marked UNREADABLE
-    where its name says which revision it is of; the caller names each with its fix. The
-    repository is held still meanwhile (kernlog.snapshot)."""
+def listing(root: Path) -> tuple[str, list[ProfileError], list[str]]:
+    """(the listing, the profiles that fail verification, a line per lost or damaged report
+    file of the profiles listed: kernlog.store.integrity.notes). A bad file is marked
+    UNREADABLE where its name says which revision it is of; the caller names each with its
+    fix. The repository is held still meanwhile (kernlog.snapshot)."""
     with snapshot.held():
         return _listing(root)
 
 
-def _listing(root: Path) -> tuple[str, list[ProfileError]]:
-    stored, lines, bad, unhashed = {}, [], [], 0
+def _listing(root: Path) -> tuple[str, list[ProfileError], list[str]]:
+    stored, lines, bad, unhashed, loaded = {}, [], [], 0, []
     for rec in iter_profiles(root, bad="yield"):
         if isinstance(rec, ProfileError):
             bad.append(rec)
@@ -52,6 +53,7 @@ def _listing(root: Path) -> tuple[str, list[ProfileError]]:
                     f"{gpu} {format_shape(shape)} {dtype} UNREADABLE ({rec.short})")
             continue
         unhashed += not report_hashed(rec)
+        loaded.append(rec)
         stored.setdefault((rec.kernel, rec.revision), []).append(rec)
     for name in kernel_names(root):
         kernel = load_kernel(root, name)
@@ -81,4 +83,4 @@ def _listing(root: Path) -> tuple[str, list[ProfileError]]:
     if unhashed:
         lines.append(f"note: {unhashed} profile(s) predate report hashes: their .ncu-rep is checked by size only "
                      "until re-profiled")
-    return "\n".join(lines), bad
+    return "\n".join(lines), bad, integrity.notes_of(root, loaded)

@@ -39,20 +39,27 @@ def bench_hashes(root: Path, kernel: str) -> dict:
 
     out: dict = {}
     for path in glob_kernel_files(root, "bench.csv", kernel=kernel):
-        try:  # the csv module, not read_bench's pandas: `kernlog list` stays under a second
+        try:  # the csv module, not read_bench's pandas: `kernlog list` is run after every edit
             with open(path, newline="") as f:
-                rows = list(csv.DictReader(f))
-            missing = [c for c in BENCH_COLUMNS if not rows or c not in rows[0]]
+                reader = csv.reader(f)
+                header = next(reader, None)
+                rows = list(reader)
+            missing = [c for c in BENCH_COLUMNS if not rows or c not in header]
             if missing:
                 raise ValueError(f"missing {', '.join(missing)}" if rows else "no rows")
-            for row in rows:
-                parse_shape(row["shape"])
+            width = len(header)
+            short = next((i for i, row in enumerate(rows, 2) if len(row) != width), None)
+            if short is not None:
+                raise ValueError(f"line {short} has {len(rows[short - 2])} fields, the header {width}")
+            col = {name: header.index(name) for name in ("revision", "shape", "metric")}
+            for shape in {row[col["shape"]] for row in rows}:
+                parse_shape(shape)
         except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
             raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
-        first = rows[0]["metric"]
+        sha = header.index("source_sha256") if "source_sha256" in header else None
+        first = rows[0][col["metric"]]
+        gpu = path.parent.parent.name
         for row in rows:
-            if row["metric"] == first:
-                out.setdefault((path.parent.parent.name, row["revision"]), []).append(row.get("source_sha256") or None)
+            if row[col["metric"]] == first:
+                out.setdefault((gpu, row[col["revision"]]), []).append((row[sha] if sha is not None else "") or None)
     return out
-
-

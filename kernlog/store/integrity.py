@@ -100,9 +100,14 @@ def note(root: Path, prof: Profile) -> str | None:
 def notes(root: Path, kernel: str | None = None) -> list[str]:
     """One line per report file of today's profiles (of `kernel`) that is missing or damaged by
     its size: what `list` and `compare` say besides the profiles they read."""
+    return notes_of(root, [p for p in iter_profiles(root, kernel, bad="yield") if not isinstance(p, ProfileError)])
+
+
+def notes_of(root: Path, profs: list[Profile]) -> list[str]:
+    """notes() of profiles already loaded (load_profile glanced at each one's report)."""
     found = []
-    for prof in iter_profiles(root, kernel, bad="yield"):
-        if not isinstance(prof, ProfileError) and prof.report_problem:
+    for prof in profs:
+        if prof.report_problem:
             damage = reportfiles.glance((root / prof.path).parent, prof.ncu)
             if damage:
                 found.append((damage, prof))

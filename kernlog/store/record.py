@@ -88,7 +88,9 @@ def _problems(data: dict) -> Iterator[tuple[str, str]]:
     samples = data["timing"]["samples_ms"]
     if not samples:
         yield "no timing samples", "has no timing samples (timing.samples_ms is empty)"
-    bad = next((v for v in samples if not (_is_num(v) and math.isfinite(v) and v > 0)), None) if samples else None
+    # the common case in one pass (a float compares False with nan on both sides, inf fails < inf)
+    fine = all(type(v) is float and 0.0 < v < math.inf for v in samples)
+    bad = None if fine else next((v for v in samples if not (_is_num(v) and math.isfinite(v) and v > 0)), None)
     if bad is not None:
         yield "bad timing sample", f"has a timing sample of {bad!r} ms, expected positive finite numbers"
     for key, v in data["metrics"].items():
