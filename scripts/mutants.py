@@ -203,8 +203,11 @@ MUTANTS = [
            "a bf16 claim judged on an fp32 profile", ("tests/test_predictions.py",)),
     # --- store/ ---------------------------------------------------------------------------------------
     Mutant("record-zero-sample", "kernlog/store/record.py",
-           "math.isfinite(v) and v > 0)), None) if samples", "math.isfinite(v) and v >= 0)), None) if samples",
+           "type(v) is float and 0.0 < v < math.inf", "type(v) is float and 0.0 <= v < math.inf",
            "a timing sample of zero stored", STORE),
+    Mutant("record-zero-sample-slow-path", "kernlog/store/record.py",
+           "math.isfinite(v) and v > 0)), None)", "math.isfinite(v) and v >= 0)), None)",
+           "a timing sample of zero stored where another sample is an int", STORE),
     Mutant("record-zero-dimension", "kernlog/store/record.py",
            "all(type(n) is int and n > 0 for n in shape)", "all(type(n) is int and n >= 0 for n in shape)",
            "a shape with a zero dimension stored", STORE),
