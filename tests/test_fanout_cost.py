@@ -3,6 +3,7 @@ seconds (gate, timing, ncu: kernlog.capture.costs), and a long gate cut into par
 by side (kernlog.run.parts), every shape, dtype and case of it in exactly one part, drawn as the
 whole gate draws it."""
 import itertools
+import os
 
 from kernlog.capture import costs, gated
 from kernlog.registry import load_kernel
@@ -138,3 +139,18 @@ def test_profile_on_gpus_deals_by_cost_and_says_each_gpus_share(tmp_path):
     assert sorted(sum(cost[n] for n in got) for got in seen.values()) == [100, 100]  # by count: 3 (120 s) and 2
     assert {"triton", "torch_compile"} - set(seen["0"]) and {"triton", "torch_compile"} - set(seen["1"])
     assert said[0].count("(~100 s)") == 2, said
+
+
+def test_a_gate_process_gets_one_cpu_thread_for_torch(toy, tmp_path, monkeypatch):
+    """Side by side, each gate's OpenMP threads spin against the others' (gated.GATE_ENV)."""
+    import subprocess
+
+    root, kernel = toy
+    monkeypatch.setenv("OMP_NUM_THREADS", "32")
+    seen = []
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: seen.append(kw.get("env")) or
+                        subprocess.CompletedProcess(cmd, 1, "", "boom"))
+    got = gated.in_process(root, kernel, kernel.revision("right"), tmp_path, None, None, "cpu", 10.0)
+    assert got[0] == "failed" and "boom" in got[1]
+    env = seen[0]
+    assert env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1" and env["PATH"] == os.environ["PATH"]

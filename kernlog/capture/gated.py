@@ -3,6 +3,7 @@ at once, the longest first, a long one in parts (kernlog.run.parts)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -14,18 +15,25 @@ from kernlog.capture.ncurun import last_line
 from kernlog.run import gate, parts
 from kernlog.spec import Kernel, Revision
 
+# A gate's CPU work (inputs, float64 references, comparisons) is many small torch ops; each
+# process's OpenMP threads, one per core by default, spin between them. On a 32-core H200 host,
+# eight CUDA C softmax gates side by side took 43-47 s with the default threads, 22.8 s with 4
+# each (the host's share), 11.6 s with one; one gate alone took 9.8 s.
+GATE_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
 
 def in_process(root: Path, kernel: Kernel, rev: Revision, workdir: Path, part: gate.Part | None, seed: int | None,
                device: str, timeout: float) -> tuple:
-    """One revision's gate (or `part` of it, its inputs drawn from `seed`) in a process of its own:
-    (outcome, detail, seconds). A process that dies or hangs fails the gate, with its last line."""
+    """One revision's gate (or `part` of it, its inputs drawn from `seed`) in a process of its own,
+    one CPU thread for torch (GATE_ENV): (outcome, detail, seconds). A process that dies or hangs
+    fails the gate, with its last line."""
     out = workdir / (f"{rev.name}.{part.turn}.json" if part is not None else f"{rev.name}.json")
     cmd = [sys.executable, "-m", "kernlog.run.target", "--gate", str(out), str(root), kernel.name, device, rev.name]
     if part is not None:
         cmd.append(json.dumps({"dtypes": part.dtypes, "shapes": part.shapes, "turn": part.turn, "seed": seed}))
     t0 = time.perf_counter()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=dict(os.environ, **GATE_ENV))
     except subprocess.TimeoutExpired:
         return ("failed", f"its gate did not finish in {timeout:.0f} s", time.perf_counter() - t0)
     if done.returncode != 0 or not out.exists():
