@@ -244,8 +244,8 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
                     progress: Callable[[str], None] = print) -> list[Path]:
     """profile(), the revisions to do dealt out to `gpus` of the host's GPUs (those of the
     first's model), a process per GPU (kernlog.run.fanout); one GPU (the default): in this process.
-    Not the default: measured on a 2-GPU H200 host, two GPUs took the softmax ladder 134 s,
-    one 94 s (fanout.child_env)."""
+    From empty caches on a 2-GPU H200 host, two GPUs took the softmax ladder 71.9 s, one 95.8 s
+    (docs/profiling.md): not the default, which leaves the host's other GPUs to others."""
     devices = fanout.visible_gpus()[:gpus] if gpus and gpus > 1 else []
     if len(devices) < 2 or len(revs) < 2:
         return profile(root, kernel, revs, opts, progress)
