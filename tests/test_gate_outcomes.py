@@ -5,11 +5,11 @@ import json
 
 from click.testing import CliRunner
 
-from kernlog.capture import checked
+from kernlog.capture import gate_runs
 from kernlog.capture.profiler import build_record
 from kernlog.commands.main import main
 from kernlog.errors import GateFailure
-from kernlog.judge.gating import fails_gate, mark
+from kernlog.judge.gate_marks import fails_gate, mark
 from kernlog.render import arc, report
 from kernlog.render.listing import listing
 from kernlog.render.show import render
@@ -40,7 +40,7 @@ def _toy_record(kernel, name: str, median_ms: float = 0.1, sha: str | None = Non
 def _check(root, kernel, names, **kw) -> list[str]:
     lines = []
     try:
-        for line in checked.check(root, kernel, [kernel.revision(n) for n in names], "cpu", gpu=SLUG, **kw):
+        for line in gate_runs.check(root, kernel, [kernel.revision(n) for n in names], "cpu", gpu=SLUG, **kw):
             lines.append(line)
     except GateFailure as exc:
         lines.append(str(exc))
@@ -72,13 +72,13 @@ def test_a_pass_in_some_dtypes_keeps_the_failure_and_the_cpu_keeps_nothing(toy):
     _check(root, kernel, ["bf16_wrong"])
     assert _check(root, kernel, ["bf16_wrong"], dtypes=["fp32"])[0].startswith("bf16_wrong: ok")
     assert gates.load(root, SLUG, "toy")["bf16_wrong"]["passed"] is False  # fp32 alone says nothing of bf16
-    list(checked.check(root, kernel, [kernel.revision("right")], "cpu"))  # no GPU named: the CPU's own
+    list(gate_runs.check(root, kernel, [kernel.revision("right")], "cpu"))  # no GPU named: the CPU's own
     assert "right" not in gates.load(root, SLUG, "toy") and not (root / "profiles" / "cpu").exists()
 
 
 def test_the_check_command_keeps_outcomes_for_the_gpu_it_ran_on(toy, monkeypatch):
     root, kernel = toy
-    monkeypatch.setattr(checked, "gpu_of", lambda device: SLUG)
+    monkeypatch.setattr(gate_runs, "gpu_of", lambda device: SLUG)
     result = CliRunner().invoke(main, ["--root", str(root), "check", "toy", "--rev", "bf16_wrong", "--device", "cpu"])
     assert result.exit_code == 3, result.output
     assert gates.load(root, SLUG, "toy")["bf16_wrong"]["failure"].startswith("3x5 bf16 random")

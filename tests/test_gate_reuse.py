@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from kernlog.capture import checked, profiler
-from kernlog.judge import gating
+from kernlog.capture import gate_runs, profiler
+from kernlog.judge import gate_marks
 from kernlog.registry import load_kernel
 from kernlog.run import gate, gatekey
 from kernlog.store import gates
@@ -41,12 +41,12 @@ def toy(tmp_path, own_kernels_package):
 
 
 def _passed(root, kernel, name="right", common=None, seconds=3.0):
-    checked.note_verdict(root, kernel, kernel.revision(name), common or _common(), PASSED, seconds)
+    gate_runs.note_verdict(root, kernel, kernel.revision(name), common or _common(), PASSED, seconds)
 
 
 def _reused(root, kernel, common=None, names=("right",)) -> dict:
     said = []
-    got = checked.reused(root, kernel, [kernel.revision(n) for n in names], common or _common(), said.append)
+    got = gate_runs.reused(root, kernel, [kernel.revision(n) for n in names], common or _common(), said.append)
     return got, said
 
 
@@ -153,12 +153,12 @@ def test_a_change_to_kernlog_s_gate_code_gates_again(toy, tmp_path, monkeypatch)
 
 def test_a_failed_outcome_is_never_reused(toy):
     root, kernel, _ = toy
-    checked.note_verdict(root, kernel, kernel.revision("right"), _common(), ("failed", "right 3x5 fp32 random: FAIL x"),
-                         2.0)
+    gate_runs.note_verdict(root, kernel, kernel.revision("right"), _common(),
+                           ("failed", "right 3x5 fp32 random: FAIL x"), 2.0)
     entry = gates.load(root, SLUG, "toy")["right"]
     assert entry["passed"] is False and entry["key"] and "check" not in entry
     assert _reused(root, kernel) == ({}, [])  # nothing said: a failure is gated again as a matter of course
-    assert not gating.reusable(dict(entry, passed=False, check={"cases": 1}), entry["key"])
+    assert not gate_marks.reusable(dict(entry, passed=False, check={"cases": 1}), entry["key"])
 
 
 def test_no_outcome_or_one_kept_before_keys_is_no_reuse(toy):
@@ -231,13 +231,13 @@ def test_regate_is_a_profile_flag_that_travels_to_other_processes():
 
 def test_a_check_on_the_gpu_of_every_dtype_keeps_a_pass_profile_takes(toy, monkeypatch):
     root, kernel, _ = toy
-    monkeypatch.setattr(checked.provenance, "gpu_info", lambda: _common()["gpu"])
-    monkeypatch.setattr(checked.provenance, "versions", lambda ncu=None: _common()["versions"])
+    monkeypatch.setattr(gate_runs.provenance, "gpu_info", lambda: _common()["gpu"])
+    monkeypatch.setattr(gate_runs.provenance, "versions", lambda ncu=None: _common()["versions"])
     monkeypatch.setattr(gate, "check_revision", lambda k, rev, device, shapes=None, dtypes=None, seed=None: [
         gate.CheckResult(rev.name, (7, 33), d, "random", 1e-9, True) for d in dtypes or k.dtypes])
-    list(checked.check(root, kernel, [kernel.revision("right")], "cuda", ["fp32"], gpu=SLUG))
+    list(gate_runs.check(root, kernel, [kernel.revision("right")], "cuda", ["fp32"], gpu=SLUG))
     assert "right" not in gates.load(root, SLUG, "toy")  # fp32 alone says nothing of bf16
-    list(checked.check(root, kernel, [kernel.revision("right")], "cuda", gpu=SLUG))
+    list(gate_runs.check(root, kernel, [kernel.revision("right")], "cuda", gpu=SLUG))
     entry = gates.load(root, SLUG, "toy")["right"]
     assert entry["by"] == "check" and entry["check"] == {"cases": 2, "worst_rel_error": 1e-9}
     assert set(_reused(root, kernel)[0]) == {"right"}

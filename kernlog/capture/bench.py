@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kernlog import timing
-from kernlog.capture import checked, provenance
+from kernlog.capture import gate_runs, provenance
 from kernlog.capture.profiler import ceilings, require_gpu
 from kernlog.errors import CannotRun, GateFailure, Unsupported
 from kernlog.run import gate, ladder
@@ -130,7 +130,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             failed.append(rev.name)
         else:
             progress(f"{rev.name}: gate passed in {time.perf_counter() - g0:.1f} s")
-    checked.note(root, gpu["slug"], kernel, verdicts, "bench", git["commit"])  # marks its profiles
+    gate_runs.note(root, gpu["slug"], kernel, verdicts, "bench", git["commit"])  # marks its profiles
     rows, wrong = [], []
     shas = {r.name: r.sha256() for r in revs if r.name in launchers}  # once per revision: each reads its files
 

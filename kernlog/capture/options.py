@@ -49,7 +49,7 @@ class Options:
     shape: Shape | None = None
     dtype: str | None = None
     force: bool = False
-    regate: bool = False  # gate again where a stored pass would be reused (kernlog.capture.checked.reused)
+    regate: bool = False  # gate again where a stored pass would be reused (kernlog.capture.gate_runs.reused)
     clock_control: str = "none"  # as ncu names it; 'none' keeps clocks as the timing pass sees them
     cache_control: str = "all"
     sections: tuple[str, ...] = metrics.SECTIONS

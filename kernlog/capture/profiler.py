@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kernlog import metrics, timing
-from kernlog.capture import checked, costs, gated, provenance
+from kernlog.capture import costs, gate_runs, gated, provenance
 from kernlog.capture import ncu as ncurep
 from kernlog.capture.extract import build_record, todo_revisions
 from kernlog.capture.ncurun import NcuRun, _staging, ncu_command, ncu_outcome
@@ -108,9 +108,9 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
     this machine cannot run as set up (its import fails) is CannotRun. A known-wrong revision
     (role="wrong") is gated only to prove the gate rejects it, never timed: REJECTED where it
     is, None (a failure) where it passes. `verdict`: its gate's (outcome, detail, seconds), run
-    already by parallel_gates, or a stored pass taken for it (checked.reused: a fourth item, the
+    already by parallel_gates, or a stored pass taken for it (gate_runs.reused: a fourth item, the
     line that says so); `noted` hears a gate run, (outcome, detail) and its seconds
-    (checked.note_verdict keeps them)."""
+    (gate_runs.note_verdict keeps them)."""
     why = rev.refusal(shape)
     if why:
         raise Unsupported(why)
@@ -256,7 +256,7 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
     if len(todo) < 2:
         return profile(root, kernel, todo, opts, progress) if todo else []
     common = {"gpu": gpu, "versions": provenance.versions()}
-    reused = set() if opts.regate else set(checked.reused(root, kernel, todo, common))
+    reused = set() if opts.regate else set(gate_runs.reused(root, kernel, todo, common))
     cost = costs.seconds(root, gpu["slug"], kernel, todo, shape, dtype, opts.timing_budget_s, reused)
     args = dataclasses.replace(opts, shape=shape, dtype=dtype).to_argv()
     return fanout.profile_on_gpus(root, kernel.name, todo, args, devices, progress, cost=cost)
@@ -279,7 +279,7 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
               "gpu": gpu, "versions": provenance.versions(ncu), "git": provenance.git_state(root),
               "bytes_moved": kernel.bytes_moved(shape, dtype), "flops": kernel.flops(shape),
               "ceiling": kernel.ceiling, "ceilings": ceil}
-    reused = {} if opts.regate else checked.reused(root, kernel, todo, common, progress)  # passed, nothing changed
+    reused = {} if opts.regate else gate_runs.reused(root, kernel, todo, common, progress)  # passed, nothing changed
     apart = [r for r in todo if r.name not in reused and loads_by_name(kernel, r) and not r.refusal(shape)]
     gate_s = costs.gate_seconds(root, gpu["slug"], kernel, apart)
     workers = opts.gate_workers if opts.gate_workers is not None else gate_workers(len(apart) * parts.MAX_PARTS)
@@ -327,7 +327,7 @@ def _time_and_ncu(root: Path, kernel: Kernel, todo: list[Revision], shape: Shape
         tag = f"[{i}/{len(todo)}] {kernel.name}/{rev.name} {format_shape(shape)} {dtype}"
         try:
             t = _gate_and_time(kernel, rev, shape, dtype, opts, timer, tag, progress, verdicts.get(rev.name),
-                               functools.partial(checked.note_verdict, root, kernel, rev, common))
+                               functools.partial(gate_runs.note_verdict, root, kernel, rev, common))
         except Unsupported as exc:
             progress(f"{tag}: skipped: {exc}")
             skipped.append(rev.name)

@@ -35,7 +35,7 @@ def check(ctx, kernel_name, revs, device, dtype, seed):
     Exit status: 0 all as expected; 3 a revision failed the gate, or a known-wrong one passed it,
     whether or not others could not run (a wrong answer is the finding); 2 none failed but one
     could not run here (or bad input)."""
-    from kernlog.capture import checked
+    from kernlog.capture import gate_runs
     from kernlog.registry import load_kernel
     from kernlog.run.ladder import Unchecked
 
@@ -43,7 +43,7 @@ def check(ctx, kernel_name, revs, device, dtype, seed):
     kernel = load_kernel(root, kernel_name)
     said = False
     try:
-        for line in checked.check(root, kernel, revisions(kernel, revs), device, list(dtype), seed=seed):
+        for line in gate_runs.check(root, kernel, revisions(kernel, revs), device, list(dtype), seed=seed):
             if isinstance(line, Unchecked):  # an error of its own revision: the others go on
                 click.echo(f"kernlog: {line}", err=True)
                 said = True

@@ -9,7 +9,7 @@ spread, is a tie). The fallback ranks every qualifying revision over the whole s
 
 Qualifying: a step or a counterpart (never a reference, never a known-wrong revision), measured
 on its current source (a point of another source hash, or of none, is stale), whose latest gate
-on the GPU does not fail on that source (kernlog.judge.gating) and that the sweep did not mark
+on the GPU does not fail on that source (kernlog.judge.gate_marks) and that the sweep did not mark
 failing the gate at the point (bench.csv's fails_gate). bench times a step only after its gate
 passed, so a point of a step is a gated point.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 
-from kernlog.judge.gating import fails_gate
+from kernlog.judge.gate_marks import fails_gate
 from kernlog.library import ALIGNS, ANY, SCHEMA, ClassRule, class_key
 from kernlog.spec import COPY, parse_shape
 

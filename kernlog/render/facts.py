@@ -13,7 +13,7 @@ from kernlog.errors import KernlogError
 from kernlog.judge import hotlines, predictions, roofline
 from kernlog.judge.bands import bands_of
 from kernlog.judge.diff import metric_rows
-from kernlog.judge.gating import fails_gate
+from kernlog.judge.gate_marks import fails_gate
 from kernlog.judge.history import timeline
 from kernlog.judge.plausible import impossible
 from kernlog.judge.verdicts import HOT_MIN_SAMPLES, Bands, rate, same_kernel, stale, timing_verdict

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernlog import snapshot
-from kernlog.judge.gating import fails_gate, mark
+from kernlog.judge.gate_marks import fails_gate, mark
 from kernlog.judge.verdicts import stale
 from kernlog.registry import kernel_names, load_kernel
 from kernlog.spec import format_shape

@@ -9,7 +9,7 @@ from kernlog import units
 from kernlog.errors import KernlogError
 from kernlog.judge import hotlines
 from kernlog.judge.bands import bands_for
-from kernlog.judge.gating import fails_gate
+from kernlog.judge.gate_marks import fails_gate
 from kernlog.judge.plausible import achieved_gbps, impossible
 from kernlog.judge.verdicts import stale
 from kernlog.metrics import metric, ncu_filter, time_shares
@@ -32,7 +32,7 @@ def is_stale(root: Path, prof: Profile) -> bool:
 
 def gate_failure(root: Path, prof: Profile) -> str | None:
     """As `kernlog list` marks it: the first failing case where the latest gate of the profile's
-    revision on its GPU failed on the source the profile measured (kernlog.judge.gating)."""
+    revision on its GPU failed on the source the profile measured (kernlog.judge.gate_marks)."""
     return fails_gate(prof.source_sha256, prof.revision, gates.load(root, prof.gpu.slug, prof.kernel))
 
 

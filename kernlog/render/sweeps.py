@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernlog.judge.bands import bands_of
-from kernlog.judge.gating import fails_gate
+from kernlog.judge.gate_marks import fails_gate
 from kernlog.judge.verdicts import COPY_BAR, COPY_BAR_BYTES, at_least, stale
 from kernlog.spec import (
     COPY,

@@ -2,7 +2,7 @@
 gate passed is not gated again while none of it changed: the revision's source hash, the
 kernel's check plan (shapes, the shapes the revision declines, dtypes, cases, tolerances, the
 input maker, the reference and any extra check), the GPU, and the libraries and kernlog gate
-code it ran with. Whether a stored outcome matches is judged in kernlog.judge.gating.
+code it ran with. Whether a stored outcome matches is judged in kernlog.judge.gate_marks.
 
 A function of the plan counts by its source (and the plain values it closes over), as a
 revision's loader does in kernlog.identity: a helper it calls in another file does not.

@@ -5,7 +5,7 @@ tightened) can be marked where it is shown: profiles/<gpu>/<kernel>/gate/outcome
 Each revision's entry is its last gate there (`kernlog check`, or the gate `kernlog profile`
 and `kernlog bench` run before timing): the source hash it checked, whether it passed, the
 first failing case in one line where it failed, when (UTC) and the kernlog commit. Whether
-that marks a profile is judged in kernlog.judge.gating; a missing or unreadable file is no
+that marks a profile is judged in kernlog.judge.gate_marks; a missing or unreadable file is no
 outcome at all.
 
 An entry of `kernlog profile` or `kernlog check` also keeps the key it was gated under

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from kernlog.capture import provenance
-from kernlog.judge import gating
+from kernlog.judge import gate_marks
 from kernlog.run import gate, gatekey, ladder
 from kernlog.spec import Kernel, Revision
 from kernlog.store import gates
@@ -68,11 +68,11 @@ def reused(root: Path, kernel: Kernel, revs: list[Revision], common: dict,
         if rev.known_wrong or not entry or entry.get("passed") is not True:
             continue
         key = gatekey.key(kernel, rev, common["gpu"], common["versions"])
-        if gating.reusable(entry, key):
-            out[rev.name] = ("ok", entry["check"], 0.0, gating.reused_line(entry))
+        if gate_marks.reusable(entry, key):
+            out[rev.name] = ("ok", entry["check"], 0.0, gate_marks.reused_line(entry))
         else:
             progress(f"{kernel.name}/{rev.name}: gated again, changed since its pass of "
-                     f"{str(entry.get('checked_at'))[:10]}: {', '.join(gating.changed(entry, key))}")
+                     f"{str(entry.get('checked_at'))[:10]}: {', '.join(gate_marks.changed(entry, key))}")
     return out
 
 
