@@ -253,3 +253,13 @@ def test_a_gpu_named_longer_than_a_listed_one_has_that_ones_spec_peak():
     assert spec_dram_gbps("NVIDIA H100 80GB HBM3") == 3350.0
     assert spec_dram_gbps("NVIDIA H200 NVL") == 4800.0 and spec_dram_gbps("NVIDIA H200 141GB HBM3e") == 4800.0
     assert spec_dram_gbps("NVIDIA B200") is None
+
+
+def test_a_side_read_from_git_is_labelled_with_its_commit_and_a_work_tree_one_is_not():
+    """`kernlog diff HEAD:K/R K/R`: the two sides of one revision must not read alike."""
+    stored = profile_of(make_record("v4_vectorized"))
+    stored.commit = "0123456789abcdef0123456789abcdef01234567"
+    here = profile_of(make_record("v4_vectorized"))
+    a, b = diff.side(stored), diff.side(here)
+    assert a["label"] == "0123456789:softmax/v4_vectorized" and a["stored_in"] == stored.commit
+    assert b["label"] == "softmax/v4_vectorized" and b["stored_in"] is None
