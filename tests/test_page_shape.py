@@ -1,0 +1,56 @@
+"""The committed pages keep the worklog's shape: each profiled kernel's first screen (60 lines)
+holds the arc table, the arc chart with its roofline drawn as a line, and a Next line; each step
+after the first says why, shows its code, what it bought and its prediction; the tensor-core rungs
+show their mma / wgmma code."""
+import re
+
+import pytest
+
+from kernlog.render import paths as where
+
+from .helpers import ROOT
+
+REPORTS = ROOT / where.of(ROOT).reports
+PAGES = sorted(p for p in REPORTS.glob("*.md") if "<!-- kernlog:begin steps -->" in p.read_text())
+
+
+def _steps(text: str) -> dict[str, str]:
+    block = text.split("<!-- kernlog:begin steps -->")[1].split("<!-- kernlog:end steps -->")[0]
+    return {s.splitlines()[0].strip(): s for s in re.split(r"^### ", block, flags=re.M)[1:]}
+
+
+def test_every_profiled_kernel_has_a_page_with_steps():
+    assert {p.stem for p in PAGES} >= {"softmax", "matmul_relu", "attention", "layernorm", "rmsnorm", "gelu",
+                                       "dropout", "vector_add"}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+def test_the_first_screen_tells_where_it_stands_and_what_is_next(page):
+    head = "\n".join(page.read_text().splitlines()[:60])
+    assert "**Where it stands:**" in head and "**Next:**" in head
+    assert re.search(r"^\| step \| change \|", head, re.M), "no arc table on the first screen"
+    chart = re.search(r"!\[arc of [^\]]*\]\(([^)]+\.svg)\)", head)
+    assert chart, "no arc chart on the first screen"
+    svg = (page.parent / chart.group(1)).read_text()
+    if "`kernlog triage" in head:  # a whole model (minigpt): no one roofline, its references are the lines
+        assert "(reference)" in head
+        return
+    assert "roofline " in svg and " us (the GPU's measured " in svg, "the arc chart draws no roofline"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.stem for p in PAGES])
+def test_each_step_after_the_first_says_why_shows_code_bought_and_prediction(page):
+    steps = {name: s for name, s in _steps(page.read_text()).items()
+             if "(counterpart)" not in name and name != "Other profiled shapes"}
+    assert steps
+    for name, section in list(steps.items())[1:]:
+        for part in ("- **What changed:**", "- **Why:**", "- **The code**", "- **Bought:**", "- **Prediction**"):
+            assert part in section, f"{page.name} {name}: no {part}"
+
+
+def test_the_tensor_core_rungs_show_their_mma_and_wgmma_code():
+    steps = _steps((REPORTS / "matmul_relu.md").read_text())
+    for name, word in (("cu5_mma", "mma"), ("cu6_cp_async", "mma"), ("cu7_wgmma", "wgmma"),
+                       ("cu8_wgmma_wide", "wgmma")):
+        code = "\n".join(re.findall(r"```\w*\n(.*?)```", steps[name], re.S))
+        assert word in code, f"{name}: its code shows no {word}"
