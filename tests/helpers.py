@@ -129,11 +129,12 @@ def compile_report(source: Path, arch: str) -> str:
 
     if os.environ.get("KERNLOG_TEST_NVCC_CACHE") == "0":
         return cuda.compile_report(source, arch=arch)
-    h = hashlib.sha256(_nvcc_version().encode() + b"\0" + arch.encode())
-    for f in (Path(cuda.__file__), Path(source), *cuda.includes(source)):
-        h.update(b"\0" + f.name.encode() + b"\0" + f.read_bytes())
+    # the digest NVRTC's module cache keys on (the source, each include, the options), with
+    # nvcc's version, the arch and kernlog/cuda.py (compile_report's command line) as the options
+    tool = hashlib.sha256(Path(cuda.__file__).read_bytes()).hexdigest()
+    digest = cuda._digest(Path(source), (_nvcc_version(), arch, tool))
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    kept = base / "kernlog-tests" / "ptxas" / f"{Path(source).stem}-{h.hexdigest()[:24]}.txt"
+    kept = base / "kernlog-tests" / "ptxas" / f"{Path(source).stem}-{digest}.txt"
     if kept.is_file():
         return kept.read_text()
     report = cuda.compile_report(source, arch=arch)
