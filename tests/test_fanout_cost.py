@@ -71,7 +71,15 @@ def test_only_a_gate_over_its_fair_share_is_cut_and_the_longest_go_first():
     # torch.compile's gate is never split (each part would start Inductor again); Triton's is
     assert {j[0].name for j in jobs if j[1] is None} == {"v0_naive", "torch", "torch_compile"}
     assert jobs[0][0].name == "torch_compile" and max(j[2] for j in jobs if j[0].name == "triton") < 84 / 3
-    assert parts.jobs(SOFTMAX, revs[:1], 8, {})[0][2] == parts.ESTIMATE_S["cuda"]  # never measured: estimated
+    assert parts.jobs(SOFTMAX, revs[:1], 8, {})[0][2] == parts.estimate(revs[0])  # never measured: estimated
+
+
+def test_a_cuda_c_gate_never_run_is_estimated_by_what_nvrtc_compiles():
+    est = {r.name: parts.estimate(r) for r in SOFTMAX.revisions}
+    # v10_meet includes five rungs before it; v0_naive only the shared header
+    assert parts.CUDA_S < est["v0_naive"] < est["v5_tuned"] < est["v8_split"] < est["v10_meet"]
+    assert est["v10_meet"] > 2 * parts.CUDA_S
+    assert est["triton"] == parts.ESTIMATE_S["triton"] and est["torch_compile"] == parts.ESTIMATE_S["compiled"]
 
 
 def test_merged_parts_say_what_the_whole_would():
@@ -118,11 +126,30 @@ def test_costs_come_from_the_outcomes_and_the_stored_profiles_else_estimates(tmp
     rec["ncu"].update(process_seconds=56.0, process_revisions=[f"r{i}" for i in range(8)])
     put(root, rec)
     got = costs.seconds(root, GPU["slug"], SOFTMAX, revs, (8192, 4096), "fp32", 1.0)
-    assert got["triton"] == 84.0 + 1.0 + costs.TIMING_S + costs.NCU_S
-    assert got["v0_naive"] == parts.ESTIMATE_S["cuda"] + 1.0 + costs.TIMING_S + 7.0  # 56 s over 8 revisions
-    assert got["torch"] == parts.ESTIMATE_S["torch"] + 1.0 + costs.TIMING_S + costs.NCU_S
+    assert got["triton"] == costs.Cost(84.0, 1.0 + costs.TIMING_S + costs.NCU_S)
+    assert got["v0_naive"] == costs.Cost(parts.estimate(revs[0]), 1.0 + costs.TIMING_S + 7.0)  # 56 s over 8
+    assert got["torch"] == costs.Cost(parts.ESTIMATE_S["torch"], 1.0 + costs.TIMING_S + costs.NCU_S)
+    assert got["torch"].total == parts.ESTIMATE_S["torch"] + 1.0 + costs.TIMING_S + costs.NCU_S
     assert costs.seconds(root, GPU["slug"], SOFTMAX, revs, (8192, 4096), "fp32", 1.0, {"triton"})["triton"] == \
-        1.0 + costs.TIMING_S + costs.NCU_S  # a pass reused: no gate to pay for
+        costs.Cost(0.0, 1.0 + costs.TIMING_S + costs.NCU_S)  # a pass reused: no gate to pay for
+
+
+def test_a_process_spans_its_longest_gate_or_their_share_then_every_pass_one_after_another(monkeypatch):
+    monkeypatch.setattr(costs, "gate_workers", lambda n: 8)
+    revs = [SOFTMAX.revision(n) for n in ("v0_naive", "v1_block_smem", "torch_compile", "triton")]
+    cost = {"v0_naive": costs.Cost(9.0, 2.0), "v1_block_smem": costs.Cost(9.0, 2.0),
+            "torch_compile": costs.Cost(32.0, 3.0), "triton": costs.Cost(36.0, 3.0)}
+    # torch.compile's gate is never cut: it is the floor; the Triton one is cut in parts below it
+    assert costs.span(SOFTMAX, revs, cost) == 32.0 + 10.0
+    assert costs.span(SOFTMAX, revs[:2], cost) == 9.0 + 4.0  # side by side, then one after another
+    # dealt by span, the unsplittable gate shares its GPU with the passes it can hide, not another long gate
+    cheap = [SOFTMAX.revision(n) for n in ("v2_warp_shuffle", "v3_online", "v4_vectorized", "torch")]
+    cost.update({r.name: costs.Cost(9.0, 2.0) for r in cheap})
+    groups = fanout.deal(revs + cheap, 2, weight=lambda r: cost[r.name].total,
+                         span=lambda g: costs.span(SOFTMAX, g, cost))
+    spans = sorted(costs.span(SOFTMAX, g, cost) for g in groups)
+    assert all(not {"torch_compile", "triton"} <= {r.name for r in g} for g in groups)
+    assert spans[-1] <= 32.0 + 3.0 + 5 * 2.0 and spans[-1] - spans[0] <= 12.0
 
 
 def test_profile_on_gpus_deals_by_cost_and_says_each_gpus_share(tmp_path):
@@ -154,3 +181,4 @@ def test_a_gate_process_gets_one_cpu_thread_for_torch(toy, tmp_path, monkeypatch
     assert got[0] == "failed" and "boom" in got[1]
     env = seen[0]
     assert env["OMP_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1" and env["PATH"] == os.environ["PATH"]
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"  # Inductor compiles in the gate's process, no pool

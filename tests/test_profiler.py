@@ -15,7 +15,7 @@ import pytest
 from kernlog.capture import ncurun, options, profiler, timed
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.registry import load_kernel
-from kernlog.run import picker
+from kernlog.run import parts, picker
 from kernlog.store import gates, reports
 from kernlog.store import profiles as store
 
@@ -638,11 +638,16 @@ def test_the_ncu_process_warms_up_while_the_gates_run_then_profiles_only_what_pa
     assert seen["returncode"] == 0 and seen["ready"]
     assert seen["go"] == {"revisions": ["right", "ref"], "pins": {}}  # one_bad_row failed its gate
     target = [ln.split()[1] for ln in log.read_text().splitlines() if ln.split()[0] == str(seen["pid"])]
-    # while the gates ran, each once (warmed up); once told, those that passed, warm-up and the profiled launch
-    assert target == ["right", "one_bad_row", "ref"] + ["right"] * 4 + ["ref"] * 4
+    # while the gates ran, each that passed once, as its gate passed (warmed up; one_bad_row, failed,
+    # never); once told, those that passed, warm-up and the profiled launch
+    assert sorted(target[:2]) == ["ref", "right"] and target[2:] == ["right"] * 4 + ["ref"] * 4
     recs = [store.load_profile(root, p) for p in stored_files(root) if p.suffix == ".json"]
     assert sorted(r.revision for r in recs) == ["ref", "right"]
     assert all(r.ncu.rest["process_started_during_gates"] for r in recs)
+    assert all(r.ncu.rest["warm_seconds"] >= 0 for r in recs)  # its warm-up, kept for the next deal
+    assert any(re.match(r"the ncu process warmed 2 revision\(s\) up in \d+\.\d s \(its start ", s) for s in said), said
+    assert any(re.match(r"ncu pass of 2: first profiled launch \d+\.\d s after it was told, the last \d+\.\d s "
+                        r"later, the report \d+\.\d s after that$", s) for s in said), said
     assert not list((root / "profiles").glob(".kernlog-*"))  # its scratch folder is gone
     assert any("started while the gates ran" in s for s in said), said
 
@@ -795,14 +800,15 @@ def test_profile_on_two_gpus_hands_each_process_the_shape_dtype_and_what_is_left
     monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
     handed = []
-    monkeypatch.setattr(fanout, "profile_on_gpus", lambda root, name, todo, args, gpus, progress, cost: handed.append(
-        (name, [r.name for r in todo], args, gpus)) or [])
+    monkeypatch.setattr(fanout, "profile_on_gpus", lambda root, name, todo, args, gpus, progress, cost, span:
+                        handed.append((name, [r.name for r in todo], args, gpus, span(todo))) or [])
     kernel = load_kernel(root, "softmax")
     revs = [kernel.revision(n) for n in ("v0_naive", "torch", "triton")]
     profiler.profile_on_gpus(root, kernel, revs, profiler.Options(shape=(4, 64), dtype="fp32"), 2, lambda s: None)
     profiler.profile_on_gpus(root, kernel, revs, profiler.Options(shape=(4, 64), gate_workers=1), 2, lambda s: None)
-    (name, todo, args, gpus), (_, _, one_by_one, _) = handed
+    (name, todo, args, gpus, span), (_, _, one_by_one, _, _) = handed
     assert name == "softmax" and todo == ["v0_naive", "triton"] and gpus == ["0", "1"]
+    assert span > parts.ESTIMATE_S["triton"] / parts.MAX_PARTS  # the costs of what is dealt (costs.span)
     assert args[args.index("--shape") + 1] == "4x64" and args[args.index("--dtype") + 1] == "fp32"
     assert "--gate-workers" not in args and one_by_one[one_by_one.index("--gate-workers") + 1] == "1"
 
@@ -1053,3 +1059,23 @@ def test_a_pick_under_clashing_pins_is_a_stray_whichever_it_equals(monkeypatch):
     a, b = (picker.ADDRESS.sub(f" at 0x{n}", here) for n in ("1", "2"))
     assert picker.strays({a: "'a'", b: "'b'"}) == {here: "'b'"}
     assert picker.strays({a: "'b'"}) == {}
+
+
+def test_the_ncu_target_warms_each_revision_up_as_its_gate_passes_and_never_one_that_failed(tmp_path):
+    import os
+
+    from kernlog.run import target
+
+    go = tmp_path / "go.json"
+    said = go.with_suffix(target.GATED_SUFFIX)
+    order = target.as_gated(said, go, os.getpid(), ["a", "b", "c"])
+    said.write_text(json.dumps({"passed": ["b"], "failed": []}))
+    assert next(order) == "b"  # in the order the gates pass, not the ladder's
+    said.write_text(json.dumps({"passed": ["b", "a"], "failed": ["c"]}))
+    assert list(order) == ["a"]  # c failed: never loaded under ncu; then every one is named
+    said.write_text(json.dumps({"passed": [], "failed": ["ref"]}))
+    assert next(target.as_gated(said, go, os.getpid(), ["a", "ref"], first=("ref",))) == "ref"  # at once
+    said.unlink()
+    waiting = target.as_gated(said, go, os.getpid(), ["a"])
+    go.write_text("{}")  # told to profile before a gate said anything: no warm-up
+    assert list(waiting) == []

@@ -6,9 +6,11 @@ from the timing budget. What was never measured on this GPU is estimated (parts.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernlog.run import parts
+from kernlog.run.fanout import gate_workers
 from kernlog.spec import Kernel, Revision, Shape
 from kernlog.store import gates
 from kernlog.store import profiles as store
@@ -46,15 +48,36 @@ def ncu_seconds(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Shap
     return float(seconds) / len(held) if isinstance(seconds, (int, float)) and seconds > 0 else NCU_S
 
 
+@dataclass(frozen=True)
+class Cost:
+    """A revision's share of `kernlog profile`: its gate (side by side with the others') and what
+    comes after it one revision at a time (its timing pass and its ncu pass)."""
+    gate: float
+    after: float
+
+    @property
+    def total(self) -> float:
+        return self.gate + self.after
+
+
 def seconds(root: Path, gpu: str, kernel: Kernel, revs: list[Revision], shape: Shape, dtype: str,
-            timing_budget_s: float, reused: set[str] = frozenset()) -> dict[str, float]:
-    """{revision: the seconds of its gate (none where `reused` names it), timing pass and ncu
-    pass}. A known-wrong revision is gated alone, never timed or profiled."""
+            timing_budget_s: float, reused: set[str] = frozenset()) -> dict[str, Cost]:
+    """{revision: its Cost: the seconds of its gate (none where `reused` names it), then of its
+    timing and ncu passes}. A known-wrong revision is gated alone, never timed or profiled."""
     gate = gate_seconds(root, gpu, kernel, revs)
-    out = {}
-    for rev in revs:
-        cost = 0.0 if rev.name in reused else gate[rev.name]
-        if not rev.known_wrong:
-            cost += timing_budget_s + TIMING_S + ncu_seconds(root, gpu, kernel, rev, shape, dtype)
-        out[rev.name] = cost
-    return out
+    return {rev.name: Cost(0.0 if rev.name in reused else gate[rev.name],
+                           0.0 if rev.known_wrong else
+                           timing_budget_s + TIMING_S + ncu_seconds(root, gpu, kernel, rev, shape, dtype))
+            for rev in revs}
+
+
+def span(kernel: Kernel, revs: list[Revision], cost: dict[str, Cost]) -> float:
+    """How long one `kernlog profile` process takes over `revs`: their gates side by side
+    (gate_workers processes, a long gate in parts as kernlog.run.parts cuts it), which end no
+    sooner than the longest part, nor than their sum shared out; then each revision's timing
+    and ncu passes, one after another (the ncu process warms each up as its gate passes)."""
+    gates = {r.name: cost[r.name].gate for r in revs if cost[r.name].gate > 0}
+    workers = gate_workers(len(gates) * parts.MAX_PARTS)
+    longest = max((s for _, _, s in parts.jobs(kernel, [r for r in revs if r.name in gates], workers, gates)),
+                  default=0.0)
+    return max(longest, sum(gates.values()) / max(1, workers)) + sum(cost[r.name].after for r in revs)

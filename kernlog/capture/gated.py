@@ -19,7 +19,12 @@ from kernlog.spec import Kernel, Revision
 # process's OpenMP threads, one per core by default, spin between them. On a 32-core H200 host,
 # eight CUDA C softmax gates side by side took 43-47 s with the default threads, 22.8 s with 4
 # each (the host's share), 11.6 s with one; one gate alone took 9.8 s.
-GATE_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# torch.compile compiles in this process, not a pool of workers started for it: a gate, the ncu
+# target and the timing process each compile a graph or two, and a pool's start (a Python with
+# torch per worker, each injected by ncu under its --target-processes all) and its shutdown at
+# exit cost them more than the pool saves (kernlog.capture.profiler sets it where unset).
+ONE_COMPILE_PROCESS = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+GATE_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **ONE_COMPILE_PROCESS}
 
 
 def in_process(root: Path, kernel: Kernel, rev: Revision, workdir: Path, part: gate.Part | None, seed: int | None,
@@ -43,16 +48,34 @@ def in_process(root: Path, kernel: Kernel, rev: Revision, workdir: Path, part: g
     return (got["outcome"], got["detail"], got["seconds"])
 
 
+def _merged(mine: list[tuple]) -> tuple:
+    """One revision's verdict from its [(part or None, verdict)]: the whole's, or its parts' merged."""
+    mine = sorted(mine, key=lambda pv: pv[0].turn if pv[0] else 0)
+    return mine[0][1] if mine[0][0] is None else parts.merge([v for _, v in mine])
+
+
 def side_by_side(root: Path, kernel: Kernel, revs: list[Revision], workers: int, progress,
                  meanwhile: Callable[[], None] | None, gate_s: dict[str, float] | None, device: str,
-                 timeout: float) -> dict[str, tuple]:
+                 timeout: float, judged: Callable[[str, tuple], None] | None = None) -> dict[str, tuple]:
     """The gates of `revs`, `workers` processes at a time: {name: (outcome, detail, seconds)}. The
     longest start first, by `gate_s` ({name: seconds}, kernlog.capture.costs; estimated where
     missing), and a gate longer than the gates' fair share of the workers runs in parts, side
-    by side (parts.jobs), their verdicts merged. `meanwhile` runs in this process while they do."""
+    by side (parts.jobs), their verdicts merged. `meanwhile` runs in this process while they do;
+    `judged(name, verdict)` hears each revision's verdict as soon as its last part ends."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     jobs = parts.jobs(kernel, revs, workers, gate_s or {})
+    left = {r.name: sum(j[0] is r for j in jobs) for r in revs}
+    got: dict[str, list] = {r.name: [] for r in revs}
+    lock = threading.Lock()
+
+    def heard(name, part, future):
+        with lock:
+            got[name].append((part, future.result()))
+            whole = len(got[name]) == left[name]
+        if whole and judged is not None:
+            judged(name, _merged(got[name]))
     workers = min(workers, len(jobs))
     progress(f"correctness gates of {len(revs)} revisions, {workers} processes at a time")
     split = {r.name: sum(j[0] is r for j in jobs) for r, part, _ in jobs if part is not None}
@@ -63,12 +86,11 @@ def side_by_side(root: Path, kernel: Kernel, revs: list[Revision], workers: int,
     with tempfile.TemporaryDirectory(prefix="kernlog-gates-") as tmp, ThreadPoolExecutor(workers) as pool:
         futures = [(rev, part, pool.submit(in_process, root, kernel, rev, Path(tmp), part, seed, device, timeout))
                    for rev, part, _ in jobs]
+        for rev, part, f in futures:
+            f.add_done_callback(lambda f, name=rev.name, part=part: heard(name, part, f))
         if meanwhile is not None:
             meanwhile()
         done = [(rev.name, part, f.result()) for rev, part, f in futures]
-    verdicts = {}
-    for rev in revs:
-        mine = sorted(((p, v) for name, p, v in done if name == rev.name), key=lambda pv: pv[0].turn if pv[0] else 0)
-        verdicts[rev.name] = mine[0][1] if mine[0][0] is None else parts.merge([v for _, v in mine])
+    verdicts = {rev.name: _merged([(p, v) for name, p, v in done if name == rev.name]) for rev in revs}
     progress(f"correctness gates done in {time.perf_counter() - t0:.1f} s")
     return verdicts

@@ -3,12 +3,14 @@ process itself (started early, beside the gates, its scratch folder under profil
 with its whole process group)."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 from kernlog import metrics
 from kernlog.capture.options import Options
 from kernlog.errors import KernlogError, NoGpu
-from kernlog.run.target import RANGE_PREFIX, TARGET_SAYS
+from kernlog.run.target import CLOCK_SUFFIX, GATED_SUFFIX, RANGE_PREFIX, TARGET_SAYS, WARM_SUFFIX
 from kernlog.spec import Shape, format_shape
 from kernlog.store import profiles as store
 from kernlog.store.keys import staging_dir
@@ -100,12 +102,15 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-@dataclass
+_SAID_LOCK = threading.Lock()  # the gates' verdicts come from their threads
 
+
+@dataclass
 class NcuRun:
     """An ncu process over revisions of one shape whose target (kernlog.run.target --after) waits
     for `go` to name those to profile and the picks to take. Started while the gates run, it
-    loads, compiles and warms up every revision meanwhile, then says so (`ready`)."""
+    loads, compiles and warms up each revision as its gate passes (`judged`), from the caches the
+    gate filled, and says so (`ready`) once every revision is warm or out."""
     names: list[str]
     tmpdir: Path
     cmd: list[str]
@@ -123,6 +128,27 @@ class NcuRun:
     def log(self) -> Path:
         return self.tmpdir / "ncu.log"
 
+    @property
+    def gated(self) -> Path:
+        return self.go.with_suffix(GATED_SUFFIX)
+
+    def judged(self, name: str, passed: bool) -> None:
+        """Say that `name`'s gate passed (the target warms it up now, from the caches its gate
+        filled) or did not (never warmed up)."""
+        with _SAID_LOCK:
+            said = json.loads(self.gated.read_text()) if self.gated.exists() else {"passed": [], "failed": []}
+            said["passed" if passed else "failed"].append(name)
+            store.write_atomic(self.gated, store.dump_json(said))
+
+    def warmup(self) -> dict[str, float]:
+        """{revision: seconds its load and first launch took under ncu, "": the target's start}, as
+        the target wrote them once warm ({} before, or where it never said)."""
+        try:
+            said = json.loads(self.go.with_suffix(WARM_SUFFIX).read_text())
+        except (OSError, ValueError):
+            return {}
+        return {k: float(v) for k, v in said.items() if isinstance(v, (int, float))} if isinstance(said, dict) else {}
+
     def tell(self, names: list[str], config: dict) -> None:
         """Name the revisions to profile (of self.names) and the picks to take."""
         store.write_atomic(self.go, store.dump_json({"revisions": names, "pins": config}))
@@ -135,6 +161,20 @@ class NcuRun:
                 return False
             time.sleep(0.05)
         return True
+
+    def clock(self, ended: float) -> str:
+        """Where the ncu pass's seconds went, in words, its process having ended at `ended`
+        (time.time()): from being told to its first profiled launch, the launches, and after
+        the last one (the target's exit, ncu's report); "" where the target did not say."""
+        try:
+            said = json.loads(self.go.with_suffix(CLOCK_SUFFIX).read_text())
+            told, launched = float(said["told"]), sorted(float(t) for t in said["launched"].values())
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+        if not launched:
+            return ""
+        return (f"first profiled launch {launched[0] - told:.1f} s after it was told, the last "
+                f"{launched[-1] - launched[0]:.1f} s later, the report {ended - launched[-1]:.1f} s after that")
 
     def finish(self, timeout: float) -> float:
         """Wait for the process (told already); raise with ncu's reason where it profiled

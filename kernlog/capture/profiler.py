@@ -61,13 +61,14 @@ GATE_TIMEOUT_S = 900.0
 
 def parallel_gates(root: Path, kernel: Kernel, revs: list[Revision], workers: int,
                    progress, meanwhile: Callable[[], None] | None = None,
-                   gate_s: dict[str, float] | None = None) -> dict[str, tuple]:
+                   gate_s: dict[str, float] | None = None,
+                   judged: Callable[[str, tuple], None] | None = None) -> dict[str, tuple]:
     """The correctness gates of `revs`, each in a process of its own (or in parts, side by side),
     `workers` at a time, the longest first: {name: (outcome, detail, seconds)} (gated.side_by_side).
     The GPU is shared while they run; the timing passes come after, one at a time, in this
     process, which checks each output again after its timing pass."""
     return gated.side_by_side(root, kernel, revs, workers, progress, meanwhile, gate_s, device=DEVICE,
-                              timeout=GATE_TIMEOUT_S)
+                              timeout=GATE_TIMEOUT_S, judged=judged)
 
 
 def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options, timer, tag: str,
@@ -181,7 +182,10 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
             report, cmd = run.report, run.cmd
             run.tell(names, config)
             ncu_s = run.finish(opts.ncu_timeout_s)
+            if said := run.clock(time.time()):
+                progress(f"ncu pass of {len(names)}: {said}")
         actions = ncurep.read_report(report)
+        warm = run.warmup() if run is not None else {}
         records = []
         for t in batch:
             record = dict(common, **build_record(actions, t.rev, t.samples, clocks=t.clocks, root=root),
@@ -193,6 +197,7 @@ def _ncu_pass(root: Path, kernel: Kernel, batch: list[Timed], shape: Shape, dtyp
                                  sections=list(opts.sections), extra_metrics=list(metrics.EXTRA_METRICS),
                                  clock_control=opts.clock_control, cache_control=opts.cache_control,
                                  process_seconds=round(ncu_s, 1), process_revisions=names,
+                                 **({"warm_seconds": warm[t.rev.name]} if t.rev.name in warm else {}),
                                  process_started_during_gates=run is not None)
             records.append(record)
         del actions
@@ -259,12 +264,16 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
     reused = set() if opts.regate else set(gate_runs.reused(root, kernel, todo, common))
     cost = costs.seconds(root, gpu["slug"], kernel, todo, shape, dtype, opts.timing_budget_s, reused)
     args = dataclasses.replace(opts, shape=shape, dtype=dtype).to_argv()
-    return fanout.profile_on_gpus(root, kernel.name, todo, args, devices, progress, cost=cost)
+    return fanout.profile_on_gpus(root, kernel.name, todo, args, devices, progress,
+                                  cost={name: c.total for name, c in cost.items()},
+                                  span=lambda group: costs.span(kernel, group, cost))
 
 
 def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
             progress: Callable[[str], None] = print) -> list[Path]:
     started = time.perf_counter()
+    for name, value in gated.ONE_COMPILE_PROCESS.items():  # this process, its ncu process and their children
+        os.environ.setdefault(name, value)
     ncu = require_gpu()
     shape, dtype = _shape_dtype(kernel, opts)
     if kernel.ncu_kernels and not opts.kernel_filter:
@@ -291,18 +300,25 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     verdicts, early = dict(reused), None
     try:
         if workers > 1 and jobs > 1:
-            gated = {r.name for r in apart} | set(reused)
-            names = [r.name for r in todo if r.name in gated and not r.known_wrong]  # known-wrong: never profiled
+            to_gate = {r.name for r in apart} | set(reused)
+            names = [r.name for r in todo if r.name in to_gate and not r.known_wrong]  # known-wrong: never profiled
             early = start_ncu(root, kernel, names, shape, dtype, opts, ncu) if names else None
-            verdicts.update(parallel_gates(root, kernel, apart, workers, progress, gate_s=gate_s,
+            judged = None
+            if early is not None:  # it warms each up as its gate passes, a reused pass at once
+                for name in reused:
+                    early.judged(name, True)
+                judged = lambda name, v: early.judged(name, v[0] == "ok") if name in early.names else None  # noqa: E731
+            verdicts.update(parallel_gates(root, kernel, apart, workers, progress, gate_s=gate_s, judged=judged,
                                            meanwhile=lambda: warm_references(kernel, todo, shape, dtype, DEVICE)))
             t0 = time.perf_counter()
             if early is not None and not early.ready(READY_WAIT_S):  # still warming up: it would share the GPU
                 progress(f"the ncu process was not ready {READY_WAIT_S:.0f} s after the gates: started again later")
                 early.close()
                 early = None
-            elif early is not None and time.perf_counter() - t0 >= 1.0:
-                progress(f"waited {time.perf_counter() - t0:.1f} s for the ncu process to finish its warm-up")
+            elif early is not None:
+                waited = time.perf_counter() - t0
+                progress(warm_line(early.warmup()) + (f"; waited {waited:.1f} s for it after the gates"
+                                                      if waited >= 1.0 else ""))
         written = _time_and_ncu(root, kernel, todo, shape, dtype, opts, ncu, timer, common, verdicts, early,
                                 progress)
         progress(f"{kernel.name}: {len(written)} profile(s) written in {time.perf_counter() - started:.0f} s")
@@ -310,6 +326,14 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     finally:
         if early is not None:
             early.close()
+
+
+def warm_line(warm: dict[str, float]) -> str:
+    """The ncu process's warm-up in words: its start, then its slowest revisions."""
+    slow = sorted(((s, n) for n, s in warm.items() if n), reverse=True)[:3]
+    return (f"the ncu process warmed {len(warm) - ('' in warm)} revision(s) up in {sum(warm.values()):.1f} s "
+            f"(its start {warm.get('', 0.0):.1f} s" + "".join(f", {n} {s:.1f} s" for s, n in slow) + ")"
+            if warm else "the ncu process is warm")
 
 
 # How long the timing passes wait, after the gates, for the ncu process started with them to

@@ -14,6 +14,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -98,16 +99,18 @@ def on_gpus(jobs: Sequence, gpus: Sequence[str], work: Callable[[object, str], o
     return results
 
 
-def deal(items: Sequence, n: int, weight: Callable[[object], float] = lambda _: 1) -> list[list]:
-    """`items` in `n` groups of about equal weight: heaviest first, each to the lightest
-    group so far (longest-processing-time-first: the heaviest group is within 4/3 of the
-    best split's); each group in the items' own order."""
+def deal(items: Sequence, n: int, weight: Callable[[object], float] = lambda _: 1,
+         span: Callable[[list], float] | None = None) -> list[list]:
+    """`items` in `n` groups that end about together: heaviest first, each to the group it
+    ends soonest in (longest-processing-time-first, where a group's `span` is the sum of its
+    weights, the default: the heaviest group is within 4/3 of the best split's); each group
+    in the items' own order. `span(group)`: how long a group takes, where its items do not
+    simply add up (gates side by side, then passes one after another: kernlog.capture.costs)."""
     groups: list[list] = [[] for _ in range(n)]
-    load = [0.0] * n
+    span = span or (lambda g: sum(weight(x) for x in g))
     for item in sorted(items, key=weight, reverse=True):
-        i = load.index(min(load))
-        groups[i].append(item)
-        load[i] += weight(item)
+        ends = [(span(g + [item]), span(g), i) for i, g in enumerate(groups)]
+        groups[min(ends)[2]].append(item)
     order = {id(x): k for k, x in enumerate(items)}
     return [sorted(g, key=lambda x: order[id(x)]) for g in groups if g]
 
@@ -165,25 +168,27 @@ def run(cmd: list[str], env: dict, timeout: float, progress: Callable[[str], Non
 
 def profile_on_gpus(root: Path, kernel: str, revs: Sequence, args: list[str], gpus: Sequence[str],
                     progress: Callable[[str], None], runner=run, timeout: float = 3600.0,
-                    cost: dict[str, float] | None = None) -> list[Path]:
+                    cost: dict[str, float] | None = None, span: Callable[[list], float] | None = None) -> list[Path]:
     """`kernlog profile` of `revs` (Revision objects) dealt out to `gpus`, a process each,
     into `root`'s profiles/, each given `args` (capture.profiler.Options.to_argv); the profiles
-    written. Dealt by `cost` ({name: seconds of its gate, timing and ncu passes},
-    kernlog.capture.costs), where given; else a compile-heavy kind (Triton, torch) weighs
-    twice a CUDA C revision. Raises naming each GPU whose process failed, after every process
-    has ended (what the others wrote stays)."""
+    written. Dealt by `cost` ({name: seconds of its gate, timing and ncu passes}) and `span`
+    (a group's seconds in one process; kernlog.capture.costs), where given; else a
+    compile-heavy kind (Triton, torch) weighs twice a CUDA C revision. Raises naming each GPU
+    whose process failed, after every process has ended (what the others wrote stays)."""
     def weight(r) -> float:
         return cost[r.name] if cost and r.name in cost else (1 if r.kind == "cuda" else 2)
 
-    groups = deal(list(revs), len(gpus), weight=weight)
-    about = [f" (~{sum(weight(r) for r in g):.0f} s)" if cost else "" for g in groups]
+    groups = deal(list(revs), len(gpus), weight=weight, span=span)
+    about = [f" (~{(span or (lambda g: sum(map(weight, g))))(g):.0f} s)" if cost else "" for g in groups]
     progress(f"{len(revs)} revisions over {len(groups)} GPUs ({', '.join(gpus[:len(groups)])}): "
              + "; ".join(", ".join(r.name for r in g) + a for g, a in zip(groups, about, strict=True)))
 
     def work(group, gpu):
         cmd = [sys.executable, "-m", "kernlog", "--root", str(root), "profile", kernel,
                *[a for r in group for a in ("--rev", r.name)], *args, "--gpus", "1"]
+        t0 = time.perf_counter()
         code, out = runner(cmd, child_env(gpu, len(groups)), timeout, progress, f"[gpu {gpu}] ")
+        progress(f"[gpu {gpu}] its process ended after {time.perf_counter() - t0:.1f} s (exit {code})")
         return gpu, code, out
 
     written, failed = [], []

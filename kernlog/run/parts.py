@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from kernlog.errors import KernlogError
 from kernlog.run.gate import Part
 from kernlog.spec import Kernel, Revision
 
@@ -29,10 +30,24 @@ MAX_PARTS = 8
 # ones from the outcomes file), from empty caches, alone on that H200 host: the Triton
 # counterpart's 26 s, torch.compile's 18 s, NVRTC once per revision for CUDA C.
 ESTIMATE_S = {"triton": 30.0, "compiled": 20.0, "cuda": 8.0, "torch": 4.0}
+# A CUDA C gate is mostly NVRTC compiling its source and what it includes: on a 4-GPU H200 host,
+# 8 side by side from empty caches, the softmax rungs took 7.8-11 s for 6-10 KB of source and
+# includes, 14.5-25 s for 16-51 KB (v10_meet): about 6 s and 0.35 s a KB.
+CUDA_S, CUDA_S_PER_KB = 6.0, 0.35
 
 
 def estimate(rev: Revision) -> float:
-    """A guess at `rev`'s gate seconds on a GPU where it never ran (ESTIMATE_S)."""
+    """A guess at `rev`'s gate seconds on a GPU where it never ran (ESTIMATE_S; for CUDA C, by
+    the size of what NVRTC compiles)."""
+    if rev.kind == "cuda" and not compiled(rev):
+        from kernlog.cuda import includes
+
+        try:
+            size = sum(f.stat().st_size for s in rev.sources if s.suffix in (".cu", ".cuh")
+                       for f in (s, *includes(s)))
+        except (OSError, KernlogError):
+            return ESTIMATE_S["cuda"]
+        return round(CUDA_S + CUDA_S_PER_KB * size / 1024, 1) if size else ESTIMATE_S["cuda"]
     return ESTIMATE_S["compiled" if compiled(rev) else rev.kind]
 
 

@@ -104,6 +104,12 @@ def main(argv: list[str]) -> int:
 
 
 GO_POLL_S = 0.05
+# beside GO: {revision: seconds its load and first launch took under ncu, "": the process's start}
+WARM_SUFFIX = ".warm.json"
+# beside GO: {"passed": [...], "failed": [...]}, the revisions whose gates have ended (NcuRun.judged)
+GATED_SUFFIX = ".gated.json"
+# beside GO: {"told": when GO was read, "launched": {revision: when its profiled launch ended}}
+CLOCK_SUFFIX = ".clock.json"
 GO_WAIT_S = 3600.0
 
 
@@ -134,12 +140,40 @@ def wait_for_go(go: Path, parent: int, limit_s: float = GO_WAIT_S) -> dict:
     return json.loads(go.read_text())
 
 
+def as_gated(gated: Path, go: Path, parent: int, revs: list[str], first: tuple[str, ...] = ()):
+    """`first` (those of `revs` not under test: the references), then each other of `revs` once
+    `gated` ({"passed": [...], "failed": [...]}, written by the profiling process `parent` as
+    each gate ends) names it passed, in that order; ends once each is named or GO appears.
+    Warmed up after its gate, a revision loads from the compile caches the gate filled (NVRTC's,
+    Triton's, Inductor's) instead of compiling again beside it; a reference (framework code)
+    compiles at once, beside its gate (torch.compile's 8 s warm-up under ncu, after a 20 s gate)."""
+    import json
+    import time
+
+    yield from (n for n in revs if n in first)
+    left = [n for n in revs if n not in first]
+    while left and not go.exists():
+        parent_alive(parent)
+        try:
+            said = json.loads(gated.read_text())
+        except (OSError, ValueError):  # not yet written
+            said = {}
+        passed = [n for n in said.get("passed", ()) if n in left]
+        left = [n for n in left if n not in passed and n not in said.get("failed", ())]
+        yield from passed
+        if not passed:
+            time.sleep(GO_POLL_S)
+
+
 def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs: list[str],
                       after: tuple[Path, int] | None = None) -> None:
     """Each of `revs` warmed up, then launched once inside its NVTX range. With `after`
     (GO, PID): started before the gates are done, it loads and warms up every revision (picks
     untimed and forgotten, kernlog.run.picker) while it waits for GO, written by the profiling
     process PID, to name the revisions to profile and the picks to take."""
+    import time
+
+    started = time.perf_counter()
     import torch
 
     from kernlog.registry import load_kernel
@@ -155,20 +189,25 @@ def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs:
     loaded: dict = {}
     if after is not None:
         go, parent = after
-        if not go.exists():  # the gates are still running: compile and warm up meanwhile
+        if not go.exists():  # the gates are still running: warm each up as its gate passes
+            warm = {"": round(time.perf_counter() - started, 2)}  # "": the start (torch, CUDA, inputs)
             with picker.untimed():
-                for name in revs:
-                    parent_alive(parent)
+                refs = tuple(r.name for r in kernel.revisions if r.role == "reference")
+                for name in as_gated(go.with_suffix(GATED_SUFFIX), go, parent, revs, refs):
+                    t0 = time.perf_counter()
                     try:
                         loaded[name] = kernel.revision(name).load()
                         loaded[name](inputs, out)
-                    except Exception:  # noqa: BLE001 -- its gate judges it; unlisted, it never runs again
+                        sync()
+                    except Exception:  # noqa: BLE001 -- its timing pass meets it again
                         pass
-            sync()
+                    warm[name] = round(time.perf_counter() - t0, 2)
             if device == "cuda":
                 torch.cuda.empty_cache()  # what the warm-ups allocated, while it waits
+            _write_whole(str(go.with_suffix(WARM_SUFFIX)), warm)
             go.with_suffix(".ready").touch()  # the profiling process may start its timing passes
         told = wait_for_go(go, parent)
+        clock = {"told": time.time(), "launched": {}}
         picker.pin(told["pins"], go.with_suffix(".pins.json"))
         revs = [name for name in revs if name in told["revisions"]]
     pinned = picker.pins()
@@ -192,6 +231,10 @@ def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs:
         sync()
         if device == "cuda":
             torch.cuda.nvtx.range_pop()
+        if after is not None:
+            clock["launched"][name] = time.time()
+    if after is not None:  # when each was profiled: where the ncu pass's seconds went (NcuRun.clock)
+        _write_whole(str(after[0].with_suffix(CLOCK_SUFFIX)), clock)
 
 
 if __name__ == "__main__":
