@@ -249,7 +249,7 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
                     progress: Callable[[str], None] = print) -> list[Path]:
     """profile(), the revisions to do dealt out to `gpus` of the host's GPUs (those of the
     first's model), a process per GPU (kernlog.run.fanout); one GPU (the default): in this process.
-    From empty caches on a 2-GPU H200 host, two GPUs took the softmax ladder 71.9 s, one 95.8 s
+    From empty caches on a 4-GPU H200 host, two GPUs took the softmax ladder 61-69 s, one 73-77 s
     (docs/profiling.md): not the default, which leaves the host's other GPUs to others."""
     devices = fanout.visible_gpus()[:gpus] if gpus and gpus > 1 else []
     if len(devices) < 2 or len(revs) < 2:
