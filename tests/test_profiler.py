@@ -817,12 +817,12 @@ def test_a_gate_that_never_returns_fails_in_its_time_limit_naming_it(tmp_path, m
                                                                      toy_picker):
     root = _toy_repo(tmp_path)
     monkeypatch.setattr(profiler, "DEVICE", "cpu")
-    # the other gate (a fresh process on a busy 2-core CI machine) must finish in it
-    monkeypatch.setattr(profiler, "GATE_TIMEOUT_S", 15.0)
+    monkeypatch.setattr(profiler, "GATE_TIMEOUT_S", 3.0)  # the gates beside it go on: the ncu warm-up test
     kernel = load_kernel(root, "toy")
-    got = profiler.parallel_gates(root, kernel, [kernel.revision("hangs"), kernel.revision("right")], 2,
-                                  lambda s: None)
-    assert got["hangs"][:2] == ("failed", "its gate did not finish in 15 s") and got["right"][0] == "ok"
+    t0 = time.perf_counter()
+    got = profiler.parallel_gates(root, kernel, [kernel.revision("hangs")], 2, lambda s: None)
+    assert got["hangs"][:2] == ("failed", "its gate did not finish in 3 s")
+    assert 3.0 <= got["hangs"][2] < 10.0 and time.perf_counter() - t0 < 10.0  # killed at its limit, not waited out
 
 
 @pytest.mark.parametrize("smi, visible, want", [
