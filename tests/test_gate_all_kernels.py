@@ -1,6 +1,7 @@
 """Every revision of every kernel passes the correctness gate -- the whole output, each row and
 each element within its dtype's tolerance, and a second launch that repeats the first bit for
-bit: Triton and torch ones on the CPU (Triton through its interpreter), all of them on a GPU."""
+bit: Triton and torch ones on the CPU (Triton through its interpreter), all of them on a GPU. A
+known-wrong revision (role="wrong") is the exception: the gate must reject it."""
 import math
 
 import pytest
@@ -36,6 +37,9 @@ def _gate_on_cpu(kernel_name, rev_name, shapes=None):
     except Unsupported as exc:  # Liger-Kernel: an optional GPU dependency
         pytest.skip(str(exc))
     failed = [r.line() for r in results if not r.ok]
+    if rev.known_wrong:  # kept to prove the gate sees its bug: rejected, as `kernlog check` requires
+        assert failed, f"{kernel_name}/{rev_name} passed the gate: {rev.bug}"
+        return
     assert not failed, "\n".join(failed)
 
 
@@ -65,9 +69,13 @@ def test_revision_passes_gate_on_cpu_at_every_check_shape(kernel_name, rev_name)
 @pytest.mark.parametrize("kernel_name,rev_name", CASES)
 def test_revision_passes_gate_on_gpu(kernel_name, rev_name):
     kernel = load_kernel(ROOT, kernel_name)
+    rev = kernel.revision(rev_name)
     try:
-        results = gate.check_revision(kernel, kernel.revision(rev_name), "cuda")
+        results = gate.check_revision(kernel, rev, "cuda")
     except Unsupported as exc:
         pytest.skip(str(exc))
     failed = [r.line() for r in results if not r.ok]
+    if rev.known_wrong:  # kept to prove the gate sees its bug: rejected, as `kernlog check` requires
+        assert failed, f"{kernel_name}/{rev_name} passed the gate: {rev.bug}"
+        return
     assert not failed, "\n".join(failed)
