@@ -31,12 +31,13 @@ def _failures(launch, shapes=SMALL):
     return [r for r in gate.check_revision(KERNEL, rev, "cpu", shapes=shapes, seed=0) if not r.ok]
 
 
-def test_the_fused_backward_passes_the_gate_at_every_check_shape_in_both_dtypes():
-    results = gate.check_revision(KERNEL, KERNEL.revision("v0_fused"), "cpu", seed=11)
-    assert len(results) == len(KERNEL.check_shapes) * 2 and {r.dtype for r in results} == {"fp32", "bf16"}
-    assert all(r.ok for r in results), [r.line() for r in results if not r.ok]
-    # fp32 products are IEEE ones: the error is fp32's rounding, far under the 1e-4 allowed
-    assert max(r.rel_error for r in results if r.dtype == "fp32") < 1e-6
+def test_the_fused_backward_in_fp32_is_off_by_fp32_rounding_alone():
+    # its whole gate, every check shape in both dtypes: tests/test_gate_all_kernels.py. Here: fp32
+    # products are IEEE ones, so the error is fp32's rounding, far under the 1e-4 allowed
+    shapes = [(2, 3, 33, 64), (1, 1, 40, 128)]
+    results = gate.check_revision(KERNEL, KERNEL.revision("v0_fused"), "cpu", shapes=shapes, dtypes=["fp32"], seed=11)
+    assert len(results) == 2 and all(r.ok for r in results), [r.line() for r in results if not r.ok]
+    assert max(r.rel_error for r in results) < 1e-6
 
 
 def test_every_check_shape_runs_in_the_default_cpu_gate():
@@ -47,8 +48,9 @@ def test_the_known_wrong_revision_is_rejected_everywhere_and_by_far():
     """delta dropped: every case fails, at 0.45-0.85 of the whole output, 45x the bf16 l2 allowed."""
     rev = KERNEL.revision("wrong_no_delta")
     assert rev.known_wrong and "delta" in rev.bug
-    results = gate.check_revision(KERNEL, rev, "cpu", seed=3)
-    assert len(results) == 8 and not any(r.ok for r in results)
+    # rejected in every case of both dtypes: tests/test_gate_all_kernels.py; here, by how far in bf16
+    results = gate.check_revision(KERNEL, rev, "cpu", dtypes=["bf16"], seed=3)
+    assert len(results) == 4 and not any(r.ok for r in results)
     assert min(r.rel_error for r in results) > 0.3
 
 
