@@ -202,3 +202,25 @@ def test_gpu_layouts_compile_for_sm90_within_shared_memory(profile_only):
     compiled = json.loads(done.stdout.splitlines()[-1])
     assert len(compiled) == 2 * len(which)
     assert all(smem <= SMEM_SM90 for *_, smem in compiled), compiled
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+def test_the_trainable_attention_gives_autograd_the_float64_gradients(dtype, tol):
+    """kernels/attention_backward/trainable.py: a training step's forward and backward, the
+    backward taking the forward's saved o and log-sum-exp, against float64 autograd."""
+    from kernels.attention_backward.trainable import attention
+
+    gen = torch.Generator().manual_seed(5)
+    shape = (1, 2, 37, 32)  # T crosses the CPU blocks and their diagonal
+    q, k, v, do = (torch.randn(shape, generator=gen) for _ in range(4))
+    leaves = [t.to(dtype).requires_grad_() for t in (q, k, v)]
+    o = attention(*leaves)
+    o.backward(do.to(dtype))
+    want = KERNEL.reference((*(t.detach() for t in leaves), do.to(dtype), 32 ** -0.5))
+    got = torch.cat([t.grad.double() for t in leaves], dim=-1)
+    assert o.dtype == dtype and all(t.grad.dtype == dtype for t in leaves)
+    assert ((got - want).norm() / want.norm()).item() < tol
+    q64, k64, v64 = (t.detach().double() for t in leaves)  # the forward's o too, against float64
+    causal = torch.ones(37, 37, dtype=torch.bool).triu(1)
+    o64 = torch.softmax((q64 @ k64.transpose(-2, -1) * 32 ** -0.5).masked_fill(causal, float("-inf")), -1) @ v64
+    assert ((o.double() - o64).norm() / o64.norm()).item() < (1e-5 if dtype == torch.float32 else 1e-2)

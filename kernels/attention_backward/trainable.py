@@ -1,0 +1,44 @@
+"""Causal attention that trains: attention's v1_flash forward, which keeps each row's
+log-sum-exp, and v0_fused's backward from it, as one torch.autograd.Function.
+
+    from kernels.attention_backward.trainable import attention
+    o = attention(q, k, v)           # (B, H, T, D), bf16 or fp32, differentiable in q, k and v
+    o.sum().backward()
+
+Unlike the ladder's revisions, which run the forward again to time forward + backward as one
+launch, the backward here takes the forward's o and log-sum-exp as autograd saved them, as a
+training step runs it (MiniGPT's step through kernlog's attention, `kernlog triage --verify`).
+On the CPU (tests) the kernels run in Triton's interpreter, on fp32 copies as v0_fused's do.
+"""
+from __future__ import annotations
+
+import torch
+
+from kernels.attention_backward import v0_fused
+
+
+class _Attention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, scale):
+        grads = torch.empty((*q.shape[:3], 3 * q.shape[-1]), dtype=q.dtype, device=q.device)
+        v0_fused.check_args(q, k, v, q, grads)
+        q32, k32, v32, _ = (t if t.stride(-1) == 1 else t.contiguous() for t in v0_fused.on_device(q, k, v, q, grads))
+        o, lse = v0_fused.forward(q32, k32, v32, scale, grads)
+        ctx.save_for_backward(q32, k32, v32, o, lse)
+        ctx.scale, ctx.dtype = scale, q.dtype
+        return o.to(q.dtype)
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        out = torch.empty((*q.shape[:3], 3 * q.shape[-1]), dtype=ctx.dtype, device=q.device)
+        do = (do.float() if not out.is_cuda else do.to(q.dtype)).contiguous()
+        v0_fused.backward(q, k, v, do, ctx.scale, lse, v0_fused.preprocess(o, do, out), out)
+        D = q.shape[-1]
+        return out[..., :D], out[..., D:2 * D], out[..., 2 * D:], None
+
+
+def attention(q, k, v, scale: float | None = None):
+    """softmax(q k^T * scale, causal) v, differentiable in q, k and v; `scale` 1/sqrt(head_dim)
+    where None."""
+    return _Attention.apply(q, k, v, q.shape[-1] ** -0.5 if scale is None else scale)
