@@ -93,7 +93,7 @@ def transformer_block(batch: int = 8, seq: int = 1024, width: int = 768, heads: 
     return run
 
 
-ATTENTIONS = ("eager", "sdpa", "kernlog")
+ATTENTIONS = ("eager", "sdpa", "kernlog", "kernlog_fused")
 
 
 def minigpt_train(attention: str = "eager", batch: int = 8, layers: int = 12, width: int = 768, tokens: int = 1024,
@@ -103,8 +103,9 @@ def minigpt_train(attention: str = "eager", batch: int = 8, layers: int = 12, wi
     targets, backward, AdamW (fused on the GPU), gradients cleared. Weights in fp32 under
     torch.autocast to bf16 on the GPU (about 30 GB at batch 8 with eager attention, most of it
     the saved T x T scores); fp32 on the CPU. `attention`: "eager" (scores, mask, softmax, @ v),
-    "sdpa" (F.scaled_dot_product_attention) or "kernlog" (kernlog's attention v1_flash, see
-    minigpt_train_attention)."""
+    "sdpa" (F.scaled_dot_product_attention), "kernlog" (kernlog's attention v1_flash, see
+    minigpt_train_attention) or "kernlog_fused" (its forward and its fused backward, see
+    minigpt_train_fused_attention)."""
     import torch
     import torch.nn.functional as F
 
@@ -149,6 +150,15 @@ def minigpt_train_attention(batch: int = 8):
     return minigpt_train("kernlog", batch=batch)
 
 
+def minigpt_train_fused_attention(batch: int = 8):
+    """minigpt_train with attention forward and backward through kernlog's kernels
+    (kernels/attention_backward/trainable.py: attention v1_flash's forward, which keeps each
+    row's log-sum-exp, and attention_backward v0_fused's backward from it). Against
+    minigpt_train_attention, the backward's T x T recomputed scores and probabilities never
+    reach DRAM either."""
+    return minigpt_train("kernlog_fused", batch=batch)
+
+
 def _train_ops(attention: str):
     from dataclasses import replace
 
@@ -161,6 +171,10 @@ def _train_ops(attention: str):
 
         return replace(TORCH_OPS, attention=lambda q, k, v, scale: F.scaled_dot_product_attention(
             q, k, v, is_causal=True, scale=scale))
+    if attention == "kernlog_fused":
+        from kernels.attention_backward.trainable import attention as fused
+
+        return replace(TORCH_OPS, attention=lambda q, k, v, scale: fused(q, k, v, scale))
     return replace(TORCH_OPS, attention=kernlog_attention())
 
 

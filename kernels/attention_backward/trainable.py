@@ -7,7 +7,9 @@ log-sum-exp, and v0_fused's backward from it, as one torch.autograd.Function.
 
 Unlike the ladder's revisions, which run the forward again to time forward + backward as one
 launch, the backward here takes the forward's o and log-sum-exp as autograd saved them, as a
-training step runs it (MiniGPT's step through kernlog's attention, `kernlog triage --verify`).
+training step runs it (models.triage_examples.minigpt_train_fused_attention: MiniGPT's step
+with kernlog's attention forward and backward, for `kernlog triage --verify`). Under CUDA
+autocast the inputs are cast to bf16, as F.scaled_dot_product_attention's are.
 On the CPU (tests) the kernels run in Triton's interpreter, on fp32 copies as v0_fused's do.
 """
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kernels.attention_backward import v0_fused
 
 class _Attention(torch.autograd.Function):
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.bfloat16)  # under autocast, as SDPA's
     def forward(ctx, q, k, v, scale):
         grads = torch.empty((*q.shape[:3], 3 * q.shape[-1]), dtype=q.dtype, device=q.device)
         v0_fused.check_args(q, k, v, q, grads)
@@ -29,6 +32,7 @@ class _Attention(torch.autograd.Function):
         return o.to(q.dtype)
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cuda")
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
         out = torch.empty((*q.shape[:3], 3 * q.shape[-1]), dtype=ctx.dtype, device=q.device)
