@@ -109,14 +109,15 @@ def profiles_at(root: Path, commit: str, kernel: str | None = None, revision: st
     """Every profile `commit` stored (of `kernel`, of `revision`), each checked by load_at:
     the JSONs of profiles/<gpu>/<kernel>/, not those of its noise/ or at/ folders (nor triage's)."""
     sizes = paths(root, commit)
-    out = []
+    wanted = []
     for path in sorted(sizes):
         parts = Path(path).parts
         if (len(parts) == 4 and path.endswith(".json") and kernel in (None, parts[2])
                 and not any(part.startswith(".") for part in parts)  # hidden: never a profile (keys.hidden)
                 and parts[2] != TRIAGE_FOLDER and (revision is None or parts[3].startswith(f"{revision}."))):
-            out.append(load_at(root, commit, path, sizes))
-    return out
+            wanted.append(path)
+    bodies = _batch(root, [f"{commit}:./{path}" for path in wanted])  # one git for them all, not one each
+    return [load_at(root, commit, path, sizes, body) for path, body in zip(wanted, bodies, strict=True)]
 
 
 def held(root: Path, paths: list[str]) -> set[str] | None:
@@ -138,18 +139,27 @@ def blobs(root: Path, commits: list[str], path: str) -> dict[str, bytes]:
     """The bytes of `path` at each of `commits` that holds it, read by one `git cat-file --batch`
     (a `git show` each took 2 of the 5 s `kernlog report` spent collecting this repository's
     histories); a commit git holds no file for is left out (load_at's `git show` names why)."""
-    if not commits:
-        return {}
-    out = git(root, "cat-file", "--batch", binary=True, data="".join(f"{c}:./{path}\n" for c in commits).encode())
-    found, at = {}, 0
-    for commit in commits:  # each answer: "<sha> <type> <size>\n<bytes>\n", or "<name> missing\n"
+    return {c: body for c, body in zip(commits, _batch(root, [f"{c}:./{path}" for c in commits]), strict=True)
+            if body is not None}
+
+
+def _batch(root: Path, names: list[str]) -> list[bytes | None]:
+    """The bytes of each blob `names` names ("COMMIT:./PATH"), by one `git cat-file --batch`; None
+    for a name git holds no blob for."""
+    if not names:
+        return []
+    out = git(root, "cat-file", "--batch", binary=True, data="".join(f"{n}\n" for n in names).encode())
+    found, at = [], 0
+    for _ in names:  # each answer: "<sha> <type> <size>\n<bytes>\n", or "<name> missing\n"
         end = out.index(b"\n", at)
         header, at = out[at:end].split(), end + 1
+        body = None
         if len(header) == 3 and header[2].isdigit():
             size = int(header[2])
             if header[1] == b"blob":
-                found[commit] = out[at:at + size]
+                body = out[at:at + size]
             at += size + 1
+        found.append(body)
     return found
 
 
