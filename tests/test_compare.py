@@ -163,3 +163,16 @@ def test_a_comparison_with_pairs_is_never_called_empty(repo):
     c = json.loads(run(repo, "HEAD", "--allow-empty", "--format", "json").stdout)
     assert c["rows"] and c["nothing_to_compare"] is None
     assert "nothing to compare" not in compare_text.render(c, "md")
+
+
+def test_a_lost_report_in_the_work_tree_is_said_once_beside_the_comparison(repo):
+    """The work tree's profiles are read once: compared, then each one's report glanced at."""
+    rec = json.loads(next((repo / "profiles").rglob("torch.*.json")).read_text())
+    report = next((repo / "profiles").rglob("torch.*.json")).parent / rec["ncu"]["report"]
+    for found in (report, report.with_name(report.name + ".xz")):
+        found.unlink(missing_ok=True)
+    r = run(repo, "HEAD")
+    assert r.exit_code == 0 and "2 of 2 pairs judged same" in r.stdout, r.output  # it compares all the same
+    said = [ln for ln in r.stderr.splitlines() if ln.startswith("kernlog: ")]
+    assert len(said) == 1 and rec["ncu"]["report"] in said[0], r.stderr
+    assert run(repo, "HEAD", "HEAD").stderr == ""  # two commits: no work tree to glance at

@@ -30,10 +30,9 @@ def compare(ctx, base, head, threshold, allow_different_setup, allow_empty, fmt,
     to compare: a branch that adds the first profiles passes."""
     from kernlog.judge.compare import run
     from kernlog.render.compare import render
-    from kernlog.store.integrity import notes
 
-    c, status = run(root_of(ctx), base, head, threshold, allow_different_setup, allow_empty)
+    c, status, notes = run(root_of(ctx), base, head, threshold, allow_different_setup, allow_empty)
     click.echo(render(c, fmt, all_rows))
-    for line in notes(root_of(ctx)) if head is None else []:  # the work tree's lost or damaged reports
+    for line in notes:  # the work tree's lost or damaged reports
         click.echo(f"kernlog: {line}", err=True)
     ctx.exit(status)

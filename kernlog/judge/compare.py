@@ -26,6 +26,7 @@ from kernlog.judge.verdicts import ALPHA, regression, timing_verdict
 from kernlog.spec import format_shape
 from kernlog.store import gitrefs
 from kernlog.store import profiles as store
+from kernlog.store.integrity import notes_of
 from kernlog.store.record import Profile
 
 THRESHOLD = 0.03  # and beyond the band: see the README (two H100 leases moved unchanged references by 2.5%)
@@ -58,9 +59,10 @@ def _setup(prof: Profile) -> tuple:
 
 
 def compare(root: Path, base: str, head: str | None = None, threshold: float = THRESHOLD,
-            allow_different_setup: bool = False) -> dict:
+            allow_different_setup: bool = False, tree: dict | None = None) -> dict:
+    """`tree`: the work tree's profiles (in_tree) where already loaded, for HEAD None."""
     base_commit, a = at_ref(root, base)
-    head_commit, b = at_ref(root, head) if head else (None, in_tree(root))
+    head_commit, b = at_ref(root, head) if head else (None, tree if tree is not None else in_tree(root))
     rows = []
     for key in sorted(set(a) | set(b)):
         ra, rb = a.get(key), b.get(key)
@@ -96,11 +98,13 @@ EMPTY_HINT = "profile on a GPU machine: kernlog profile KERNEL; or pass --allow-
 
 
 def run(root: Path, base: str, head: str | None, threshold: float, allow: bool,
-        allow_empty: bool = False) -> tuple[dict, int]:
-    """(the comparison, the exit status: 1 where a row regressed, else 0); kernlog.render.compare
+        allow_empty: bool = False) -> tuple[dict, int, list[str]]:
+    """(the comparison, the exit status: 1 where a row regressed, else 0, and where HEAD is the
+    work tree, a line for each of its reports lost or damaged (integrity.notes_of)); kernlog.render.compare
     writes it out. An empty comparison (no profile at either side) raises KernlogError (exit 2),
     one line naming what to do, unless `allow_empty`: then it passes, and the table's note says so."""
-    c = compare(root, base, head, threshold, allow)
+    tree = in_tree(root) if head is None else None  # loaded once: compared, then its reports glanced at
+    c = compare(root, base, head, threshold, allow, tree)
     if c["nothing_to_compare"] and not allow_empty:
         raise KernlogError(f"nothing to compare: {c['nothing_to_compare']} ({EMPTY_HINT})")
-    return c, 1 if c["regressions"] else 0
+    return c, 1 if c["regressions"] else 0, notes_of(root, list(tree.values())) if tree is not None else []
