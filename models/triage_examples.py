@@ -172,10 +172,23 @@ def _train_ops(attention: str):
         return replace(TORCH_OPS, attention=lambda q, k, v, scale: F.scaled_dot_product_attention(
             q, k, v, is_causal=True, scale=scale))
     if attention == "kernlog_fused":
-        from kernels.attention_backward.trainable import attention as fused
-
+        fused = _kernel_module("attention_backward", "trainable").attention
         return replace(TORCH_OPS, attention=lambda q, k, v, scale: fused(q, k, v, scale))
     return replace(TORCH_OPS, attention=kernlog_attention())
+
+
+def _kernel_module(kernel: str, module: str, revision: str | None = None):
+    """kernels/<kernel>/<module>.py, once the registry has loaded `kernel` (the kernels package
+    on the path) and found its `revision`, where one is named."""
+    import importlib
+    from pathlib import Path
+
+    from kernlog.registry import find_root, load_kernel
+
+    spec = load_kernel(find_root(Path(__file__).resolve().parent), kernel)
+    if revision is not None:
+        spec.revision(revision)  # a revision of the ladder, or KeyError naming it
+    return importlib.import_module(f"kernels.{kernel}.{module}")
 
 
 def kernlog_attention(revision: str = "v1_flash"):
@@ -183,15 +196,9 @@ def kernlog_attention(revision: str = "v1_flash"):
     is the kernel's (which also writes each row's log-sum-exp), the backward the eager math's
     from it. Under autocast the inputs are cast to its dtype, as F.scaled_dot_product_attention's
     are."""
-    import importlib
-    from pathlib import Path
-
     import torch
 
-    from kernlog.registry import find_root, load_kernel
-
-    load_kernel(find_root(Path(__file__).resolve().parent), "attention").revision(revision)  # known, on the path
-    run = importlib.import_module(f"kernels.attention.{revision}").attention
+    run = _kernel_module("attention", revision, revision).attention
 
     class Attention(torch.autograd.Function):
         @staticmethod
