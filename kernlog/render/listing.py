@@ -35,7 +35,7 @@ def _by_gpu(recs: list, current: dict, revision: str, gates_of=lambda gpu: {}) -
 
 def listing(root: Path) -> tuple[str, list[ProfileError], list[str]]:
     """(the listing, the profiles that fail verification, a line per lost or damaged report
-    file of the profiles listed: kernlog.store.integrity.notes). A bad file is marked
+    file of the profiles listed: kernlog.store.integrity.notes_of). A bad file is marked
     UNREADABLE where its name says which revision it is of; the caller names each with its
     fix. The repository is held still meanwhile (kernlog.snapshot)."""
     with snapshot.held():

@@ -17,7 +17,7 @@ from pathlib import Path
 from kernlog.spec import format_shape
 from kernlog.store import gitrefs, reportfiles
 from kernlog.store.keys import compressed, glob_profiles
-from kernlog.store.profiles import ProfileError, iter_profiles, load_profile, path_ident
+from kernlog.store.profiles import ProfileError, load_profile, path_ident
 from kernlog.store.record import Profile
 from kernlog.store.reportfiles import Damage
 
@@ -97,14 +97,10 @@ def note(root: Path, prof: Profile) -> str | None:
     return _grouped(root, [(damage, prof)], READ_ANYWAY)[0] if damage else None
 
 
-def notes(root: Path, kernel: str | None = None) -> list[str]:
-    """One line per report file of today's profiles (of `kernel`) that is missing or damaged by
-    its size: what `list` and `compare` say besides the profiles they read."""
-    return notes_of(root, [p for p in iter_profiles(root, kernel, bad="yield") if not isinstance(p, ProfileError)])
-
-
 def notes_of(root: Path, profs: list[Profile]) -> list[str]:
-    """notes() of profiles already loaded (load_profile glanced at each one's report)."""
+    """One line per report file of `profs` (loaded: load_profile glanced at each one's report)
+    that is missing or damaged by its size: what `list` and `compare` say besides the profiles
+    they read."""
     found = []
     for prof in profs:
         if prof.report_problem:
