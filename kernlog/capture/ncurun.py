@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernlog import metrics
@@ -102,9 +102,6 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-_SAID_LOCK = threading.Lock()  # the gates' verdicts come from their threads
-
-
 @dataclass
 class NcuRun:
     """An ncu process over revisions of one shape whose target (kernlog.run.target --after) waits
@@ -115,6 +112,8 @@ class NcuRun:
     tmpdir: Path
     cmd: list[str]
     proc: subprocess.Popen
+    _said: dict = field(default_factory=lambda: {"passed": [], "failed": []}, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def report(self) -> Path:
@@ -134,11 +133,10 @@ class NcuRun:
 
     def judged(self, name: str, passed: bool) -> None:
         """Say that `name`'s gate passed (the target warms it up now, from the caches its gate
-        filled) or did not (never warmed up)."""
-        with _SAID_LOCK:
-            said = json.loads(self.gated.read_text()) if self.gated.exists() else {"passed": [], "failed": []}
-            said["passed" if passed else "failed"].append(name)
-            store.write_atomic(self.gated, store.dump_json(said))
+        filled) or did not (never warmed up): the verdicts so far, written whole."""
+        with self._lock:  # the gates' verdicts come from their threads
+            self._said["passed" if passed else "failed"].append(name)
+            store.write_atomic(self.gated, store.dump_json(self._said))
 
     def warmup(self) -> dict[str, float]:
         """{revision: seconds its load and first launch took under ncu, "": the target's start}, as

@@ -178,8 +178,9 @@ def profile_on_gpus(root: Path, kernel: str, revs: Sequence, args: list[str], gp
     def weight(r) -> float:
         return cost[r.name] if cost and r.name in cost else (1 if r.kind == "cuda" else 2)
 
+    span = span or (lambda group: sum(weight(r) for r in group))
     groups = deal(list(revs), len(gpus), weight=weight, span=span)
-    about = [f" (~{(span or (lambda g: sum(map(weight, g))))(g):.0f} s)" if cost else "" for g in groups]
+    about = [f" (~{span(g):.0f} s)" if cost else "" for g in groups]
     progress(f"{len(revs)} revisions over {len(groups)} GPUs ({', '.join(gpus[:len(groups)])}): "
              + "; ".join(", ".join(r.name for r in g) + a for g, a in zip(groups, about, strict=True)))
 
