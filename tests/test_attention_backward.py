@@ -1,7 +1,8 @@
-"""The attention backward: v0_fused against float64 autograd through the gate (fp32 and bf16, every
-check shape), its known-wrong revision and source mutants of it rejected, odd lengths under other
-block sizes, the declared refusal of other head dims, why the output puts dq | dk | dv side by
-side, and the GPU's layouts compiled for sm_90. All on the CPU, Triton through its interpreter."""
+"""The attention backward: v0_fused against float64 autograd through the gate (fp32 at its
+rounding; its whole gate is tests/test_gate_all_kernels.py's), its known-wrong revision and source
+mutants of it rejected, odd lengths under other block sizes, the declared refusal of other head
+dims, why the output puts dq | dk | dv side by side, the GPU's layouts compiled for sm_90, and the
+trainable autograd function. All on the CPU, Triton through its interpreter."""
 import importlib.util
 import math
 
@@ -220,7 +221,6 @@ def test_the_trainable_attention_gives_autograd_the_float64_gradients(dtype, tol
     got = torch.cat([t.grad.double() for t in leaves], dim=-1)
     assert o.dtype == dtype and all(t.grad.dtype == dtype for t in leaves)
     assert ((got - want).norm() / want.norm()).item() < tol
-    q64, k64, v64 = (t.detach().double() for t in leaves)  # the forward's o too, against float64
-    causal = torch.ones(37, 37, dtype=torch.bool).triu(1)
-    o64 = torch.softmax((q64 @ k64.transpose(-2, -1) * 32 ** -0.5).masked_fill(causal, float("-inf")), -1) @ v64
+    # the forward's o too, against the attention operator's float64 reference
+    o64 = load_kernel(ROOT, "attention").reference((*(t.detach() for t in leaves), 32 ** -0.5))
     assert ((o.double() - o64).norm() / o64.norm()).item() < (1e-5 if dtype == torch.float32 else 1e-2)
