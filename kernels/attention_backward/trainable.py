@@ -23,11 +23,13 @@ class _Attention(torch.autograd.Function):
     @staticmethod
     @torch.amp.custom_fwd(device_type="cuda", cast_inputs=torch.bfloat16)  # under autocast, as SDPA's
     def forward(ctx, q, k, v, scale):
-        grads = torch.empty((*q.shape[:3], 3 * q.shape[-1]), dtype=q.dtype, device=q.device)
-        v0_fused.check_args(q, k, v, q, grads)
-        q32, k32, v32, _ = (t if t.stride(-1) == 1 else t.contiguous() for t in v0_fused.on_device(q, k, v, q, grads))
-        o, lse = v0_fused.forward(q32, k32, v32, scale, grads)
-        ctx.save_for_backward(q32, k32, v32, o, lse)
+        # the gradients' shape and device, holding no memory: what check_args and the kernels' device
+        # choice read (the gradients themselves are allocated by backward, if it runs)
+        like = q.new_empty(()).expand(*q.shape[:3], 3 * q.shape[-1])
+        v0_fused.check_args(q, k, v, q, like)
+        qd, kd, vd, _ = (t if t.stride(-1) == 1 else t.contiguous() for t in v0_fused.on_device(q, k, v, q, like))
+        o, lse = v0_fused.forward(qd, kd, vd, scale, like)
+        ctx.save_for_backward(qd, kd, vd, o, lse)  # as the kernels take them (fp32 copies on the CPU)
         ctx.scale, ctx.dtype = scale, q.dtype
         return o.to(q.dtype)
 
