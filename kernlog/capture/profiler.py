@@ -337,7 +337,7 @@ def warm_line(warm: dict[str, float]) -> str:
 
 
 # How long the timing passes wait, after the gates, for the ncu process started with them to
-# finish its warm-up (it loads, compiles and launches every revision once under ncu).
+# finish its warm-up (it loads and launches each revision once under ncu, as its gate passes).
 READY_WAIT_S = 60.0
 
 

@@ -168,9 +168,10 @@ def as_gated(gated: Path, go: Path, parent: int, revs: list[str], first: tuple[s
 def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs: list[str],
                       after: tuple[Path, int] | None = None) -> None:
     """Each of `revs` warmed up, then launched once inside its NVTX range. With `after`
-    (GO, PID): started before the gates are done, it loads and warms up every revision (picks
-    untimed and forgotten, kernlog.run.picker) while it waits for GO, written by the profiling
-    process PID, to name the revisions to profile and the picks to take."""
+    (GO, PID): started before the gates are done, it loads and warms up the references at once
+    and each other revision as its gate passes (as_gated; picks untimed and forgotten,
+    kernlog.run.picker), then waits for GO, written by the profiling process PID, to name the
+    revisions to profile and the picks to take."""
     import time
 
     started = time.perf_counter()
