@@ -108,7 +108,7 @@ def ladder(records: list[Profile], order: list[str], current: dict | None = None
     steps = [r for r in recs if r.role == "step"]
     refs = [r for r in recs if r.role == "reference"]
     ref = refs[0] if refs else None
-    rows, prev, rows_of = [], None, {}
+    rows, prev, prev_cp, rows_of = [], None, None, {}
     for r in recs:
         roof = roofline.place(r, kernel)
         label = roof["label"]
@@ -125,7 +125,10 @@ def ladder(records: list[Profile], order: list[str], current: dict | None = None
         wall = r.metrics["wall_ms"]
         row["vs_ref"] = 100.0 * ref.metrics["wall_ms"] / wall if ref else None
         row["vs_naive"] = steps[0].metrics["wall_ms"] / wall if steps else None
-        base = prev if r.role == "step" else (steps[-1] if steps and r.role == "counterpart" else None)
+        # a step against the one before; a counterpart against the counterpart before it, the
+        # first against the last step
+        base = prev if r.role == "step" else ((prev_cp or (steps[-1] if steps else None)) if r.role == "counterpart"
+                                              else None)
         if r.role == "step" and prev is not None and same_kernel(prev, r):
             # the same compiled kernel and launch as the step before: no change to claim
             row.update(same_as=rows_of[prev.revision].get("same_as") or prev.revision)
@@ -136,6 +139,8 @@ def ladder(records: list[Profile], order: list[str], current: dict | None = None
                        deltas=largest_deltas(base.metrics, r.metrics, bands=bands))
         if r.role == "step":
             prev = r
+        elif r.role == "counterpart":
+            prev_cp = r
         rows.append(row)
         rows_of[r.revision] = row
     by_rev = {row["rec"].revision: row for row in rows}

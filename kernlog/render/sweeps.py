@@ -72,19 +72,24 @@ def bar_cell(row: dict, name: str | None, refs: list, band: float, need: float =
 
 
 def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) -> list[dict]:
-    """[best step, counterpart (where the kernel has one)]: each one's speed against the
+    """[best step, best counterpart (where the kernel has one)]: each one's speed against the
     fastest of the bar's references ("ref_met": at least the bar's ratio for the shape, less
     `band`) and share of the copy column ("copy_met", where that bar applies); None where not
-    measured."""
+    measured. The best of a role is its fastest revision measured there whose source passes
+    the gate now (a ‡ one never is)."""
     vals = row["values"]
     refs = [r for r in vals if roles.get(r) == "reference" and (not bar.against or r in bar.against)]
     need = bar.ratio(parse_shape(row["shape"]))
-    steps = {r: v for r, v in vals.items() if v is not None and roles.get(r) == "step"
-             and r not in row.get("fails_now", {})}  # its source fails the gate now (‡): never the best
-    out = [bar_cell(row, max(steps, key=steps.get) if steps else None, refs, band, need)]
-    counterparts = [r for r in vals if roles.get(r) == "counterpart"]
-    if counterparts:
-        out.append(bar_cell(row, counterparts[0], refs, band, need))
+
+    def best(role):
+        of = {r: v for r, v in vals.items() if v is not None and roles.get(r) == role
+              and r not in row.get("fails_now", {})}
+        return max(of, key=of.get) if of else None
+
+    out = [bar_cell(row, best("step"), refs, band, need)]
+    if any(roles.get(r) == "counterpart" for r in vals):
+        out.append(bar_cell(row, best("counterpart") or next(r for r in vals if roles.get(r) == "counterpart"),
+                            refs, band, need))
     return out
 
 

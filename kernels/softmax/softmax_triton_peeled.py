@@ -1,0 +1,157 @@
+"""The Triton softmax with v9's peel: rows that do not start on a 16-byte boundary (an odd
+length such as GPT-2's 50257 columns puts every other row off it) keep 16-byte loads and
+stores for their body.
+
+Triton vectorizes a load only where it can prove the addresses and the mask come in runs of
+16 bytes. `triton`'s split kernel addresses row r at x + r * x_stride: with an odd stride
+nothing is provable, and every element moves alone (2 bytes in bf16). Here each row is
+addressed from the 16-byte boundary at or below its start, a window position j standing for
+x[(r * x_stride // Q) * Q + j] (Q: 16 bytes of elements), so the row lies at [a, a + cols)
+with a = r * x_stride % Q. The body [lo, hi), its bounds rounded to Q inwards, is loaded with
+a mask Triton knows is constant over each Q; the head [a, lo) and tail [hi, a + cols), under
+Q elements each, are loaded as scalars by the chunk holding them. Output rows are addressed
+the same way, so the launcher takes this path only where x and out rows have the same
+offset from the boundary (x_stride = cols mod Q: any contiguous x).
+
+Rows otherwise take `triton`'s kernels unchanged (softmax_triton.py): rows already on the
+boundary, rows of at most SHORT columns (its several-rows kernel divides the stride by what
+it can), and rows past SPLIT_CAP chunks. The chunks of a row meet as softmax_triton.py's
+docstring says, through the same workspace; a row has cdiv(cols + Q - 1, BLOCK) chunks, the
+last of which may hold nothing of a row whose offset is small.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from kernels.common import tuning
+
+from . import softmax_triton as base
+from .softmax_triton import EPOCH, MAX_SPLIT, NEG_MAX, SUM_BITS, _row_stats
+
+
+@triton.jit
+def _peeled_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.constexpr, SUB: tl.constexpr,
+                   Q: tl.constexpr):
+    split = tl.cdiv(cols + Q - 1, BLOCK)
+    t = tl.program_id(0)
+    row = t // split
+    k = t % split
+    start = row.to(tl.int64) * x_stride
+    a = start % Q  # the row's offset from the boundary below it; the same in y (the launcher's check)
+    x_base = x_ptr + (start // Q) * Q
+    y_base = y_ptr + (row.to(tl.int64) * cols // Q) * Q
+    lo = (a + Q - 1) // Q * Q  # products with Q: Triton sees the bounds as multiples of Q
+    hi = (a + cols) // Q * Q
+    j = k * BLOCK + tl.arange(0, BLOCK)
+    body = (j >= lo) & (j < hi)
+    x = tl.load(x_base + j, mask=body, other=float("-inf")).to(tl.float32)
+    # The edges: lanes [0, Q) the head, held by chunk 0; lanes [Q, 2Q) the tail, by its chunk.
+    lane = tl.arange(0, 2 * Q)
+    head = lane < Q
+    ej = tl.where(head, lane, hi + lane - Q)
+    edge = tl.where(head, (ej >= a) & (ej < lo) & (k == 0), (ej < a + cols) & (k == hi // BLOCK))
+    xe = tl.load(x_base + ej, mask=edge, other=float("-inf")).to(tl.float32)
+    slots = slots_ptr + row.to(tl.int64) * MAX_SPLIT
+    epoch = tl.zeros([], tl.int64)
+    if split > 1:  # as softmax_triton._split_kernel: the other epoch than the last launch left
+        epoch = (tl.load(slots + k, volatile=True) & EPOCH) ^ EPOCH
+    m = tl.maximum(tl.maximum(tl.max(x, axis=0), tl.max(xe, axis=0)), NEG_MAX)
+    e = tl.exp(x - m)
+    ee = tl.exp(xe - m)
+    s = tl.sum(e, axis=0) + tl.sum(ee, axis=0)
+    if split > 1:  # the meeting, as softmax_triton._split_kernel's (its comments say why each step)
+        tl.static_assert(SUB >= MAX_SPLIT)
+        sub = tl.arange(0, SUB)
+        live = sub < split
+        word = (m.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (s.to(tl.int32, bitcast=True).to(tl.int64)
+                                                                     & SUM_BITS)
+        tl.atomic_xchg(slots + k, word | epoch, sem="relaxed")
+        v = tl.zeros([SUB], tl.int64)
+        missing = 1
+        while (missing > 0) & (polls > 0):
+            v = tl.load(slots + sub, mask=live, other=0, volatile=True)
+            missing = tl.max(tl.where(live & ((v & EPOCH) != epoch), 1, 0), axis=0)
+            polls -= 1
+        pm = tl.where(live, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), NEG_MAX)
+        ps = tl.where(live, (v & SUM_BITS).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
+        m_row = tl.max(pm, axis=0)
+        s = tl.sum(ps * tl.exp(pm - m_row), axis=0)
+        if missing > 0:
+            m_row, s = _row_stats(x_ptr + start, cols, SUB)
+        e = e * tl.exp(m - m_row)
+        ee = ee * tl.exp(m - m_row)
+        if k == 0:
+            tl.store(slots + sub, tl.zeros([SUB], tl.int64) + epoch, mask=(sub >= split) & (sub < MAX_SPLIT))
+    inv = 1.0 / s
+    tl.store(y_base + j, (e * inv).to(y_ptr.dtype.element_ty), mask=body)
+    tl.store(y_base + ej, (ee * inv).to(y_ptr.dtype.element_ty), mask=edge)
+
+
+def peels(x, out, block: int | None = None) -> bool:
+    """Whether this path takes 2-D `x` (unit column stride) into contiguous `out`: rows too long
+    for several a program, off the 16-byte boundary, with x's and out's rows equally far off it,
+    and in at most SPLIT_CAP chunks of `block` columns (None: the longest block tried)."""
+    rows, cols = x.shape
+    q = 16 // x.element_size()
+    return bool(cols > base.SHORT and (cols % q or x.stride(0) % q) and (x.stride(0) - cols) % q == 0
+                and triton.cdiv(cols + q - 1, block or base._SPLIT_BLOCKS[-1]) <= base.SPLIT_CAP)
+
+
+# Chunks of 2048-16384 columns at 8-64 elements a thread: softmax_triton's split tries 4096-16384 at
+# 16-64; on the H200 at bf16 4096x50257 its pick (4096 at 4 warps, 32 a thread) held 62 registers,
+# a 50% occupancy, and moved 3.15 TB/s of a 4.19 copy; chunks of 2048 at 8 warps hold 32 (ptxas).
+CHUNKS = (2048, 4096, 8192, 16384)
+
+
+def configs(cols: int, q: int) -> list[dict]:
+    """Launch kwargs to time for rows of `cols` columns, over the row's span (cols + Q - 1): one
+    chunk a row up to MAX_FUSED columns (softmax_triton's rule), and for rows of more than
+    SPLIT_MIN, chunks of CHUNKS columns at 8-64 elements a thread, 2 to SPLIT_CAP a row."""
+    span = cols + q - 1
+    out = []
+    for b in base._SPLIT_BLOCKS:
+        for w in base._SPLIT_WARPS:
+            per = base._per_thread(b, w)
+            one = cols <= base.MAX_FUSED and b == triton.next_power_of_2(span) and 8 <= per <= 64
+            chunks = cols > base.SPLIT_MIN and b in CHUNKS and 8 <= per <= 64 and 2 <= triton.cdiv(span, b) \
+                <= base.SPLIT_CAP
+            if one or chunks:
+                out.append({"BLOCK": b, "SUB": 32 * w, "num_warps": w})
+    return out
+
+
+def launch(x, out, polls, **config):
+    rows, cols = x.shape
+    q = 16 // x.element_size()
+    grid = (rows * triton.cdiv(cols + q - 1, config["BLOCK"]),)
+    _peeled_kernel[grid](x, out, base._workspace(rows, x.device), cols, x.stride(0), polls, Q=q, **config)
+
+
+def softmax(x, out, block: int | None = None, polls: int | None = None):
+    """Softmax of the rows of 2-D `x` into contiguous `out`, as softmax_triton.softmax; rows
+    `peels` takes are timed over `configs` on the GPU, or run in chunks of `block` (under the
+    interpreter 1024, with `polls` 1: every chunk but a row's last takes the fallback)."""
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    if not x.is_cuda:
+        block = block or 1024
+    if not (x.numel() and peels(x, out, block)):
+        return base.softmax(x, out)
+    if not x.is_cuda:
+        from kernels.common import triton_interpreter
+
+        triton_interpreter.apply()
+    polls = (base.GPU_POLLS if x.is_cuda else 1) if polls is None else polls
+    if block is None and x.is_cuda:
+        rows, cols = x.shape
+        tuning.launch_fastest(("softmax_triton_peeled", rows, cols, x.dtype),
+                              lambda: configs(cols, 16 // x.element_size()), lambda kw: launch(x, out, polls, **kw),
+                              x.device)
+        return out
+    launch(x, out, polls, BLOCK=block, SUB=128 if x.is_cuda else 1024, num_warps=4)
+    return out
+
+
+def load():
+    return lambda inputs, out: softmax(inputs[0], out)
