@@ -1,0 +1,145 @@
+"""softmax/triton_peeled: rows off the 16-byte boundary in 16-byte moves, every other row through
+triton's kernels. Each path passes the gate where it is taken (a refused path would fail it), the
+body's loads and stores are 16-byte vectors in the PTX for sm_90, and on the GPU every config the
+picker times passes the gate, met, mixed and fallen back."""
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kernlog.registry import find_root, load_kernel
+from kernlog.run import gate
+
+ROOT = find_root()
+KERNEL = load_kernel(ROOT, "softmax")
+
+
+@pytest.fixture
+def sp():
+    from kernels.softmax import softmax_triton_peeled
+
+    return softmax_triton_peeled
+
+
+class _Refused:
+    def __getitem__(self, grid):
+        def refuse(*args, **kwargs):
+            raise AssertionError("wrong path taken")
+        return refuse
+
+
+def _gate(launch, shapes, dtypes=None, device="cpu", cases=None):
+    kernel = dataclasses.replace(KERNEL, cases=cases) if cases else KERNEL
+    results = gate.check_revision(kernel, kernel.revision("triton_peeled"), device, shapes=shapes, dtypes=dtypes,
+                                  launch=launch)
+    return [r.line() for r in results if not r.ok]
+
+
+def test_rows_off_the_boundary_take_the_peeled_kernel(sp, monkeypatch):
+    """Odd lengths (every row but the first off the boundary, each at another offset) in chunks of
+    256: rows of 5 chunks with a head and a tail each, a last chunk that holds only a tail (1025
+    columns), rows of -inf and NaN; triton's kernels refused."""
+    monkeypatch.setattr(sp.base, "softmax", lambda *a, **k: (_ for _ in ()).throw(AssertionError("wrong path")))
+    launch = lambda inputs, out: sp.softmax(inputs[0], out, block=256)  # noqa: E731
+    assert not _gate(launch, ((5, 1037), (4, 1025)), cases=("random", "neg_inf", "nan"))
+
+
+def test_rows_on_the_boundary_take_triton(sp, monkeypatch):
+    """Aligned rows, and strided rows whose input and output sit at different offsets from the
+    boundary (no single shift serves both), go to triton's kernels: the peeled one refused."""
+    monkeypatch.setattr(sp, "_peeled_kernel", _Refused())
+    launch = lambda inputs, out: sp.softmax(inputs[0], out, block=256)  # noqa: E731
+    assert not _gate(launch, ((3, 2048), (2, 1024 + 16)), cases=("random", "strided"))
+
+
+def test_a_refused_peeled_path_fails_the_gate(sp, monkeypatch):
+    monkeypatch.setattr(sp, "_peeled_kernel", _Refused())
+    failed = _gate(lambda inputs, out: sp.softmax(inputs[0], out, block=256), ((3, 1037),), dtypes=("fp32",),
+                   cases=("random",))
+    assert failed and "wrong path taken" in failed[0]
+
+
+@pytest.mark.parametrize("cols,stride,elem,block,takes", [
+    (50257, 50257, 2, None, True),     # GPT-2's vocabulary, contiguous
+    (50257, 50260, 2, None, False),    # input rows 3 elements further apart than output rows
+    (50264, 50264, 2, None, False),    # on the boundary: triton's kernels
+    (1024, 1024, 4, None, False),      # short rows: several a program (triton's)
+    (1025, 1025, 4, None, True),
+    (131073, 131073, 2, 1024, False),  # 129 chunks of 1024: past SPLIT_CAP
+    (131073, 131073, 2, None, True),   # 5 chunks of 32768
+])
+def test_peels_takes_long_rows_off_the_boundary_in_at_most_split_cap_chunks(sp, cols, stride, elem, block, takes):
+    class T:
+        shape = (4, cols)
+
+        def stride(self, d):
+            return (stride, 1)[d]
+
+        def element_size(self):
+            return elem
+    assert sp.peels(T(), None, block) is takes
+
+
+def test_configs_cut_every_row_into_at_most_split_cap_chunks(sp):
+    for cols in (1025, 5003, 30001, 50257, 100277, 32 * 16384 - 9):
+        kept = sp.configs(cols, 8)
+        assert kept, cols
+        for c in kept:
+            assert 1 <= -(-(cols + 7) // c["BLOCK"]) <= sp.base.SPLIT_CAP
+            assert c["SUB"] == 32 * c["num_warps"] >= sp.base.SPLIT_CAP
+
+
+VECTORS = """
+import collections, json, re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernels.softmax import softmax_triton as st, softmax_triton_peeled as sp
+d16 = [["tt.divisibility", 16]]
+out = {}
+for dt, q in (("bf16", 8), ("fp32", 4)):
+    sig = {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "slots_ptr": "*i64", "cols": "i32", "x_stride": "i32",
+           "polls": "i32", "BLOCK": "constexpr", "SUB": "constexpr"}
+    attrs = {(0,): d16, (1,): d16, (2,): d16}  # cols and the stride odd: no hint on them
+    for name, fn, consts in (("triton", st._split_kernel, {}), ("peeled", sp._peeled_kernel, {"Q": q})):
+        s = dict(sig, **{k: "constexpr" for k in consts})
+        k = triton.compile(ASTSource(fn=fn, signature=s, constexprs={"BLOCK": 4096, "SUB": 128, **consts}, attrs=attrs),
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        out[f"{name} {dt}"] = dict(collections.Counter(re.findall(r"[ls][dt]\\.global[.\\w]*", k.asm["ptx"])))
+print(json.dumps(out))
+"""
+
+
+def test_the_body_moves_in_16_byte_vectors_where_triton_moves_elements():
+    """The claim behind the revision, in the PTX for sm_90 at an odd length and stride: triton's
+    split kernel loads and stores element by element (2 bytes in bf16); the peeled kernel's body
+    moves 16 bytes at a time (32 elements a thread at 4096 x 4 warps: 4 bf16 vectors, 8 fp32),
+    and only the head and tail, two elements a thread at most, are scalars."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", VECTORS], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    for dt, scalar, vectors in (("bf16", "b16", 4), ("fp32", "b32", 8)):
+        assert "ld.global.v4.b32" not in got[f"triton {dt}"] and got[f"triton {dt}"][f"ld.global.{scalar}"] >= 32
+        peeled = got[f"peeled {dt}"]
+        assert peeled["ld.global.v4.b32"] == peeled["st.global.v4.b32"] == vectors, peeled
+        assert peeled[f"ld.global.{scalar}"] <= 2 and peeled[f"st.global.{scalar}"] <= 2, peeled
+
+
+@pytest.mark.gpu
+def test_every_peeled_config_passes_the_gate_on_gpu(sp):
+    """Each config the picker may time, at rows of 2 and 4 chunks (a ragged last one), met through
+    the slots, with every program falling back (no polls), and mixed (two polls)."""
+    failed = []
+    for cfg in sp.configs(32 * 16384 - 9, 8) + sp.configs(5003, 8):
+        block = cfg["BLOCK"]
+        for polls in (sp.base.GPU_POLLS, 0, 2):
+            launch = lambda inputs, out, c=cfg, p=polls: sp.launch(inputs[0].contiguous(), out, p, **c)  # noqa: E731
+            shapes = [(s, c) for s, c in ((5, 3 * block + 5), (3, block + 1)) if -(-(c + 7) // block) <= 32]
+            failed += [f"{cfg} polls={polls}: {line}" for line in
+                       _gate(launch, shapes, device="cuda", cases=("random", "neg_inf", "nan"))]
+    assert not failed, "\n".join(failed)
