@@ -211,6 +211,25 @@ def test_each_row_shows_the_best_step_and_the_counterpart_against_the_bars(tmp_p
     assert "1 of 2 points miss a bar." in text
 
 
+def test_the_counterpart_cell_takes_the_fastest_counterpart_measured_there(tmp_path):
+    """Two counterparts (triton, triton_peeled): each row's counterpart bar is the faster of the
+    two measured at that point, and a point that measured only one shows that one."""
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    common = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0}
+    points = {"4096x50257": (("v7_bf16_packed", 1600.0), ("triton", 2245.0), ("triton_peeled", 2900.0),
+                             ("torch", 2089.0), (bench.COPY, 2983.0)),
+              "4096x32000": (("v7_bf16_packed", 1600.0), ("triton", 2500.0), ("torch", 2089.0),
+                             (bench.COPY, 2983.0))}
+    rows = [dict(_row(rev, shape, v), **common) for shape, pts in points.items() for rev, v in pts]
+    bench._write(root, GPU, kernel, rows)
+    text = kernel_page(root, kernel.name)
+    assert "| triton_peeled | 2900 | 1.39x | 97% | torch |" in text
+    assert "| triton | 2500 | 1.20x |" in text
+
+
 def test_interleaved_runs_rotate_the_order_and_time_each_revision_once_per_run():
     order = []
 

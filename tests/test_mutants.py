@@ -175,6 +175,20 @@ def test_the_ladder_keeps_counterparts_and_says_speedup_vs_the_previous_step():
     assert v1["vs_naive"] == pytest.approx(wall["v0_naive"] / wall["v1_block_smem"])
 
 
+def test_a_second_counterpart_is_set_beside_the_counterpart_before_it():
+    """triton_peeled follows triton, not the last step: the Triton counterparts are a ladder of
+    their own."""
+    recs = [make_record("v1_block_smem", median_ms=0.1, seed=1), make_record("triton", median_ms=0.08, seed=2),
+            make_record("triton_peeled", median_ms=0.05, seed=4)]
+    for r in recs[1:]:
+        r["role"] = "counterpart"
+    order = [r.name for r in load_kernel(ROOT, "softmax").revisions]
+    rows = {row["rec"].revision: row for row in facts.ladder([profile_of(r) for r in recs], order)["rows"]}
+    assert rows["triton"]["base"] == "v1_block_smem"
+    assert rows["triton_peeled"]["base"] == "triton"
+    assert rows["triton_peeled"]["speedup"] == pytest.approx(0.08 / 0.05, rel=0.05)
+
+
 def test_the_log_shows_the_step_speedup_and_the_counterpart_row(tmp_path):
     from .helpers import put
 

@@ -138,7 +138,9 @@ def test_every_peeled_config_passes_the_gate_on_gpu(sp):
     for cfg in sp.configs(32 * 16384 - 9, 8) + sp.configs(5003, 8):
         block = cfg["BLOCK"]
         for polls in (sp.base.GPU_POLLS, 0, 2):
-            launch = lambda inputs, out, c=cfg, p=polls: sp.launch(inputs[0].contiguous(), out, p, **c)  # noqa: E731
+            def launch(inputs, out, c=cfg, p=polls):
+                sp.launch(inputs[0].contiguous(), out, p, **c)
+                return out
             shapes = [(s, c) for s, c in ((5, 3 * block + 5), (3, block + 1)) if -(-(c + 7) // block) <= 32]
             failed += [f"{cfg} polls={polls}: {line}" for line in
                        _gate(launch, shapes, device="cuda", cases=("random", "neg_inf", "nan"))]

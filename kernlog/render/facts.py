@@ -245,10 +245,12 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
             continue
         roles = {r.name: r.role for r in kernel.revisions}
         outcomes = {g: gates.load(root, g, kernel.name) for g in gpus}  # the gate's latest there
-        sweeps = [s for s in (sweep(root, g, kernel.name, order, current, kernel.families, roles,
-                                                kernel.speed_bar, outcomes[g]) for g in gpus) if s]
-        for sw in sweeps:  # one plot per kernel, beside its page
-            sw["plot"] = paths.under_reports(f"{kernel.name}_sweep.svg")
+        sweeps = []
+        for g in gpus:  # one plot per kernel and GPU, beside its page: the first GPU's unsuffixed
+            sw = sweep(root, g, kernel.name, order, current, kernel.families, roles, kernel.speed_bar, outcomes[g])
+            if sw:
+                sw["plot"] = paths.under_reports(f"{kernel.name}_sweep{'_' + g if sweeps else ''}.svg")
+                sweeps.append(sw)
         claims = predictions.load(root, kernel.name)
         ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims, outcomes[k[0]]),
                         gpu=v[0].gpu.to_dict(), shape=k[1], dtype=k[2], ceilings=v[0].ceilings)

@@ -96,6 +96,21 @@ def of_ladder(lad: dict, notes: dict[str, str]) -> list[dict]:
     return out
 
 
+def elsewhere(s: dict, main: dict, notes: dict[str, str]) -> list[dict]:
+    """The kernel's steps and counterparts that the main ladder lacks but another ladder holds
+    (profiled at other shapes or on another GPU only), in the kernel's order: what changed,
+    where each is profiled, and the author's note, so no step or note goes unshown."""
+    there = {row["rec"].revision for row in main["rows"]}
+    at: dict[str, list[str]] = {}
+    for lad in s["ladders"][1:]:
+        for row in lad["rows"]:
+            at.setdefault(row["rec"].revision, []).append(f"{lad['shape']} {lad['dtype']} on {lad['gpu']['name']}")
+    return [{"revision": r.name, "role": r.role, "change": " ".join((r.change or "").split()), "at": at[r.name],
+             "note": notes.get(r.name)}
+            for r in s["kernel"].revisions
+            if r.role in ("step", "counterpart") and r.name not in there and r.name in at]
+
+
 def references(lad: dict) -> list[dict]:
     """The ladder's references, each with what it runs (the backend read from its longest
     kernel's name) and where it sits."""
