@@ -30,7 +30,13 @@ $(VENV)/.kernlog-setup: $(LOCK) pyproject.toml | $(PY)
 	$(PY) -m pip install -q -r $(LOCK) -e .
 	touch $@
 
+# The environment's kernlog must be this checkout's: an editable install made from another clone
+# with the same environment (seen: a fresh clone tried with this .venv) leaves `kernlog` running
+# that clone's code, while `python -m` from here runs this one's.
 setup: $(VENV)/.kernlog-setup
+	@(cd / && $(abspath $(PY)) -c 'import kernlog, pathlib, sys; sys.exit(pathlib.Path(kernlog.__file__).resolve().parent.parent != pathlib.Path(sys.argv[1]).resolve())' $(CURDIR)) \
+	  || { echo "make: $(VENV)'s kernlog is another checkout's; installing this one (pip install --no-deps -e .)" >&2; \
+	       $(PY) -m pip install -q --no-deps -e . ; }
 
 # The main job. Without a GPU it renders from the committed profiles/; on a GPU machine run
 # `make gpu` first to capture what is missing.
