@@ -59,3 +59,24 @@ def test_the_tensor_core_rungs_show_their_mma_and_wgmma_code():
                        ("cu8_wgmma_wide", "wgmma")):
         code = "\n".join(re.findall(r"```\w*\n(.*?)```", steps[name], re.S))
         assert word in code, f"{name}: its code shows no {word}"
+
+
+def test_a_claim_about_another_shape_is_judged_on_the_step_and_counts_in_its_verdict():
+    """A prediction's claim limited to a shape other than the page's ladder is judged in that
+    shape's ladder; the step's line shows it (with where) and its verdict counts it: a claim
+    missed there turns the ladder's "met" into "partly"."""
+    from types import SimpleNamespace
+
+    from kernlog.render import steps
+
+    def claims(*oks):
+        return {"claims": [{"text": f"c{i}", "value": 1.0, "ok": ok, "tie": False} for i, ok in enumerate(oks)]}
+
+    row = {"rec": SimpleNamespace(predicts="it gets faster"), "judged": claims(True)}
+    assert steps._prediction(row)["verdict"] == "met"
+    other = {"judged": claims(False)}
+    p = steps._prediction(row, [("1x32x4096x128 bf16 on NVIDIA H200", other)])
+    assert p["verdict"] == "partly"
+    assert p["claims"] == ["c0: 1 (met)", "c0 at 1x32x4096x128 bf16 on NVIDIA H200: 1 (missed)"]
+    unjudged = {"rec": SimpleNamespace(predicts="it gets faster"), "judged": None}
+    assert steps._prediction(unjudged, [("there", other)])["verdict"] == "missed"

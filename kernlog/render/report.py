@@ -133,7 +133,8 @@ def page_blocks(s: dict, paths: where.Paths | None = None, root: Path | None = N
         next=steps.next_line(s, main), author_next=told.get("next"))}
     if main is not None:
         blocks["steps"] = env.get_template("steps.md.j2").render(
-            link_from_page=link_from_page, s=s, steps=steps.of_ladder(main, told), refs=steps.references(main),
+            link_from_page=link_from_page, s=s, steps=steps.of_ladder(main, told, s["ladders"]),
+            refs=steps.references(main),
             elsewhere=steps.elsewhere(s, main, told),
             profiles=paths.profiles, story=told.get("story"))
     blocks["evidence"] = env.get_template("kernel.md.j2").render(

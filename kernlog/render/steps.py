@@ -54,23 +54,44 @@ def position(row: dict) -> str:
     return label + (f"; {', '.join(extra)}" if extra else "")
 
 
-def _prediction(row: dict) -> dict | None:
-    r = row["rec"]
-    text = row.get("predicts_text") or r.predicts
-    if not text:
-        return None
-    judged = row.get("judged")
-    claims = []
+def _claim_lines(judged: dict | None, at: str = "") -> list[tuple[str, bool | None]]:
+    out = []
     for c in (judged or {}).get("claims", []):
         v = c["value"]
         value = "not measured" if v is None else v if isinstance(v, str) else format(v, ".3g")
         ok = "" if c["ok"] is None else (" (met, a tie)" if c["tie"] else " (met)") if c["ok"] else " (missed)"
-        claims.append(f"{c['text']}: {value}{ok}")
-    return {"text": text, "verdict": judged["verdict"] if judged else None, "claims": claims}
+        out.append((f"{c['text']}{at}: {value}{ok}", c["ok"]))
+    return out
 
 
-def of_ladder(lad: dict, notes: dict[str, str]) -> list[dict]:
-    """One section per revision of the ladder that is not a reference, in ladder order."""
+def _prediction(row: dict, others: list[tuple[str, dict]] = ()) -> dict | None:
+    """The step's prediction with each claim judged: at this ladder's shape, then at `others`
+    ((where, the row of the same revision in another ladder)), so a claim about another shape is
+    shown where the prediction is, and counts in its verdict."""
+    r = row["rec"]
+    text = row.get("predicts_text") or r.predicts
+    if not text:
+        return None
+    lines = _claim_lines(row.get("judged"))
+    for where, other in others:
+        lines += _claim_lines(other.get("judged"), f" at {where}")
+    oks = [ok for _, ok in lines if ok is not None]
+    verdict = (None if not lines else "not checkable here" if not oks else "met" if all(oks)
+               else "missed" if not any(oks) else "partly")
+    return {"text": text, "verdict": verdict, "claims": [line for line, _ in lines]}
+
+
+def of_ladder(lad: dict, notes: dict[str, str], others: list[dict] = ()) -> list[dict]:
+    """One section per revision of the ladder that is not a reference, in ladder order; a
+    prediction's claims about the shapes of `others` (the kernel's other ladders) judged there."""
+    elsewhere_rows: dict[str, list] = {}
+    for o in others:
+        if o is lad:
+            continue
+        for row in o["rows"]:
+            if (row.get("judged") or {}).get("claims"):
+                elsewhere_rows.setdefault(row["rec"].revision, []).append(
+                    (f"{o['shape']} {o['dtype']} on {o['gpu']['name']}", row))
     out, prev = [], None
     for row in lad["rows"]:
         r = row["rec"]
@@ -90,7 +111,7 @@ def of_ladder(lad: dict, notes: dict[str, str]) -> list[dict]:
             "roof": arc_row.get("roof"), "launch_bound": arc_row.get("launch_bound"),
             "where": position(row), "hot": row["hot"][:1], "shares": row["shares"],
             "hot_samples": (r.hotspots or {}).get("samples"),
-            "prediction": _prediction(row), "note": notes.get(r.revision)})
+            "prediction": _prediction(row, elsewhere_rows.get(r.revision, [])), "note": notes.get(r.revision)})
         if r.role == "step":
             prev = row
     return out
