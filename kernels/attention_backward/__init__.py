@@ -35,17 +35,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.attention import FAMILIES
+from kernels.attention import FAMILIES, SPEED_BAR, refuses_head_dim
 from kernels.common import TUNING_SOURCE, LazyModule, triton_interpreter
 from kernlog.frameworks import references
-from kernlog.spec import DTYPE_BYTES, Kernel, Revision, SpeedBar, torch_dtype
+from kernlog.spec import DTYPE_BYTES, Kernel, Revision, torch_dtype
 
 torch = LazyModule("torch", globals())
 F = LazyModule("torch.nn.functional", globals())
 HERE = Path(__file__).resolve().parent
 FLASH = HERE.parent / "attention" / "v1_flash.py"  # the forward kernel v0_fused launches
 INTERPRETER_SOURCE = Path(triton_interpreter.__file__).resolve()
-HEAD_DIMS = (16, 32, 64, 128)  # v1_flash.HEAD_DIMS, kept here so the registry imports no Triton
 
 
 def make_inputs(shape, dtype, gen, device, case="random"):
@@ -78,11 +77,6 @@ def bytes_moved(shape, dtype):
 def flops(shape):
     B, H, T, D = shape
     return 7 * B * H * T * T * D
-
-
-def refuses_head_dim(shape) -> str:
-    d = shape[-1]
-    return "" if d in HEAD_DIMS else f"head dim {d} not one of {', '.join(map(str, HEAD_DIMS))}"
 
 
 def eager_grads(q, k, v, do, scale):
@@ -153,12 +147,6 @@ REVISIONS = (
 )
 
 
-def bar_ratio(shape) -> float:
-    """0.95x of SDPA's forward + backward everywhere, ties within the noise band counted: the attention family's
-    goal (it was 0.8x, a first Triton kernel's, until every family member met it on the H200)."""
-    return 0.95
-
-
 KERNEL = Kernel(
     name="attention_backward",
     revisions=REVISIONS,
@@ -176,7 +164,7 @@ KERNEL = Kernel(
     dtypes=("fp32", "bf16"),
     sweep_axis=2,
     families=FAMILIES,  # attention's: the forward's shapes are the backward's
-    speed_bar=SpeedBar(against=("torch_sdpa",), ratio=bar_ratio, label="SDPA"),
+    speed_bar=SPEED_BAR,  # attention's: 0.95x of this kernel's torch_sdpa
     # bf16: PyTorch's eager math under autograd rounds the scores, the probabilities and dp to bf16
     # before the softmax's gradient takes dp - delta, a difference of near-equal terms: 3600 draws
     # at the check shapes (CPU; seeds 0-299 and 1000-1599) reached 5.4e-3 of the whole (under
