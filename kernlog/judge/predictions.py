@@ -106,7 +106,11 @@ def judge(claims: list[dict], row: dict, rows: dict, dtype: str, time_band: floa
             and ("at_most" not in c or at_most(v, c["at_most"], slack)))
         tie = bool(ok) and slack > 0 and (v < c.get("at_least", v) or v > c.get("at_most", v))
         out.append({"text": _text(c), "value": v, "ok": bool(ok), "tie": tie})
-    judged = [c["ok"] for c in out if c["ok"] is not None]
-    verdict = ("not checkable here" if not judged else "met" if all(judged) else "missed" if not any(judged)
-               else "partly")
-    return {"verdict": verdict, "claims": out}
+    return {"verdict": verdict([c["ok"] for c in out]), "claims": out}
+
+
+def verdict(oks: list[bool | None]) -> str:
+    """A prediction's verdict from its claims' outcomes (None: not measured)."""
+    judged = [ok for ok in oks if ok is not None]
+    return ("not checkable here" if not judged else "met" if all(judged) else "missed" if not any(judged)
+            else "partly")

@@ -18,6 +18,7 @@ kernel; every page line and the front page's profile-only line use it.
 """
 from __future__ import annotations
 
+from kernlog.judge import predictions
 from kernlog.metrics import ranked_stalls
 
 AT_CEILING = 0.9  # of its roofline: at or above it, a step is at its ceiling
@@ -75,23 +76,25 @@ def _prediction(row: dict, others: list[tuple[str, dict]] = ()) -> dict | None:
     lines = _claim_lines(row.get("judged"))
     for where, other in others:
         lines += _claim_lines(other.get("judged"), f" at {where}")
-    oks = [ok for _, ok in lines if ok is not None]
-    verdict = (None if not lines else "not checkable here" if not oks else "met" if all(oks)
-               else "missed" if not any(oks) else "partly")
-    return {"text": text, "verdict": verdict, "claims": [line for line, _ in lines]}
+    return {"text": text, "verdict": predictions.verdict([ok for _, ok in lines]) if lines else None,
+            "claims": [line for line, _ in lines]}
+
+
+def _other_rows(ladders: list[dict], lad: dict) -> dict[str, list[tuple[str, dict]]]:
+    """revision -> (where, its row) in each of `ladders` but `lad`, where: shape, dtype and GPU."""
+    out: dict[str, list] = {}
+    for o in ladders:
+        if o is not lad:
+            for row in o["rows"]:
+                out.setdefault(row["rec"].revision, []).append((f"{o['shape']} {o['dtype']} on {o['gpu']['name']}",
+                                                                row))
+    return out
 
 
 def of_ladder(lad: dict, notes: dict[str, str], others: list[dict] = ()) -> list[dict]:
     """One section per revision of the ladder that is not a reference, in ladder order; a
     prediction's claims about the shapes of `others` (the kernel's other ladders) judged there."""
-    elsewhere_rows: dict[str, list] = {}
-    for o in others:
-        if o is lad:
-            continue
-        for row in o["rows"]:
-            if (row.get("judged") or {}).get("claims"):
-                elsewhere_rows.setdefault(row["rec"].revision, []).append(
-                    (f"{o['shape']} {o['dtype']} on {o['gpu']['name']}", row))
+    elsewhere_rows = _other_rows(others, lad)
     out, prev = [], None
     for row in lad["rows"]:
         r = row["rec"]
@@ -122,12 +125,9 @@ def elsewhere(s: dict, main: dict, notes: dict[str, str]) -> list[dict]:
     (profiled at other shapes or on another GPU only), in the kernel's order: what changed,
     where each is profiled, and the author's note, so no step or note goes unshown."""
     there = {row["rec"].revision for row in main["rows"]}
-    at: dict[str, list[str]] = {}
-    for lad in s["ladders"][1:]:
-        for row in lad["rows"]:
-            at.setdefault(row["rec"].revision, []).append(f"{lad['shape']} {lad['dtype']} on {lad['gpu']['name']}")
-    return [{"revision": r.name, "role": r.role, "change": " ".join((r.change or "").split()), "at": at[r.name],
-             "note": notes.get(r.name)}
+    at = _other_rows(s["ladders"], main)
+    return [{"revision": r.name, "role": r.role, "change": " ".join((r.change or "").split()),
+             "at": [where for where, _ in at[r.name]], "note": notes.get(r.name)}
             for r in s["kernel"].revisions
             if r.role in ("step", "counterpart") and r.name not in there and r.name in at]
 
