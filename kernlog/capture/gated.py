@@ -78,7 +78,7 @@ def side_by_side(root: Path, kernel: Kernel, revs: list[Revision], workers: int,
             judged(name, _merged(got[name]))
     workers = min(workers, len(jobs))
     progress(f"correctness gates of {len(revs)} revisions, {workers} processes at a time")
-    split = {r.name: sum(j[0] is r for j in jobs) for r, part, _ in jobs if part is not None}
+    split = {r.name: left[r.name] for r, part, _ in jobs if part is not None}
     if split:
         progress("in parts side by side: " + ", ".join(f"{name} ({n})" for name, n in split.items()))
     seed = gate.fresh_seed()  # the parts of a gate draw as the whole would: a failure's --seed draws it again
