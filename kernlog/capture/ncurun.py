@@ -138,14 +138,19 @@ class NcuRun:
             self._said["passed" if passed else "failed"].append(name)
             store.write_atomic(self.gated, store.dump_json(self._said))
 
+    def _beside(self, suffix: str) -> dict:
+        """What the target wrote beside GO under `suffix` (kernlog.run.target), {} where it has
+        not (yet), or wrote no JSON object."""
+        try:
+            said = json.loads(self.go.with_suffix(suffix).read_text())
+        except (OSError, ValueError):
+            return {}
+        return said if isinstance(said, dict) else {}
+
     def warmup(self) -> dict[str, float]:
         """{revision: seconds its load and first launch took under ncu, "": the target's start}, as
         the target wrote them once warm ({} before, or where it never said)."""
-        try:
-            said = json.loads(self.go.with_suffix(WARM_SUFFIX).read_text())
-        except (OSError, ValueError):
-            return {}
-        return {k: float(v) for k, v in said.items() if isinstance(v, (int, float))} if isinstance(said, dict) else {}
+        return {k: float(v) for k, v in self._beside(WARM_SUFFIX).items() if isinstance(v, (int, float))}
 
     def tell(self, names: list[str], config: dict) -> None:
         """Name the revisions to profile (of self.names) and the picks to take."""
@@ -164,10 +169,10 @@ class NcuRun:
         """Where the ncu pass's seconds went, in words, its process having ended at `ended`
         (time.time()): from being told to its first profiled launch, the launches, and after
         the last one (the target's exit, ncu's report); "" where the target did not say."""
+        said = self._beside(CLOCK_SUFFIX)
         try:
-            said = json.loads(self.go.with_suffix(CLOCK_SUFFIX).read_text())
             told, launched = float(said["told"]), sorted(float(t) for t in said["launched"].values())
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             return ""
         if not launched:
             return ""
