@@ -10,7 +10,7 @@ import inspect
 import re
 from pathlib import Path
 
-from kernlog import cuda, snapshot
+from kernlog import cuda, memo, snapshot
 
 TOOL = Path(__file__).resolve().parent
 # The tool's own files that run in every revision of a kind: NVRTC's options (cuda.py) shape
@@ -41,9 +41,30 @@ def source_sha256(rev) -> str:
     """The revision's identity, over the name and bytes of each of executed_files(rev). An
     operator's __init__.py counts only with the code of the function of the revision written
     in it (`code`, else `load`): adding a rung or a shape there marks nothing stale. Read once
-    per revision while kernlog.snapshot.held() (the revision kept with it: its id stays its own)."""
-    kept, digest = snapshot.once(("source_sha256", id(rev)), lambda: (rev, _source_sha256(rev)))
+    per revision while kernlog.snapshot.held() (the revision kept with it: its id stays its own),
+    and there kept on disk (kernlog.memo) while none of the files it read changed."""
+    if not snapshot.holding():
+        return _source_sha256(rev)
+    kept, digest = snapshot.once(("source_sha256", id(rev)), lambda: (rev, _remembered(rev)))
     return digest if kept is rev else _source_sha256(rev)
+
+
+def _remembered(rev) -> str:
+    """_source_sha256(rev) from kernlog.memo's table: keyed by what the hash reads besides the
+    bytes of files (the declared sources, the kind, where each function is written and the
+    values it closes over), and kept while every file it read, and each folder an #include or
+    a source is looked up in, keeps its stamp."""
+    where = [f"{fn.__code__.co_filename}:{fn.__qualname__}:{fn.__code__.co_firstlineno}" + _bound(fn).decode()
+             if hasattr(fn, "__code__") else repr(fn) for fn in (rev.code, rev.load)]
+    key = "|".join([rev.kind, *(str(Path(p).resolve()) for p in rev.sources), *where])
+
+    def compute():
+        files = executed_files(rev)
+        folders = {p.parent for p in files} | {d for p in files if p.suffix in CUDA_SUFFIXES
+                                               for d in cuda.include_dirs(p)}
+        return _source_sha256(rev), [*files, *sorted(folders)]
+
+    return memo.table("source_sha256", (Path(__file__), Path(cuda.__file__))).get(key, compute)
 
 
 def _source_sha256(rev) -> str:

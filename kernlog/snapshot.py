@@ -29,6 +29,11 @@ def held() -> Iterator[None]:
         _memo = None
 
 
+def holding() -> bool:
+    """Whether a held() is open: a command that only reads the repository is running."""
+    return _memo is not None
+
+
 def once(key: Hashable, compute: Callable[[], T]) -> T:
     """compute(), kept under `key` while held() lasts; computed each time outside it."""
     if _memo is None:

@@ -336,6 +336,20 @@ MUTANTS = [
     Mutant("time-shares-counts-kernels", "kernlog/metrics.py",
            '"count": sum(r["count"] for r in tail)', '"count": len(tail)',
            "the row of the kernels past the top ones counts kernels, not launches", RENDER),
+    Mutant("memo-stamp-no-ctime", "kernlog/memo.py",
+           "return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]",
+           "return [st.st_size, st.st_mtime_ns, st.st_ino]",
+           "a kept value trusted over an edit that kept the file's size and mtime", ("tests/test_memo.py",)),
+    Mutant("memo-keeps-racy", "kernlog/memo.py",
+           "all(s is not None and s[1] < recent for _, s in stamps)", "all(s is not None for _, s in stamps)",
+           "a file changed within the clock's tick kept, so a second edit in that tick is missed",
+           ("tests/test_memo.py",)),
+    Mutant("memo-source-folders-dropped", "kernlog/identity.py",
+           "return _source_sha256(rev), [*files, *sorted(folders)]", "return _source_sha256(rev), files",
+           "a header added where an #include finds it first leaves the kept source hash", ("tests/test_memo.py",)),
+    Mutant("summary-report-unglanced", "kernlog/store/summaries.py",
+           "reportfiles.glance(path.parent, ncu) is not None)", "False)",
+           "a report lost after its profile was summarised goes unsaid by list", ("tests/test_memo.py",)),
 ]
 
 

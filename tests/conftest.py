@@ -11,6 +11,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     _share = (os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _share)))
 
+# kernlog.memo keeps what `list` and `report` derive in a cache of the user's; the tests keep
+# theirs in a folder of the run's own (a subprocess inherits it), never in the home's.
+if "KERNLOG_CACHE" not in os.environ:
+    import atexit
+    import tempfile
+
+    os.environ["KERNLOG_CACHE"] = tempfile.mkdtemp(prefix="kernlog-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["KERNLOG_CACHE"], True)
+
 # Triton runs its kernels through the CPU interpreter where there is no GPU; it reads this
 # variable when it is first imported, so set it before any test imports triton.
 try:

@@ -10,15 +10,15 @@ from kernlog.judge.verdicts import stale
 from kernlog.registry import kernel_names, load_kernel
 from kernlog.spec import format_shape
 from kernlog.store import gates, integrity
-from kernlog.store.profiles import ProfileError, bench_hashes, iter_profiles, report_hashed
-from kernlog.store.record import Profile
+from kernlog.store.profiles import ProfileError, bench_hashes, load_profile
+from kernlog.store.summaries import Summary, summaries
 
 
-def _point(prof: Profile, current: dict, revision: str, outcomes: dict | None = None) -> str:
-    return (f"{format_shape(tuple(prof.shape))} {prof.dtype}"
+def _point(prof: Summary, current: dict, revision: str, outcomes: dict | None = None) -> str:
+    return (f"{format_shape(prof.shape)} {prof.dtype}"
             + (" STALE" if stale(prof.source_sha256, current, revision) else "")
             + mark(fails_gate(prof.source_sha256, revision, outcomes))
-            + (" (report under its staged name: a save was interrupted)" if prof.ncu.report.startswith(".")
+            + (" (report under its staged name: a save was interrupted)" if prof.report.startswith(".")
                else ""))
 
 
@@ -28,7 +28,7 @@ def _by_gpu(recs: list, current: dict, revision: str, gates_of=lambda gpu: {}) -
     groups: dict[str, list[str]] = {}
     for r in recs:
         gpu, text = r.split(" ", 1) if isinstance(r, str) else (
-            r.gpu.slug, _point(r, current, revision, gates_of(r.gpu.slug)))
+            r.gpu, _point(r, current, revision, gates_of(r.gpu)))
         groups.setdefault(gpu, []).append(text)
     return [f"{gpu}: {', '.join(sorted(points))}" for gpu, points in sorted(groups.items())]
 
@@ -44,7 +44,7 @@ def listing(root: Path) -> tuple[str, list[ProfileError], list[str]]:
 
 def _listing(root: Path) -> tuple[str, list[ProfileError], list[str]]:
     stored, lines, bad, unhashed, loaded = {}, [], [], 0, []
-    for rec in iter_profiles(root, bad="yield"):
+    for rec in summaries(root):
         if isinstance(rec, ProfileError):
             bad.append(rec)
             if rec.ident:
@@ -52,8 +52,9 @@ def _listing(root: Path) -> tuple[str, list[ProfileError], list[str]]:
                 stored.setdefault((kernel_name, rev_name), []).append(
                     f"{gpu} {format_shape(shape)} {dtype} UNREADABLE ({rec.short})")
             continue
-        unhashed += not report_hashed(rec)
-        loaded.append(rec)
+        unhashed += not rec.hashed
+        if rec.damaged:  # its full record, for the line that names the damage and its fix
+            loaded.append(load_profile(root, root / rec.path))
         stored.setdefault((rec.kernel, rec.revision), []).append(rec)
     for name in kernel_names(root):
         kernel = load_kernel(root, name)

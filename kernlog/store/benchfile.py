@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kernlog import memo, snapshot, spec
 from kernlog.errors import KernlogError
 from kernlog.spec import parse_shape
 from kernlog.store.keys import glob_kernel_files
@@ -34,32 +35,43 @@ def read_bench(root: Path, path: Path):
 
 def bench_hashes(root: Path, kernel: str) -> dict:
     """(gpu slug, revision) -> the source hash (None if not recorded) of each point of the
-    kernel's bench.csv files."""
-    import csv
-
+    kernel's bench.csv files. While kernlog.snapshot.held(), each file's points are kept on
+    disk (kernlog.memo) until it changes."""
     out: dict = {}
     for path in glob_kernel_files(root, "bench.csv", kernel=kernel):
-        try:  # the csv module, not read_bench's pandas: `kernlog list` is run after every edit
-            with open(path, newline="") as f:
-                reader = csv.reader(f)
-                header = next(reader, None)
-                rows = list(reader)
-            missing = [c for c in BENCH_COLUMNS if not rows or c not in header]
-            if missing:
-                raise ValueError(f"missing {', '.join(missing)}" if rows else "no rows")
-            width = len(header)
-            short = next((i for i, row in enumerate(rows, 2) if len(row) != width), None)
-            if short is not None:
-                raise ValueError(f"line {short} has {len(rows[short - 2])} fields, the header {width}")
-            col = {name: header.index(name) for name in ("revision", "shape", "metric")}
-            for shape in {row[col["shape"]] for row in rows}:
-                parse_shape(shape)
-        except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
-            raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
-        sha = header.index("source_sha256") if "source_sha256" in header else None
-        first = rows[0][col["metric"]]
-        gpu = path.parent.parent.name
-        for row in rows:
-            if row[col["metric"]] == first:
-                out.setdefault((gpu, row[col["revision"]]), []).append((row[sha] if sha is not None else "") or None)
+        if snapshot.holding():
+            table = memo.table("bench_hashes", (Path(__file__), Path(spec.__file__)))
+            points = table.get(str(path.resolve()), lambda path=path: (_points(root, path), [path]))
+        else:
+            points = _points(root, path)
+        for gpu, rev, sha in points:
+            out.setdefault((gpu, rev), []).append(sha)
     return out
+
+
+def _points(root: Path, path: Path) -> list[list]:
+    """[gpu slug, revision, source hash or None] of each point of one bench.csv, checked."""
+    import csv
+
+    try:  # the csv module, not read_bench's pandas: `kernlog list` is run after every edit
+        with open(path, newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            rows = list(reader)
+        missing = [c for c in BENCH_COLUMNS if not rows or c not in header]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}" if rows else "no rows")
+        width = len(header)
+        short = next((i for i, row in enumerate(rows, 2) if len(row) != width), None)
+        if short is not None:
+            raise ValueError(f"line {short} has {len(rows[short - 2])} fields, the header {width}")
+        col = {name: header.index(name) for name in ("revision", "shape", "metric")}
+        for shape in {row[col["shape"]] for row in rows}:
+            parse_shape(shape)
+    except (OSError, ValueError, UnicodeDecodeError, csv.Error) as e:
+        raise KernlogError(f"{path.relative_to(root)}: not a kernlog bench file ({e})") from None
+    sha = header.index("source_sha256") if "source_sha256" in header else None
+    first = rows[0][col["metric"]]
+    gpu = path.parent.parent.name
+    return [[gpu, row[col["revision"]], (row[sha] if sha is not None else "") or None]
+            for row in rows if row[col["metric"]] == first]
