@@ -91,9 +91,11 @@ def _flash(rev):
     return importlib.import_module(f"kernels.attention.{rev}").attention
 
 
-# v2 takes BLOCK_M multiples of BLOCK_N only
+# v2 and v3 take BLOCK_M multiples of BLOCK_N only
 CONFIGS = [("v1_flash", (16, 16, 1, 1)), ("v1_flash", (32, 16, 1, 1)), ("v1_flash", (16, 32, 1, 1)),
-           ("v2_tuned", (16, 16, 1, 1)), ("v2_tuned", (32, 16, 1, 1)), ("v2_tuned", None)]
+           ("v2_tuned", (16, 16, 1, 1)), ("v2_tuned", (32, 16, 1, 1)), ("v2_tuned", None),
+           ("v3_fma", (16, 16, 1, 1)), ("v3_fma", (32, 16, 1, 1)), ("v3_fma", None)]
+FUSED = ["v1_flash", "v2_tuned", "v3_fma"]
 
 
 @pytest.mark.parametrize("rev,config", CONFIGS)
@@ -124,7 +126,7 @@ def test_flash_takes_odd_lengths(T, rev, config):
     assert not _ok(out, q, k, v, 32 ** -0.5)
 
 
-@pytest.mark.parametrize("rev", ["v1_flash", "v2_tuned"])
+@pytest.mark.parametrize("rev", FUSED)
 def test_flash_reads_strided_views(rev):
     """MiniGPT's q, k, v: (B, T, H, D) slices of one qkv tensor, transposed to (B, H, T, D);
     the kernel reads them through their strides, no copy."""
@@ -137,7 +139,7 @@ def test_flash_reads_strided_views(rev):
     assert not _ok(out, q, k, v, D ** -0.5)
 
 
-@pytest.mark.parametrize("name", ["v1_flash", "v2_tuned"])
+@pytest.mark.parametrize("name", FUSED)
 def test_other_head_dims_are_declined_with_one_line(name):
     attention = _flash(name)
     rev = KERNEL.revision(name)
@@ -155,7 +157,7 @@ def test_flops_and_bytes():
     assert math.isclose(KERNEL.make_inputs((1, 1, 4, 64), "fp32", torch.Generator(), "cpu")[3], 1 / 8)
 
 
-@pytest.mark.parametrize("rev", ["v1_flash", "v2_tuned"])
+@pytest.mark.parametrize("rev", FUSED)
 def test_flash_writes_each_rows_log_sum_exp_where_asked(rev):
     attention = _flash(rev)
     q, k, v = _inputs((2, 2, 37, 16))
@@ -215,8 +217,9 @@ def test_minigpt_train_steps_a_tiny_model(attention):
 
 def _gpu_specs(profile_only: bool):
     """The launches the GPU makes, as tests/test_triton_compiles.py compiles them: v1's table
-    and v2's candidates, each dtype and head dim (profile_only: bf16 at D = 64, v1's layout)."""
-    from kernels.attention import v1_flash, v2_tuned
+    and v2's and v3's candidates, each dtype and head dim (profile_only: bf16 at D = 64, the first
+    candidate)."""
+    from kernels.attention import v1_flash, v2_tuned, v3_fma
 
     def spec(module, name, dtype, d, config):
         bm, bn, warps, stages = config
@@ -233,8 +236,10 @@ def _gpu_specs(profile_only: bool):
     v1 = {k: c for k, c in v1_flash.GPU_CONFIGS.items() if not profile_only or k == ("bf16", 64)}
     out = [spec("kernels.attention.v1_flash", "_attn_fwd_kernel", dt, d, c) for (dt, d), c in v1.items()]
     for dt, d in ([("bf16", 64)] if profile_only else [(dt, d) for dt in ("bf16", "fp32") for d in (64, 128)]):
-        out += [spec("kernels.attention.v2_tuned", "_attn_fwd_split_kernel", dt, d, c)
-                for c in v2_tuned.candidates(dt, d)[:1 if profile_only else None]]
+        for module, name, picks in (("v2_tuned", "_attn_fwd_split_kernel", v2_tuned.candidates),
+                                    ("v3_fma", "_attn_fwd_fma_kernel", v3_fma.candidates)):
+            out += [spec(f"kernels.attention.{module}", name, dt, d, c)
+                    for c in picks(dt, d)[:1 if profile_only else None]]
     return out
 
 
