@@ -47,10 +47,14 @@ def test_each_step_after_the_first_says_why_shows_code_bought_and_prediction(pag
     for name, section in list(steps.items())[1:]:
         for part in ("- **What changed:**", "- **Why:**", "- **The code**", "- **Bought:**", "- **Prediction**"):
             assert part in section, f"{page.name} {name}: no {part}"
-    # a step the page's ladder lacks still says what changed and where it is profiled
+    # a step the page's ladder lacks still says what changed, where it is profiled, what it bought
+    # there against the step before it, and its prediction (judged there, or said not to be)
     for name, section in sections.items():
         if ", not profiled at" in name:
-            assert "- **What changed:**" in section and "- **Profiled at:**" in section, f"{page.name} {name}"
+            for part in ("- **What changed:**", "- **Profiled at:**", "- **Prediction**"):
+                assert part in section, f"{page.name} {name}: no {part}"
+            if "(counterpart)" not in name:
+                assert "- **Bought:**" in section, f"{page.name} {name}: no Bought"
 
 
 def test_the_tensor_core_rungs_show_their_mma_and_wgmma_code():

@@ -65,15 +65,16 @@ def _claim_lines(judged: dict | None, at: str = "") -> list[tuple[str, bool | No
     return out
 
 
-def _prediction(row: dict, others: list[tuple[str, dict]] = ()) -> dict | None:
-    """The step's prediction with each claim judged: at this ladder's shape, then at `others`
-    ((where, the row of the same revision in another ladder)), so a claim about another shape is
-    shown where the prediction is, and counts in its verdict."""
+def _prediction(row: dict, others: list[tuple[str, dict]] = (), here: str = "") -> dict | None:
+    """The step's prediction with each claim judged: at this ladder's shape (`here` names it
+    where the page's ladder is another), then at `others` ((where, the row of the same revision
+    in another ladder)), so a claim about another shape is shown where the prediction is, and
+    counts in its verdict."""
     r = row["rec"]
     text = row.get("predicts_text") or r.predicts
     if not text:
         return None
-    lines = _claim_lines(row.get("judged"))
+    lines = _claim_lines(row.get("judged"), here)
     for where, other in others:
         lines += _claim_lines(other.get("judged"), f" at {where}")
     return {"text": text, "verdict": predictions.verdict([ok for _, ok in lines]) if lines else None,
@@ -127,7 +128,10 @@ def elsewhere(s: dict, main: dict, notes: dict[str, str]) -> list[dict]:
     there = {row["rec"].revision for row in main["rows"]}
     at = _other_rows(s["ladders"], main)
     return [{"revision": r.name, "role": r.role, "change": " ".join((r.change or "").split()),
-             "at": [where for where, _ in at[r.name]], "note": notes.get(r.name)}
+             "at": [where for where, _ in at[r.name]], "note": notes.get(r.name),
+             "bought": [f"{row['speedup']:.2f}x vs {row['base']} ({row['verdict']}) at {where}"
+                        for where, row in at[r.name] if row.get("base") and row.get("speedup") is not None],
+             "prediction": _prediction(at[r.name][0][1], at[r.name][1:], f" at {at[r.name][0][0]}")}
             for r in s["kernel"].revisions
             if r.role in ("step", "counterpart") and r.name not in there and r.name in at]
 
