@@ -241,3 +241,50 @@ def test_a_check_on_the_gpu_of_every_dtype_keeps_a_pass_profile_takes(toy, monke
     entry = gates.load(root, SLUG, "toy")["right"]
     assert entry["by"] == "check" and entry["check"] == {"cases": 2, "worst_rel_error": 1e-9}
     assert set(_reused(root, kernel)[0]) == {"right"}
+
+
+def test_bench_takes_a_stored_pass_keeps_its_own_with_a_key_and_gates_what_changed(toy, monkeypatch):
+    """bench, as profile: a pass kept under the key its gate would run with is taken (one line
+    says so); its own passes are kept with their key, so the next bench or profile takes them;
+    an edit to the source, or --regate, gates again; a failure is always gated."""
+    from kernlog.capture import bench
+
+    from .test_profiler import _cpu_bench
+
+    root, kernel, extra = toy
+    _cpu_bench(monkeypatch)
+    monkeypatch.setattr(bench.provenance, "gpu_info", lambda: _common()["gpu"])
+    monkeypatch.setattr(bench.provenance, "versions", lambda *a: _common()["versions"])
+    gated = []
+    real = gate.check_revision
+    monkeypatch.setattr(gate, "check_revision",
+                        lambda k, rev, *a, **kw: gated.append(rev.name) or real(k, rev, *a, **kw))
+    revs = [kernel.revision("right"), kernel.revision("ref")]
+
+    def swept(**kw):
+        said = []
+        bench.bench(root, kernel, revs, [(9, 33)], ["fp32"], budget_s=0.01, progress=said.append, **kw)
+        return said
+
+    swept()
+    assert gated == ["right", "ref"]
+    entry = gates.load(root, SLUG, "toy")["right"]
+    common = _common()
+    assert entry["by"] == "bench"
+    assert entry["key"] == gatekey.key(kernel, kernel.revision("right"), common["gpu"], common["versions"])
+    assert set(_reused(root, kernel, names=("right", "ref"))[0]) == {"right", "ref"}  # profile would take them
+
+    gated.clear()
+    said = swept()
+    assert gated == []
+    assert any(re.fullmatch(r"right: gate: reused \(passed \d{4}-\d\d-\d\d, same source, plan, GPU, libraries\)", s)
+               for s in said), said
+
+    gated.clear()
+    extra.write_text("// edited\n")
+    said = swept()
+    assert gated == ["right"] and any("toy/right: gated again" in s for s in said)
+
+    gated.clear()
+    swept(regate=True)
+    assert gated == ["right", "ref"]

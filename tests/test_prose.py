@@ -89,3 +89,17 @@ def test_a_quoted_rate_is_the_stored_bytes_over_the_stored_time_to_the_last_digi
     tbps = rec["bytes_moved"] / rec["metrics"]["wall_ms"] / 1e9
     assert f"-->{tbps:.6f}<!--/fig-->" in (root / "KERNEL_LOG.md").read_text()
 
+
+
+def test_a_note_s_unsourced_figure_fails_the_check_though_its_page_renders_it_in_a_generated_block(tmp_path):
+    """A note is rendered inside the page's generated blocks, which the page's own prose check
+    passes over: `report --check` reads the notes file itself, and names it and the line."""
+    root = repo_with(tmp_path)
+    notes = root / "kernels" / "softmax" / "notes.md"
+    notes.write_text("## story\n\nFused, it ran 1.4x faster.\n")
+    run(root)
+    r = run(root, "--check")
+    assert r.exit_code == 2 and "kernels/softmax/notes.md line 3: the figure '1.4x' comes from no profile" in r.stderr
+    notes.write_text("## story\n\n<!--history 2026-11-28 abc1234-->Fused, it ran 1.4x faster.<!--/history-->\n")
+    run(root)
+    assert run(root, "--check").exit_code == 0

@@ -15,7 +15,7 @@ from kernlog import timing
 from kernlog.capture import gate_runs, provenance
 from kernlog.capture.profiler import ceilings, require_gpu
 from kernlog.errors import CannotRun, GateFailure, Unsupported
-from kernlog.run import gate, ladder
+from kernlog.run import gate, gatekey, ladder
 from kernlog.spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 
@@ -88,7 +88,8 @@ def combine(runs: list[list[float]]) -> dict:
 
 
 def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape], dtypes: list[str],
-          budget_s: float = 0.5, progress: Callable[[str], None] = print, repeat: int = 1) -> Path:
+          budget_s: float = 0.5, progress: Callable[[str], None] = print, repeat: int = 1,
+          regate: bool = False) -> Path:
     require_gpu()
     import torch
 
@@ -98,17 +99,26 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     vers = provenance.versions()
     git = provenance.git_state(root)
     run = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # tells this run's points from a merged file's
+    common = {"gpu": gpu, "versions": vers}
+    # a pass kept under the key this gate would run with (same source, check plan, GPU, libraries),
+    # by `profile`, `check` or an earlier bench: taken, not gated again (--regate: gate anyway)
+    reused = {} if regate else gate_runs.reused(root, kernel, revs, common, progress)
     launchers, failed, verdicts, unrun, passed = {}, [], [], [], []  # passed: known-wrong ones the gate let by
+    keyed: dict[str, dict] = {}  # the key, seconds and check of each pass this run gated
     for rev in revs:
-        progress(f"{rev.name}: correctness gate at the check shapes")  # tens of seconds where Triton compiles
         g0 = time.perf_counter()
         try:
+            if rev.name in reused:
+                launchers[rev.name] = gate.load(kernel, rev)
+                progress(f"{rev.name}: {reused[rev.name][3]}")
+                continue
+            progress(f"{rev.name}: correctness gate at the check shapes")  # tens of seconds where Triton compiles
             launchers[rev.name] = gate.load(kernel, rev)
             # torch.compile: the gate's shapes through its shape-generic graph, not a graph each
             gate_launch = gate.load(kernel, rev, for_gate=True) if rev.load_for_gate else launchers[rev.name]
             # every declared dtype and case, whichever the sweep times: a revision wrong in one is refused whole
-            bad = gate.first_failure(gate.check_revision(kernel, rev, DEVICE, dtypes=list(kernel.dtypes),
-                                                         launch=gate_launch))
+            results = gate.check_revision(kernel, rev, DEVICE, dtypes=list(kernel.dtypes), launch=gate_launch)
+            bad = gate.first_failure(results)
         except Unsupported as exc:  # not installed, or the GPU lacks a feature: left out, not failed
             progress(f"{rev.name}: skipped: {exc}")
             launchers.pop(rev.name, None)
@@ -129,8 +139,11 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
             failed.append(rev.name)
         else:
-            progress(f"{rev.name}: gate passed in {time.perf_counter() - g0:.1f} s")
-    gate_runs.note(root, gpu["slug"], kernel, verdicts, "bench", git["commit"])  # marks its profiles
+            seconds = time.perf_counter() - g0
+            keyed[rev.name] = {"key": gatekey.key(kernel, rev, gpu, vers), "seconds": seconds,
+                               "check": gate.summary(results)[1]}
+            progress(f"{rev.name}: gate passed in {seconds:.1f} s")
+    gate_runs.note(root, gpu["slug"], kernel, verdicts, "bench", git["commit"], keyed)  # marks its profiles
     rows, wrong = [], []
     shas = {r.name: r.sha256() for r in revs if r.name in launchers}  # once per revision: each reads its files
 

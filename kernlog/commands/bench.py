@@ -18,14 +18,19 @@ from kernlog.errors import KernlogError
 @click.option("--budget", type=float, default=0.5, show_default=True, help="Seconds of timing per point.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Interleaved runs per point (3+: the log judges a gap inside their spread a tie).")
+@click.option("--regate", is_flag=True,
+              help="Gate every revision again, even one whose stored pass has the same source, check plan, "
+                   "GPU and libraries (reused otherwise).")
 @click.pass_context
 @handled
-def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat):
+def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat, regate):
     """Time every revision side by side over the kernel's bench shapes (needs a GPU).
 
-    Each revision is gated first; a known-wrong one (role="wrong") only to prove the gate rejects
-    it, never swept. Exit status 3 where a revision failed the gate or a known-wrong one passed
-    it; else 2 where one could not be gated here (its import fails), the others swept."""
+    Each revision is gated first, or its stored pass taken where nothing it depends on changed
+    (one line says "gate: reused"), as `kernlog profile` does; a known-wrong one (role="wrong")
+    is always gated, only to prove the gate rejects it, and never swept. Exit status 3 where a
+    revision failed the gate or a known-wrong one passed it; else 2 where one could not be gated
+    here (its import fails), the others swept."""
     from kernlog.capture.bench import bench as run
     from kernlog.registry import load_kernel
 
@@ -38,5 +43,5 @@ def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat):
             raise KernlogError(exc.args[0]) from None
     shapes = list(shapes) or list(kernel.bench_shapes)
     path = run(root, kernel, revisions(kernel, revs), shapes, list(dtype) or list(kernel.dtypes), budget,
-               progress=click.echo, repeat=repeat)
+               progress=click.echo, repeat=repeat, regate=regate)
     click.echo(str(path.relative_to(root)))

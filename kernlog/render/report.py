@@ -239,6 +239,12 @@ def out_of_date(root: Path, sections: list[dict]) -> list[str]:
         if not path.exists() or path.read_text() != text:
             out.append(f"{rel} is out of date")
         out += [f"{rel} line {n}: the figure {fig!r} comes from no profile" for n, fig in prose.unsourced(text)]
+    for s in sections:  # a note is rendered inside a generated block, where the page's check cannot see it
+        path = notes.folder(root, s["kernel"].name) / notes.NOTES
+        if path.is_file():
+            rel = path.relative_to(root) if path.is_relative_to(root) else path
+            out += [f"{rel} line {n}: the figure {fig!r} comes from no profile"
+                    for n, fig in prose.unsourced(path.read_text())]
     out += plots.stale_plots(root, sections)
     out += [f"{rel} is linked from nowhere" for rel in plots.orphans(root, sections)]
     out += [f"contradiction: {c}" for c in contradictions(sections)]
