@@ -91,15 +91,21 @@ def test_a_quoted_rate_is_the_stored_bytes_over_the_stored_time_to_the_last_digi
 
 
 
-def test_a_note_s_unsourced_figure_fails_the_check_though_its_page_renders_it_in_a_generated_block(tmp_path):
+def test_a_note_s_unsourced_figure_fails_the_check_though_its_page_renders_it_in_a_generated_block(
+        tmp_path, monkeypatch):
     """A note is rendered inside the page's generated blocks, which the page's own prose check
     passes over: `report --check` reads the notes file itself, and names it and the line."""
+    from kernlog.render import notes as notes_module
+
     root = repo_with(tmp_path)
-    notes = root / "kernels" / "softmax" / "notes.md"
+    # the scratch repository's kernels/ is this repository's: its notes are read from a folder of the test's
+    monkeypatch.setattr(notes_module, "folder", lambda root, kernel: root / "notes" / kernel)
+    notes = root / "notes" / "softmax" / "notes.md"
+    notes.parent.mkdir(parents=True)
     notes.write_text("## story\n\nFused, it ran 1.4x faster.\n")
     run(root)
     r = run(root, "--check")
-    assert r.exit_code == 2 and "kernels/softmax/notes.md line 3: the figure '1.4x' comes from no profile" in r.stderr
+    assert r.exit_code == 2 and "notes/softmax/notes.md line 3: the figure '1.4x' comes from no profile" in r.stderr
     notes.write_text("## story\n\n<!--history 2026-11-28 abc1234-->Fused, it ran 1.4x faster.<!--/history-->\n")
     run(root)
     assert run(root, "--check").exit_code == 0
