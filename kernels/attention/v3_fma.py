@@ -9,7 +9,8 @@ key past T is past every row before T). The accumulator is rescaled before the P
 which then accumulates into it.
 The layout is picked per (B, H, T, D, dtype) as v2's, among candidates led by 64-row query
 blocks at 4 warps: an exploration on the H200 timed 64 x 64 at 4 warps fastest of the layouts
-tried with this loop at every family member but one, and 8-warp layouts slowest at head dim 128.
+tried with this loop at every family member but one. At head dim 128 v2's 128 x 64 at 8 warps
+stays among them: the first family sweep found v3 without it up to 7% behind v2 at 16384 tokens.
 Predicts: >= v2_tuned at (1, 12, 1024, 64) bf16 (the loop's elementwise work cut by about a
 fifth), and no family member slower than v2_tuned beyond noise.
 """
@@ -25,7 +26,7 @@ CANDIDATES = {
     "bf16": [(64, 64, 4, 3), (128, 64, 4, 3), (64, 32, 4, 3), (64, 64, 4, 2)],
     "fp32": [(64, 32, 4, 2), (64, 64, 4, 2), (32, 32, 4, 3), (128, 32, 8, 2)],
 }
-CANDIDATES_D128 = {"bf16": [(64, 64, 4, 3), (128, 64, 4, 2), (64, 32, 4, 3), (64, 64, 4, 2)],
+CANDIDATES_D128 = {"bf16": [(64, 64, 4, 3), (128, 64, 8, 3), (128, 64, 4, 2), (64, 32, 4, 3)],
                    "fp32": [(64, 32, 8, 2), (32, 32, 4, 2), (64, 16, 4, 2)]}
 # The interpreter: a diagonal of two key blocks, so the masked loop runs more than once.
 CPU_CONFIG = (32, 16, 1, 1)
