@@ -236,10 +236,10 @@ def _gpu_specs(profile_only: bool):
     v1 = {k: c for k, c in v1_flash.GPU_CONFIGS.items() if not profile_only or k == ("bf16", 64)}
     out = [spec("kernels.attention.v1_flash", "_attn_fwd_kernel", dt, d, c) for (dt, d), c in v1.items()]
     for dt, d in ([("bf16", 64)] if profile_only else [(dt, d) for dt in ("bf16", "fp32") for d in (64, 128)]):
-        for module, name, picks in (("v2_tuned", "_attn_fwd_split_kernel", v2_tuned.candidates),
-                                    ("v3_fma", "_attn_fwd_fma_kernel", v3_fma.candidates)):
-            out += [spec(f"kernels.attention.{module}", name, dt, d, c)
-                    for c in picks(dt, d)[:1 if profile_only else None]]
+        out += [spec("kernels.attention.v2_tuned", "_attn_fwd_split_kernel", dt, d, c)
+                for c in v2_tuned.candidates(dt, d)[:1 if profile_only else None]]
+        out += [spec("kernels.attention.v3_fma", "_attn_fwd_fma_kernel", dt, d, c)  # v2's loop compiled above
+                for loop, c in v3_fma.candidates(dt, d)[:1 if profile_only else None] if loop == v3_fma.FMA]
     return out
 
 

@@ -126,11 +126,12 @@ REVISIONS = (
              "v1 with the causal loop split: the key blocks below the diagonal with no mask and no bounds, the "
              "diagonal's alone masked; BLOCK_M, BLOCK_N, warps and stages picked per shape among 3-5 candidates",
              ">= v1 at (1, 12, 1024, 64) bf16; >= 0.8x SDPA on the longer sequences", refuses=refuses_head_dim),
-    Revision("v3_fma", "triton", (HERE / "v3_fma.py", HERE / "v1_flash.py", INTERPRETER_SOURCE, TUNING_SOURCE),
+    Revision("v3_fma", "triton", (HERE / "v3_fma.py", HERE / "v2_tuned.py", HERE / "v1_flash.py", INTERPRETER_SOURCE,
+                                  TUNING_SOURCE),
              _load_v3,
              "v2 with the scale inside the exponent: the row max of the raw products, scaled once a row, and "
              "each score into exp2 as one multiply-add; the diagonal's mask added, not selected; the "
-             "candidates led by 64-row query blocks at 4 warps",
+             "candidates led by 64-row query blocks at 4 warps, and at head dim 128 v2's loop among them",
              ">= v2_tuned at (1, 12, 1024, 64) bf16; no family member slower than v2_tuned beyond noise",
              refuses=refuses_head_dim),
     *references(eager, HERE / "__init__.py",

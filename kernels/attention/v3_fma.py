@@ -9,8 +9,9 @@ key past T is past every row before T). The accumulator is rescaled before the P
 which then accumulates into it.
 The layout is picked per (B, H, T, D, dtype) as v2's, among candidates led by 64-row query
 blocks at 4 warps: an exploration on the H200 timed 64 x 64 at 4 warps fastest of the layouts
-tried with this loop at every family member but one. At head dim 128 v2's 128 x 64 at 8 warps
-stays among them: the first family sweep found v3 without it up to 7% behind v2 at 16384 tokens.
+tried with this loop at every family member but one. At head dim 128 the picker also times v2's
+loop at v2's layouts: two H200 family sweeps found this loop 2-7% behind v2's at 4096-16384
+tokens there, whatever its layout, so there the loop itself is picked by measurement.
 Predicts: >= v2_tuned at (1, 12, 1024, 64) bf16 (the loop's elementwise work cut by about a
 fifth), and no family member slower than v2_tuned beyond noise.
 """
@@ -19,7 +20,7 @@ import triton.language as tl
 
 from kernels.common import tuning
 
-from . import v1_flash
+from . import v1_flash, v2_tuned
 
 # (BLOCK_M, BLOCK_N, warps, stages), BLOCK_M a multiple of BLOCK_N
 CANDIDATES = {
@@ -28,6 +29,7 @@ CANDIDATES = {
 }
 CANDIDATES_D128 = {"bf16": [(64, 64, 4, 3), (128, 64, 8, 3), (128, 64, 4, 2), (64, 32, 4, 3)],
                    "fp32": [(64, 32, 8, 2), (32, 32, 4, 2), (64, 16, 4, 2)]}
+FMA, SPLIT = "fma", "split"  # this file's loop, v2's
 # The interpreter: a diagonal of two key blocks, so the masked loop runs more than once.
 CPU_CONFIG = (32, 16, 1, 1)
 MASKED = tl.constexpr(-1.0e6)  # added to a masked score: exp2 of it, less any row max, is 0
@@ -97,7 +99,13 @@ def _attn_fwd_fma_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, T, H, qk_scale,
 
 
 def candidates(dtype: str, head_dim: int) -> list:
-    return (CANDIDATES_D128 if head_dim == 128 else CANDIDATES)[dtype]
+    """(loop, layout) pairs: this loop at each layout, and at head dim 128 v2's loop at each of v2's."""
+    if head_dim != 128:
+        return [(FMA, c) for c in CANDIDATES[dtype]]
+    return [(FMA, c) for c in CANDIDATES_D128[dtype]] + [(SPLIT, c) for c in v2_tuned.candidates(dtype, 128)]
+
+
+KERNELS = {FMA: _attn_fwd_fma_kernel, SPLIT: v2_tuned._attn_fwd_split_kernel}
 
 
 def attention(q, k, v, scale, out, config=None, lse=None):
@@ -113,8 +121,9 @@ def attention(q, k, v, scale, out, config=None, lse=None):
     B, H, T, D = q.shape
     dtype = "fp32" if q.dtype.itemsize == 4 else "bf16"
 
-    def run(cfg):
-        v1_flash.launch(_attn_fwd_fma_kernel, q, k, v, scale, out, cfg, lse)
+    def run(pair):
+        loop, layout = pair
+        v1_flash.launch(KERNELS[loop], q, k, v, scale, out, layout, lse)
 
     tuning.launch_fastest((_attn_fwd_fma_kernel, B, H, T, D, q.dtype), candidates(dtype, D), run, q.device)
     return out
