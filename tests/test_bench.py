@@ -8,6 +8,7 @@ import pytest
 from kernlog.capture import bench
 
 from .helpers import GPU, kernel_page, scratch_repo
+from .test_profiler import toy_picker  # noqa: F401 -- a fixture a test here takes
 
 
 def _row(rev, shape, value):
@@ -424,3 +425,22 @@ def test_the_front_page_line_takes_the_first_dtype_the_sweep_has():
     front = section["front"]
     assert front["dtype"] == "bf16" and front["point"]["best"] == "v5_tuned"
     assert front["point"]["vs_naive"] == 14.0
+
+
+@pytest.mark.usefixtures("toy_picker")
+def test_a_point_keeps_the_configs_its_revision_picked_there(tmp_path, monkeypatch, own_kernels_package):
+    """A revision that picks its launch config per shape (kernlog.tuning) has the pick it timed
+    at each point written beside that point's median, so a sweep says which config it measured."""
+    from kernlog.registry import load_kernel
+
+    from .test_profiler import _cpu_bench, _toy_repo
+
+    root = _toy_repo(tmp_path)
+    _cpu_bench(monkeypatch)
+    kernel = load_kernel(root, "toy")
+    bench.bench(root, kernel, [kernel.revision("picky"), kernel.revision("right")], [(9, 33), (5, 33)], ["fp32"],
+                budget_s=0.01, progress=lambda s: None)
+    df = pd.read_csv(root / "profiles" / GPU["slug"] / "toy" / "bench.csv", dtype={"shape": str})
+    med = df[df["metric"] == "median_ms"].set_index(["revision", "shape"])["note"]
+    assert med[("picky", "9x33")] == "picked 'picky'|9|33: 'c'" and med[("picky", "5x33")] == "picked 'picky'|5|33: 'c'"
+    assert pd.isna(med[("right", "9x33")])  # nothing picked, nothing said

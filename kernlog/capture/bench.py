@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kernlog import timing
+from kernlog import timing, tuning
 from kernlog.capture import gate_runs, provenance
 from kernlog.capture.profiler import ceilings, require_gpu
 from kernlog.errors import CannotRun, GateFailure, Unsupported
@@ -153,7 +153,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                 "liger_kernel": vers.get("liger_kernel"), "commit": git["commit"], "run": run,
                 "source_sha256": sha, "copy_gbps": ceil["copy_gbps"], "matmul_tflops": ceil["matmul_bf16_tflops"]}
 
-    def point(name, sha, shape, dtype, s):
+    def point(name, sha, shape, dtype, s, picked=""):
         nbytes, flops = kernel.bytes_moved(shape, dtype), kernel.flops(shape)
         values = {"median_ms": s["median_ms"], "p05_ms": s["p05_ms"], "p95_ms": s["p95_ms"],
                   "gbps": nbytes / s["median_ms"] / 1e6}
@@ -162,7 +162,8 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
         if flops:
             values["tflops"] = flops / s["median_ms"] / 1e9
         for metric, value in values.items():
-            rows.append(dict(stamp(name, sha, shape, dtype), metric=metric, value=value, samples=s["n"]))
+            rows.append(dict(stamp(name, sha, shape, dtype), metric=metric, value=value, samples=s["n"],
+                             **({"note": picked} if picked and metric == "median_ms" else {})))
         progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {name:<16} "
                  f"{s['median_ms'] * 1e3:9.1f} us {values['gbps']:8.0f} GB/s"
                  + (f" {values['tflops']:6.0f} TFLOP/s" if flops else ""))
@@ -173,11 +174,14 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
             out = kernel.make_output(inputs)  # every timed launch writes here (each was gated on its own)
             timed: dict = {}  # name -> (source hash, the launch to time), in the kernel's order
+            picks: dict = {}  # name -> the configs its launcher picked at this point (kernlog.tuning), as text
             for rev in revs:
                 if rev.name in failed or rev.name not in launchers:
                     continue
                 launch = launchers[rev.name]
+                tuning.USED.clear()
                 verdict, why = attempt(kernel, rev, launch, inputs, shape, dtype)
+                picks[rev.name] = "; ".join(f"picked {k}: {v}" for k, v in sorted(tuning.used_config().items()))
                 if verdict == REFUSED:
                     progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {rev.name:<16} refused: {why}")
                     rows.append(dict(stamp(rev.name, shas[rev.name], shape, dtype), metric=REFUSED,
@@ -200,7 +204,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             runs = interleaved({name: fn for name, (_, fn) in timed.items()}, repeat,
                                lambda fn: timer.samples(fn, budget_s=budget_s / repeat))
             for name, (sha, _) in timed.items():
-                point(name, sha, shape, dtype, combine(runs[name]))
+                point(name, sha, shape, dtype, combine(runs[name]), picks.get(name, ""))
             timed.clear()
             del inputs, out
             src = dst = None
