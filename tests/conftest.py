@@ -90,3 +90,39 @@ def toy(tmp_path, own_kernels_package):
 
     root = _toy_repo(tmp_path)
     return root, load_kernel(root, "toy")
+
+
+# tests/helpers.scratch_repo links a scratch repository's kernels/ to this repository's: a test
+# that writes there writes into the checkout (one overwrote softmax's notes.md, and the change
+# was committed). The run fails where any file under kernels/ differs at its end from its start.
+KERNELS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kernels")
+_KERNELS_AT_START: dict = {}
+
+
+def _kernels_files() -> dict:
+    import hashlib
+
+    out = {}
+    for folder, dirs, files in os.walk(KERNELS):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, KERNELS)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # the controller only (xdist workers share the files)
+        _KERNELS_AT_START.update(_kernels_files())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput") or not _KERNELS_AT_START:
+        return
+    now = _kernels_files()
+    changed = sorted(p for p in set(now) | set(_KERNELS_AT_START) if now.get(p) != _KERNELS_AT_START.get(p))
+    if changed:
+        sys.stderr.write("\nthe tests changed files of this repository's kernels/ (a test writing through "
+                         f"scratch_repo's link?): {', '.join('kernels/' + p for p in changed[:8])}\n")
+        session.exitstatus = 1
