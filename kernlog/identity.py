@@ -1,7 +1,8 @@
 """A revision's identity: the hash of every file it executes, and a GPU's name as a path part.
 
 Below kernlog.spec (a Revision's sha256 is this hash) and above nothing of kernlog's but
-kernlog.cuda, whose #include walk says which headers a CUDA source runs.
+kernlog.cuda, whose #include walk says which headers a CUDA source runs, and the read-only
+commands' memos (kernlog.snapshot, kernlog.memo).
 """
 from __future__ import annotations
 

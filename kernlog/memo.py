@@ -6,11 +6,14 @@ that changed since the last run.
 Used only while kernlog.snapshot.held() (the repository held still for a command that only
 reads it); a command that writes (profile, bench) derives everything afresh. Kept in
 $KERNLOG_CACHE, else $XDG_CACHE_HOME/kernlog, else ~/.cache/kernlog: one JSON a table, keyed
-by absolute paths, so one cache serves every checkout; KERNLOG_CACHE=off keeps nothing.
+by absolute paths (as found, links not followed); KERNLOG_CACHE=off keeps nothing. A table
+belongs to the kernlog that wrote it: two installs (two checkouts of kernlog itself) drop
+each other's tables.
 
 Nothing here is trusted over the files:
 - a file changed in the last RACY seconds is never kept (a second edit within the same clock
-  tick could leave the same stamp);
+  tick could leave the same stamp), judged by its change time too, which no tool sets back (one
+  replaced while the value was derived, its old mtime kept, is too recent to keep);
 - a table is dropped whole where one of the tool's own files that derive it changed;
 - a missing, unreadable or foreign table is an empty one, and one that cannot be written
   (a read-only home) is left as it was.
@@ -77,7 +80,7 @@ class Table:
         value, deps = compute()
         stamps = [[str(p), stamp(p)] for p in deps]
         recent = time.time_ns() - int(RACY * 1e9)
-        if self.path is not None and all(s is not None and s[1] < recent for _, s in stamps):
+        if self.path is not None and all(s is not None and max(s[1], s[2]) < recent for _, s in stamps):
             self.entries[key] = [value, stamps]
             self.dirty = True
         return value

@@ -22,12 +22,15 @@ def cache(tmp_path, monkeypatch):
     """A cache folder of the test's own, and no table left over from another test."""
     monkeypatch.setenv("KERNLOG_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(memo, "_tables", {})
+    monkeypatch.setattr(memo, "RACY", 0.05)  # a file's change time cannot be set back: wait this long instead
     return tmp_path / "cache"
 
 
 def aged(*paths):
+    """Modified an hour ago, changed (ctime) just over memo.RACY ago."""
     for p in paths:
         os.utime(p, (OLD, OLD))
+    time.sleep(memo.RACY + 0.02)
 
 
 def fresh_process():
@@ -67,9 +70,13 @@ def test_an_edit_of_the_same_size_and_mtime_is_seen(tmp_path):
     assert memo.table("t", []).get("k", lambda: ("new", [f])) == "new"
 
 
-def test_a_file_changed_just_now_is_never_kept(tmp_path):
+def test_a_file_changed_just_now_is_never_kept(tmp_path, monkeypatch):
     f = tmp_path / "a.txt"
     f.write_text("one")
+    aged(f)
+    monkeypatch.setattr(memo, "RACY", 2.0)
+    f.write_text("two")
+    os.utime(f, (OLD, OLD))  # its mtime set back, as cp -p or rsync -a would: its change time still tells
     compute, calls = counted("derived", [f])
     memo.table("t", []).get("k", compute)
     fresh_process()
@@ -150,7 +157,7 @@ def test_a_source_hash_is_kept_only_while_held_and_follows_an_include(tmp_path):
         common = rev.sha256()
     fresh_process()
     (tmp_path / "sub" / "kl_cuda.cuh").write_text("// beside the source, found first\n")
-    aged(tmp_path / "sub" / "kl_cuda.cuh")  # the folder's change time tells
+    aged(tmp_path / "sub" / "kl_cuda.cuh")  # the folder's stamp tells (an entry added)
     with snapshot.held():
         assert rev.sha256() != common
 
@@ -176,3 +183,35 @@ def test_list_reads_a_changed_profile_and_a_changed_sweep_again(tmp_path):
     for report in (root / "profiles").rglob("*.ncu-rep"):
         report.unlink()  # the JSON kept as it was: its summary is kept, its report glanced at afresh
     assert "ncu report missing" in listed()
+
+
+def test_list_reads_a_changed_sweep_again(tmp_path):
+    """A bench.csv whose points are kept, edited to the same size (one point's source hash made
+    another's): the next list counts the point stale."""
+    import pandas as pd
+
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    put(root, make_record("torch", median_ms=0.12))
+    today = load_kernel(root, "softmax").revision("torch").sha256()
+    bench = root / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv"
+
+    def write(second):
+        pd.DataFrame([{"kernel": "softmax", "revision": "torch", "shape": s, "dtype": "fp32", "metric": m,
+                       "value": 1.0, "gpu": "NVIDIA H100 80GB HBM3", "copy_gbps": 3000.0, "matmul_tflops": 700.0,
+                       "source_sha256": sha} for s, sha in (("4096x1024", today), ("1024x131072", second))
+                      for m in ("gbps", "median_ms")]).to_csv(bench, index=False)
+        aged(bench)
+
+    def swept():
+        out = CliRunner().invoke(main, ["--root", str(root), "list"]).output
+        fresh_process()
+        line = next(ln for ln in out.split("\nsoftmax ")[1].splitlines() if ln.strip().startswith("torch "))
+        return line.split("swept: ")[1]
+
+    write(today)
+    assert swept() == "nvidia-h100-80gb-hbm3 2 points"
+    assert swept() == "nvidia-h100-80gb-hbm3 2 points"  # from the kept points
+    write("0" * 64)
+    assert swept() == "nvidia-h100-80gb-hbm3 2 points (1 STALE)"

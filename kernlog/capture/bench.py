@@ -11,11 +11,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from kernlog import timing, tuning
+from kernlog import timing
 from kernlog.capture import gate_runs, provenance
 from kernlog.capture.profiler import ceilings, require_gpu
 from kernlog.errors import CannotRun, GateFailure, Unsupported
-from kernlog.run import gate, gatekey, ladder
+from kernlog.run import gate, gatekey, ladder, picker
 from kernlog.spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 
@@ -174,14 +174,14 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             inputs = kernel.make_inputs(shape, dtype, gen, DEVICE, kernel.cases[0])
             out = kernel.make_output(inputs)  # every timed launch writes here (each was gated on its own)
             timed: dict = {}  # name -> (source hash, the launch to time), in the kernel's order
-            picks: dict = {}  # name -> the configs its launcher picked at this point (kernlog.tuning), as text
+            picks: dict = {}  # name -> the configs its launcher picked at this point (kernlog.run.picker), as text
             for rev in revs:
                 if rev.name in failed or rev.name not in launchers:
                     continue
                 launch = launchers[rev.name]
-                tuning.USED.clear()
+                picker.forget_used()
                 verdict, why = attempt(kernel, rev, launch, inputs, shape, dtype)
-                picks[rev.name] = "; ".join(f"picked {k}: {v}" for k, v in sorted(tuning.used_config().items()))
+                picks[rev.name] = "; ".join(f"picked {k}: {v}" for k, v in sorted(picker.used_config().items()))
                 if verdict == REFUSED:
                     progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {rev.name:<16} refused: {why}")
                     rows.append(dict(stamp(rev.name, shas[rev.name], shape, dtype), metric=REFUSED,

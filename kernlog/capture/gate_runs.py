@@ -1,8 +1,9 @@
 """`kernlog check` with its outcomes kept, and the outcomes of the gates `kernlog profile` and
 `kernlog bench` run before timing: each revision's latest on this GPU (kernlog.store.gates),
-which mark its stored profiles of the same source when it fails. An outcome of `profile` or
-`check` keeps the key it was gated under (kernlog.run.gatekey), and `kernlog profile` takes a
-pass under the key of the gate it would run (`reused`) instead of gating the revision again."""
+which mark its stored profiles of the same source when it fails. An outcome of `profile`,
+`bench` or `check` keeps the key it was gated under (kernlog.run.gatekey), and `profile` and
+`bench` take a pass under the key of the gate they would run (`reused`) instead of gating the
+revision again."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -1,6 +1,7 @@
 """bench.csv: the timing sweep of a kernel on a GPU, long format (kernlog.capture.bench writes it)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from kernlog import memo, snapshot, spec
@@ -41,7 +42,7 @@ def bench_hashes(root: Path, kernel: str) -> dict:
     for path in glob_kernel_files(root, "bench.csv", kernel=kernel):
         if snapshot.holding():
             table = memo.table("bench_hashes", (Path(__file__), Path(spec.__file__)))
-            points = table.get(str(path.resolve()), lambda path=path: (_points(root, path), [path]))
+            points = table.get(os.path.abspath(path), lambda path=path: (_points(root, path), [path]))
         else:
             points = _points(root, path)
         for gpu, rev, sha in points:
