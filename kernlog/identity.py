@@ -44,8 +44,6 @@ def source_sha256(rev) -> str:
     in it (`code`, else `load`): adding a rung or a shape there marks nothing stale. Read once
     per revision while kernlog.snapshot.held() (the revision kept with it: its id stays its own),
     and there kept on disk (kernlog.memo) while none of the files it read changed."""
-    if not snapshot.holding():
-        return _source_sha256(rev)
     kept, digest = snapshot.once(("source_sha256", id(rev)), lambda: (rev, _remembered(rev)))
     return digest if kept is rev else _source_sha256(rev)
 
@@ -63,14 +61,15 @@ def _remembered(rev) -> str:
         files = executed_files(rev)
         folders = {p.parent for p in files} | {d for p in files if p.suffix in CUDA_SUFFIXES
                                                for d in cuda.include_dirs(p)}
-        return _source_sha256(rev), [*files, *sorted(folders)]
+        return _source_sha256(rev, files), [*files, *sorted(folders)]
 
-    return memo.table("source_sha256", (Path(__file__), Path(cuda.__file__))).get(key, compute)
+    return memo.kept("source_sha256", (Path(__file__), Path(cuda.__file__)), key, compute)
 
 
-def _source_sha256(rev) -> str:
+def _source_sha256(rev, files: tuple[Path, ...] | None = None) -> str:
+    """The hash over `files` (default: executed_files(rev), walked here)."""
     h = hashlib.sha256()
-    for path in executed_files(rev):
+    for path in executed_files(rev) if files is None else files:
         body = next((inspect.getsource(fn).encode() + _bound(fn) for fn in (rev.code, rev.load)
                      if fn is not None and path.name == LADDER_FILE and _defining_file(fn) == path), None)
         h.update(path.name.encode() + b"\0" + (path.read_bytes() if body is None else body))

@@ -28,6 +28,8 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from kernlog import snapshot
+
 RACY = 2.0  # seconds
 VERSION = 1
 _tables: dict[str, Table] = {}
@@ -106,6 +108,14 @@ def table(name: str, code: Iterable[Path]) -> Table:
     if name not in _tables:
         _tables[name] = Table(name, code)
     return _tables[name]
+
+
+def kept(name: str, code: Iterable[Path], key: str, compute: Callable[[], tuple[object, Iterable[Path]]]):
+    """table(name, code).get(key, compute) while kernlog.snapshot.held(); elsewhere compute()'s
+    value, no table read or kept (a command that writes derives everything afresh)."""
+    if not snapshot.holding():
+        return compute()[0]
+    return table(name, code).get(key, compute)
 
 
 @atexit.register

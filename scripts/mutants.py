@@ -346,7 +346,7 @@ MUTANTS = [
            "recency judged by the mtime alone: a file replaced with its old mtime kept (cp -p) is kept stale",
            ("tests/test_memo.py",)),
     Mutant("memo-source-folders-dropped", "kernlog/identity.py",
-           "return _source_sha256(rev), [*files, *sorted(folders)]", "return _source_sha256(rev), files",
+           "return _source_sha256(rev, files), [*files, *sorted(folders)]", "return _source_sha256(rev, files), files",
            "a header added where an #include finds it first leaves the kept source hash", ("tests/test_memo.py",)),
     Mutant("bench-never-reuses", "kernlog/capture/bench.py",
            "reused = {} if regate else gate_runs.reused(root, kernel, revs, common, progress)", "reused = {}",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kernlog import memo, snapshot, spec
+from kernlog import memo, spec
 from kernlog.errors import KernlogError
 from kernlog.spec import parse_shape
 from kernlog.store.keys import glob_kernel_files
@@ -40,11 +40,8 @@ def bench_hashes(root: Path, kernel: str) -> dict:
     disk (kernlog.memo) until it changes."""
     out: dict = {}
     for path in glob_kernel_files(root, "bench.csv", kernel=kernel):
-        if snapshot.holding():
-            table = memo.table("bench_hashes", (Path(__file__), Path(spec.__file__)))
-            points = table.get(os.path.abspath(path), lambda path=path: (_points(root, path), [path]))
-        else:
-            points = _points(root, path)
+        points = memo.kept("bench_hashes", (Path(__file__), Path(spec.__file__)), os.path.abspath(path),
+                           lambda path=path: (_points(root, path), [path]))
         for gpu, rev, sha in points:
             out.setdefault((gpu, rev), []).append(sha)
     return out

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlog import memo, snapshot, spec
+from kernlog import memo, spec
 from kernlog.store import files, keys, record, reportfiles
 from kernlog.store import profiles as store
 from kernlog.store.profiles import ProfileError
@@ -42,11 +42,10 @@ def summaries(root: Path) -> Iterator[Summary | ProfileError]:
     """A Summary of every stored profile, in path order; a file that fails load_profile is
     yielded as its ProfileError in its place (never kept)."""
     code = [Path(m.__file__) for m in (record, store, keys, reportfiles, files, spec)] + [Path(__file__)]
-    table = memo.table("profile_summaries", code) if snapshot.holding() else None
     for path in keys.glob_profiles(root):
         try:
-            got = table.get(os.path.abspath(path), lambda path=path: (_read(root, path), [path])) if table \
-                else _read(root, path)
+            got = memo.kept("profile_summaries", code, os.path.abspath(path),
+                            lambda path=path: (_read(root, path), [path]))
         except ProfileError as err:
             yield err
             continue
