@@ -89,4 +89,8 @@ def liger(op: Callable, init: Path, change: str, max_cols: int = 65536) -> tuple
     def refuses(shape) -> str:
         return f"Liger-Kernel takes rows of at most {max_cols} columns" if shape[-1] > max_cols else ""
 
-    return (Revision("liger", "torch", (init,), load, change, role="reference", code=op, refuses=refuses),)
+    def missing() -> str:
+        return "" if liger_version() else f"Liger-Kernel is not installed: {LIGER_INSTALL}"
+
+    return (Revision("liger", "torch", (init,), load, change, role="reference", code=op, refuses=refuses,
+                     missing=missing),)

@@ -75,9 +75,16 @@ class Revision:
     # role="wrong" only: the bug this revision documents, in words (a race on the row maximum, an
     # accumulator left in bf16); the log shows it beside the revision, and the gate must reject it.
     bug: str = ""
+    # What this machine lacks to run it, one line with the fix ("" where nothing): asked before
+    # torch is imported, so it must be cheap (a package's metadata, never an import). `profile`
+    # skips a revision that lacks something, and an unchanged ladder then ends at once.
+    missing: Optional[Callable[[], str]] = None
 
     def refusal(self, shape: Shape) -> str:
         return self.refuses(tuple(shape)) if self.refuses is not None else ""
+
+    def lacks(self) -> str:
+        return self.missing() if self.missing is not None else ""
 
     def __post_init__(self):
         if not NAME_RE.match(self.name):

@@ -115,6 +115,7 @@ def _cpu_profiler(monkeypatch, run_ncu, ncu="ncu"):
     monkeypatch.setattr(profiler, "DEVICE", "cpu")
     monkeypatch.setattr(profiler, "require_gpu", lambda: ncu)
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(profiler.provenance, "quick_gpu_slug", lambda: None)  # not this host's nvidia-smi
     monkeypatch.setattr(profiler.timing, "Timer", FakeTimer)
     monkeypatch.setattr(profiler, "ceilings", lambda *a: {"copy_gbps": 3000.0, "matmul_bf16_tflops": 700.0})
     monkeypatch.setattr(profiler, "run_ncu", run_ncu)
@@ -172,6 +173,59 @@ def test_a_current_profile_is_skipped_and_a_stale_one_profiled_again_without_a_f
     assert any("softmax/v5_tuned: source changed since" in s and "kernlog diff HEAD:softmax/v5_tuned" in s
                for s in said), said
     assert json.loads(path.read_text())["source_sha256"] != "0" * 64
+
+
+def _no_gpu_touched():
+    raise AssertionError("torch and CUDA were started for a ladder with nothing to profile")
+
+
+def test_an_unchanged_ladder_ends_before_torch_or_the_gpu_is_started(tmp_path, monkeypatch):
+    """The re-run of an unchanged ladder decides from nvidia-smi's GPU name alone: every revision
+    current or lacking what it needs (Liger-Kernel missing) is skipped, one line says nothing is
+    left, and neither CUDA nor the gate is started."""
+    from kernlog import frameworks
+
+    root = scratch_repo(tmp_path)
+    _fake_profile(monkeypatch)
+    monkeypatch.setattr(profiler, "require_gpu", _no_gpu_touched)
+    monkeypatch.setattr(profiler.provenance, "gpu_info", _no_gpu_touched)
+    monkeypatch.setattr(frameworks, "liger_version", lambda: None)
+    kernel = load_kernel(root, "softmax")
+    put(root, make_record("torch"))
+    said = []
+    assert profiler.profile(root, kernel, [kernel.revision("torch"), kernel.revision("liger")], profiler.Options(),
+                            said.append) == []
+    assert any(s.startswith("skip softmax/torch: profiled on") for s in said), said
+    assert any(s.startswith("skip softmax/liger: Liger-Kernel is not installed: pip install") for s in said), said
+    assert said[-1].startswith("softmax: nothing to profile") and "(liger)" in said[-1]
+
+
+def test_a_revision_asked_for_alone_that_lacks_what_it_needs_is_refused(tmp_path, monkeypatch):
+    from kernlog import frameworks
+    from kernlog.errors import Unsupported
+
+    root = scratch_repo(tmp_path)
+    _fake_profile(monkeypatch)
+    monkeypatch.setattr(profiler, "require_gpu", _no_gpu_touched)
+    monkeypatch.setattr(frameworks, "liger_version", lambda: None)
+    kernel = load_kernel(root, "softmax")
+    with pytest.raises(Unsupported, match="cannot run liger: nothing was profiled"):
+        profiler.profile(root, kernel, [kernel.revision("liger")], profiler.Options(), lambda s: None)
+    monkeypatch.setattr(frameworks, "liger_version", lambda: "0.8.5")  # installed: it is profiled
+    assert kernel.revision("liger").lacks() == ""
+
+
+def test_the_gpu_torch_names_decides_where_nvidia_smi_named_another(tmp_path, monkeypatch):
+    """nvidia-smi's name is a shortcut: where torch's differs, the skips are decided again by it."""
+    root = scratch_repo(tmp_path)
+    calls = _fake_profile(monkeypatch)
+    monkeypatch.setattr(profiler.provenance, "quick_gpu_slug", lambda: "some-other-gpu")
+    kernel = load_kernel(root, "softmax")
+    put(root, make_record("torch"))  # current on GPU["slug"], missing on some-other-gpu
+    said = []
+    assert profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(), said.append) == []
+    assert calls == [] and said[-1].startswith(f"softmax: nothing to profile: every revision has a profile of "
+                                               f"its source on {GPU['slug']}")
 
 
 def test_revision_failing_the_gate_is_not_profiled(tmp_path, monkeypatch):
@@ -322,6 +376,7 @@ def _fake_profile(monkeypatch, fail=lambda names: False):
     monkeypatch.setattr(profiler, "gate_workers", lambda n, cpus=None: 1)
     monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
+    monkeypatch.setattr(profiler.provenance, "quick_gpu_slug", lambda: GPU["slug"])
     monkeypatch.setattr(profiler.provenance, "versions", lambda ncu: {"ncu": "2025.3.1", "torch": "2.11.0",
                                                                        "triton": "3.6.0"})
     monkeypatch.setattr(profiler.timing, "Timer", lambda: None)
@@ -937,7 +992,7 @@ def test_the_target_stops_before_profiling_a_config_its_timing_pass_did_not_pin(
     said = capsys.readouterr().err
     assert said.startswith(target.TARGET_SAYS + "v3 picked configs its timing pass did not pin")
     with pytest.raises(KernlogError, match="v3 picked configs its timing pass did not pin"):
-        profiler.ncu_outcome(4, said + "==PROF== Disconnected from process 123\n")
+        ncurun.ncu_outcome(4, said + "==PROF== Disconnected from process 123\n")
     # pinned under the same text, it runs
     monkeypatch.setattr(tuning, "PICKED", {})
     monkeypatch.setattr(tuning, "_PINS", [])

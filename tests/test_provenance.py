@@ -200,3 +200,39 @@ def test_gpu_info_names_the_gpu_its_memory_driver_and_uuid(monkeypatch):
     assert info["driver"] == "580.159.04" and info["uuid"] == "GPU-5e1f-00" and info["visible_devices"] == "3"
     smi.clear()  # nvidia-smi missing or silent
     assert provenance.gpu_info()["driver"] == "unknown"
+
+
+@pytest.mark.parametrize("visible, out, code, slug, asked", [
+    (None, "NVIDIA H100 80GB HBM3\n", 0, "nvidia-h100-80gb-hbm3", []),
+    (None, "NVIDIA H200\nNVIDIA H200\n", 0, "nvidia-h200", []),  # a host of one model
+    (None, "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, None, []),  # two models, none named: torch decides
+    ("3,1", "NVIDIA A100-SXM4-80GB\n", 0, "nvidia-a100-sxm4-80gb", ["-i", "3"]),  # the first visible one
+    ("GPU-0a1b", "NVIDIA H200\n", 0, "nvidia-h200", ["-i", "GPU-0a1b"]),
+    ("", "NVIDIA H200\n", 0, None, None),  # every GPU hidden: nvidia-smi is not asked
+    ("-1", "NVIDIA H200\n", 0, None, None),
+    (None, "No devices were found\n", 6, None, []),
+])
+def test_the_gpu_a_process_would_run_on_is_named_by_nvidia_smi_without_cuda(monkeypatch, visible, out, code, slug,
+                                                                             asked):
+    seen = []
+
+    def run(cmd, **kw):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, code, out, "")
+
+    monkeypatch.setattr(provenance.subprocess, "run", run)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert provenance.quick_gpu_slug() == slug
+    assert seen == ([] if asked is None else [["nvidia-smi", *asked, "--query-gpu=name", "--format=csv,noheader"]])
+
+
+def test_no_nvidia_smi_names_no_gpu(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    def run(cmd, **kw):
+        raise FileNotFoundError(cmd[0])
+
+    monkeypatch.setattr(provenance.subprocess, "run", run)
+    assert provenance.quick_gpu_slug() is None

@@ -8,7 +8,7 @@ from pathlib import Path
 from kernlog import timing
 from kernlog.capture import hotspots
 from kernlog.capture import ncu as ncurep
-from kernlog.errors import KernlogError
+from kernlog.errors import KernlogError, Unsupported
 from kernlog.run.target import RANGE_PREFIX
 from kernlog.spec import Kernel, Revision, Shape
 from kernlog.store import profiles as store
@@ -46,6 +46,35 @@ def todo_revisions(root: Path, kernel: Kernel, revs: list[Revision], shape: Shap
         else:
             progress(f"skip {name}: profiled on {gpu} {why[state]}; --force replaces it")
     return todo
+
+
+def to_profile(root: Path, kernel: Kernel, revs: list[Revision], shape: Shape, dtype: str, opts, gpu: str,
+               progress) -> list[Revision]:
+    """todo_revisions less what this machine cannot run (`runnable`), each decision in a line
+    (none where `progress` is None: the same decisions said before, on a GPU named the same)."""
+    say = progress or (lambda s: None)
+    return runnable(kernel, revs, todo_revisions(root, kernel, revs, shape, dtype, opts, gpu, say), gpu, say)
+
+
+def runnable(kernel: Kernel, revs: list[Revision], todo: list[Revision], gpu: str, progress) -> list[Revision]:
+    """`todo` less the revisions this machine lacks something for (Revision.missing), each
+    skipped in a line. Where none is left, a line says so; Unsupported where every revision
+    asked for lacks something (`--rev liger` without Liger-Kernel)."""
+    kept, lacking = [], []
+    for r in todo:
+        why = r.lacks()
+        if why:
+            progress(f"skip {kernel.name}/{r.name}: {why}")
+            lacking.append(r.name)
+        else:
+            kept.append(r)
+    if kept:
+        return kept
+    if lacking and len(lacking) == len(revs):
+        raise Unsupported(f"this machine cannot run {', '.join(lacking)}: nothing was profiled")
+    progress(f"{kernel.name}: nothing to profile: every revision has a profile of its source on {gpu}"
+             + (f" or lacks what it needs ({', '.join(lacking)})" if lacking else "") + "; --force profiles again")
+    return []
 
 
 def build_record(report: Path | list, rev: Revision, samples: list[float], range_name: str | None = None,

@@ -218,3 +218,12 @@ def _staging(root: Path) -> Path:
     processes that are gone."""
     clear_abandoned_staging(root)
     return Path(tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=staging_dir(root)))
+
+
+def run_ncu(cmd: list[str], timeout: float, env: dict | None = None) -> None:
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env=dict(os.environ, **env) if env else None)
+    except subprocess.TimeoutExpired:
+        raise KernlogError(f"ncu did not finish in {timeout:.0f} s") from None
+    ncu_outcome(done.returncode, done.stdout + done.stderr)

@@ -15,8 +15,8 @@ from pathlib import Path
 from kernlog import metrics, timing
 from kernlog.capture import costs, gate_runs, gated, provenance
 from kernlog.capture import ncu as ncurep
-from kernlog.capture.extract import build_record, todo_revisions
-from kernlog.capture.ncurun import NcuRun, _staging, ncu_command, ncu_outcome
+from kernlog.capture.extract import build_record, to_profile
+from kernlog.capture.ncurun import NcuRun, _staging, ncu_command, run_ncu  # run_ncu: where callers find it
 from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
 from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, Unsupported
@@ -45,15 +45,6 @@ def require_gpu() -> str:
 
 
 PIN_ENV = picker.PIN_ENV
-
-
-def run_ncu(cmd: list[str], timeout: float, env: dict | None = None) -> None:
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              env=dict(os.environ, **env) if env else None)
-    except subprocess.TimeoutExpired:
-        raise KernlogError(f"ncu did not finish in {timeout:.0f} s") from None
-    ncu_outcome(done.returncode, done.stdout + done.stderr)
 
 
 GATE_TIMEOUT_S = 900.0
@@ -257,7 +248,7 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
     require_gpu()
     shape, dtype = _shape_dtype(kernel, opts)
     gpu = provenance.gpu_info()
-    todo = todo_revisions(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
+    todo = to_profile(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
     if len(todo) < 2:
         return profile(root, kernel, todo, opts, progress) if todo else []
     common = {"gpu": gpu, "versions": provenance.versions()}
@@ -274,12 +265,15 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     started = time.perf_counter()
     for name, value in gated.ONE_COMPILE_PROCESS.items():  # this process, its ncu process and their children
         os.environ.setdefault(name, value)
-    ncu = require_gpu()
     shape, dtype = _shape_dtype(kernel, opts)
     if kernel.ncu_kernels and not opts.kernel_filter:
         opts = dataclasses.replace(opts, kernel_filter=kernel.ncu_kernels)
+    quick = provenance.quick_gpu_slug()  # the skips decided before torch and CUDA start: an unchanged ladder ends here
+    if quick is not None and not to_profile(root, kernel, revs, shape, dtype, opts, quick, progress):
+        return []
+    ncu = require_gpu()
     gpu = provenance.gpu_info()
-    todo = todo_revisions(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
+    todo = to_profile(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress if gpu["slug"] != quick else None)
     if not todo:
         return []
     timer = timing.Timer()
@@ -292,14 +286,15 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     apart = [r for r in todo if r.name not in reused and loads_by_name(kernel, r) and not r.refusal(shape)]
     gate_s = costs.gate_seconds(root, gpu["slug"], kernel, apart)
     workers = opts.gate_workers if opts.gate_workers is not None else gate_workers(len(apart) * parts.MAX_PARTS)
+    # One gate runs in a process of its own too, so the ncu process starts beside it (the edit loop)
     jobs = len(parts.jobs(kernel, apart, workers, gate_s)) if workers > 1 else len(apart)
-    mode = exclusive_compute_mode() if workers > 1 and jobs > 1 else ""
+    mode = exclusive_compute_mode() if workers > 1 and jobs else ""
     if mode:
         progress(f"the GPU's compute mode is {mode}: the gates run one by one in this process")
         workers = 1
     verdicts, early = dict(reused), None
     try:
-        if workers > 1 and jobs > 1:
+        if workers > 1 and jobs:
             to_gate = {r.name for r in apart} | set(reused)
             names = [r.name for r in todo if r.name in to_gate and not r.known_wrong]  # known-wrong: never profiled
             early = start_ncu(root, kernel, names, shape, dtype, opts, ncu) if names else None

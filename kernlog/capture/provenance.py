@@ -70,6 +70,23 @@ def gpu_info() -> dict:
             "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
+def quick_gpu_slug() -> str | None:
+    """The slug of the GPU this process would run on, from nvidia-smi: no torch, no CUDA context.
+    None where that cannot be told here (no nvidia-smi or no GPU, CUDA_VISIBLE_DEVICES hiding
+    them all, or a host of several models with none named): the caller asks torch instead."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    first = None if visible is None else visible.split(",")[0].strip()
+    if first is not None and (not first or first.startswith("-")):
+        return None
+    try:
+        done = subprocess.run(["nvidia-smi", *(["-i", first] if first else []), "--query-gpu=name",
+                               "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    names = {line.strip() for line in done.stdout.splitlines() if line.strip()}
+    return gpu_slug(names.pop()) if done.returncode == 0 and len(names) == 1 else None
+
+
 def versions(ncu: str | None = None) -> dict:
     import torch
 
