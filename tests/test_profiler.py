@@ -200,6 +200,21 @@ def test_an_unchanged_ladder_ends_before_torch_or_the_gpu_is_started(tmp_path, m
     assert said[-1].startswith("softmax: nothing to profile") and "(liger)" in said[-1]
 
 
+def test_an_unchanged_ladder_on_several_gpus_ends_as_on_one(tmp_path, monkeypatch):
+    root = scratch_repo(tmp_path)
+    _fake_profile(monkeypatch)
+    monkeypatch.setattr(profiler, "require_gpu", _no_gpu_touched)
+    monkeypatch.setattr(profiler.fanout, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setattr(profiler.fanout, "profile_on_gpus", lambda *a, **k: _no_gpu_touched())
+    kernel = load_kernel(root, "softmax")
+    put(root, make_record("torch"))
+    put(root, make_record("v5_tuned"))
+    said = []
+    assert profiler.profile_on_gpus(root, kernel, [kernel.revision("torch"), kernel.revision("v5_tuned")],
+                                    profiler.Options(), 2, said.append) == []
+    assert said[-1].startswith("softmax: nothing to profile"), said
+
+
 def test_a_revision_asked_for_alone_that_lacks_what_it_needs_is_refused(tmp_path, monkeypatch):
     from kernlog import frameworks
     from kernlog.errors import Unsupported

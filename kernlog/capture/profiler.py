@@ -245,10 +245,13 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
     devices = fanout.visible_gpus()[:gpus] if gpus and gpus > 1 else []
     if len(devices) < 2 or len(revs) < 2:
         return profile(root, kernel, revs, opts, progress)
-    require_gpu()
     shape, dtype = _shape_dtype(kernel, opts)
+    quick = provenance.quick_gpu_slug()  # as profile(): an unchanged ladder ends before torch starts
+    if quick is not None and not to_profile(root, kernel, revs, shape, dtype, opts, quick, progress):
+        return []
+    require_gpu()
     gpu = provenance.gpu_info()
-    todo = to_profile(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
+    todo = to_profile(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress if gpu["slug"] != quick else None)
     if len(todo) < 2:
         return profile(root, kernel, todo, opts, progress) if todo else []
     common = {"gpu": gpu, "versions": provenance.versions()}
