@@ -296,7 +296,8 @@ MUTANTS = [
            "quick = provenance.quick_gpu_slug()  # as profile()", "quick = None  # as profile()",
            "an unchanged ladder on several GPUs starts torch and CUDA", ("tests/test_profiler.py",)),
     Mutant("profile-trusts-quick-slug", "kernlog/capture/profiler.py",
-           'gpu["slug"], progress if gpu["slug"] != quick else None)', 'quick or gpu["slug"], None)',
+           'gpu["slug"], progress if gpu["slug"] != quick else None)\n    if not todo:',
+           'quick or gpu["slug"], None)\n    if not todo:',
            "the skips kept from nvidia-smi's name where torch names another GPU", ("tests/test_profiler.py",)),
     # --- render/ ------------------------------------------------------------------------------------------
     Mutant("arc-inconclusive-tie", "kernlog/render/facts.py",
