@@ -202,18 +202,23 @@ def test_gpu_info_names_the_gpu_its_memory_driver_and_uuid(monkeypatch):
     assert provenance.gpu_info()["driver"] == "unknown"
 
 
-@pytest.mark.parametrize("visible, out, code, slug, asked", [
-    (None, "NVIDIA H100 80GB HBM3\n", 0, "nvidia-h100-80gb-hbm3", []),
-    (None, "NVIDIA H200\nNVIDIA H200\n", 0, "nvidia-h200", []),  # a host of one model
-    (None, "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, None, []),  # two models, none named: torch decides
-    ("3,1", "NVIDIA A100-SXM4-80GB\n", 0, "nvidia-a100-sxm4-80gb", ["-i", "3"]),  # the first visible one
-    ("GPU-0a1b", "NVIDIA H200\n", 0, "nvidia-h200", ["-i", "GPU-0a1b"]),
-    ("", "NVIDIA H200\n", 0, None, None),  # every GPU hidden: nvidia-smi is not asked
-    ("-1", "NVIDIA H200\n", 0, None, None),
-    (None, "No devices were found\n", 6, None, []),
+@pytest.mark.parametrize("visible, order, out, code, slug, asked", [
+    (None, None, "NVIDIA H100 80GB HBM3\n", 0, "nvidia-h100-80gb-hbm3", []),
+    ("3,1", None, "NVIDIA H200\nNVIDIA H200\nNVIDIA H200\nNVIDIA H200\n", 0, "nvidia-h200", []),  # one model
+    # two models: CUDA's default order puts the fastest first, so an index tells nothing ...
+    (None, None, "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, None, []),
+    ("1", None, "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, None, []),
+    # ... but in PCI bus order it is nvidia-smi's
+    ("1,0", "PCI_BUS_ID", "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, "nvidia-a100-sxm4-80gb", []),
+    (None, "PCI_BUS_ID", "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, "nvidia-h200", []),
+    ("5", "PCI_BUS_ID", "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, None, []),  # no such index
+    ("GPU-0a1b", None, "NVIDIA A100-SXM4-80GB\n", 0, "nvidia-a100-sxm4-80gb", ["-i", "GPU-0a1b"]),  # a UUID
+    ("", None, "NVIDIA H200\n", 0, None, None),  # every GPU hidden: nvidia-smi is not asked
+    ("-1", None, "NVIDIA H200\n", 0, None, None),
+    (None, None, "No devices were found\n", 6, None, []),
 ])
-def test_the_gpu_a_process_would_run_on_is_named_by_nvidia_smi_without_cuda(monkeypatch, visible, out, code, slug,
-                                                                             asked):
+def test_the_gpu_a_process_would_run_on_is_named_by_nvidia_smi_without_cuda(monkeypatch, visible, order, out, code,
+                                                                             slug, asked):
     seen = []
 
     def run(cmd, **kw):
@@ -221,10 +226,11 @@ def test_the_gpu_a_process_would_run_on_is_named_by_nvidia_smi_without_cuda(monk
         return subprocess.CompletedProcess(cmd, code, out, "")
 
     monkeypatch.setattr(provenance.subprocess, "run", run)
-    if visible is None:
-        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    else:
-        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    for name, value in (("CUDA_VISIBLE_DEVICES", visible), ("CUDA_DEVICE_ORDER", order)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
     assert provenance.quick_gpu_slug() == slug
     assert seen == ([] if asked is None else [["nvidia-smi", *asked, "--query-gpu=name", "--format=csv,noheader"]])
 

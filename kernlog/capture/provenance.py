@@ -73,18 +73,28 @@ def gpu_info() -> dict:
 def quick_gpu_slug() -> str | None:
     """The slug of the GPU this process would run on, from nvidia-smi: no torch, no CUDA context.
     None where that cannot be told here (no nvidia-smi or no GPU, CUDA_VISIBLE_DEVICES hiding
-    them all, or a host of several models with none named): the caller asks torch instead."""
+    them all): the caller asks torch instead. On a host of several models, a GPU named by its
+    UUID is asked for alone; one named by its index (or none named: CUDA's device 0) is told
+    only in CUDA_DEVICE_ORDER=PCI_BUS_ID, the order nvidia-smi lists them in (CUDA's default
+    puts the fastest first)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     first = None if visible is None else visible.split(",")[0].strip()
     if first is not None and (not first or first.startswith("-")):
         return None
+    by_id = first is not None and not first.isdigit()
     try:
-        done = subprocess.run(["nvidia-smi", *(["-i", first] if first else []), "--query-gpu=name",
+        done = subprocess.run(["nvidia-smi", *(["-i", first] if by_id else []), "--query-gpu=name",
                                "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    names = {line.strip() for line in done.stdout.splitlines() if line.strip()}
-    return gpu_slug(names.pop()) if done.returncode == 0 and len(names) == 1 else None
+    names = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not names:
+        return None
+    if len(set(names)) == 1:
+        return gpu_slug(names[0])
+    index = 0 if first is None else int(first) if not by_id else len(names)
+    pci = os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+    return gpu_slug(names[index]) if pci and index < len(names) else None
 
 
 def versions(ncu: str | None = None) -> dict:
