@@ -53,8 +53,8 @@ def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optio
                      load_for_gate=lambda: load_compiled(dynamic=None)))
 
 
-LIGER_INSTALL = ("pip install liger-kernel (a GPU machine without network: pip install --no-deps "
-                 "liger_kernel-<version>-py3-none-any.whl)")
+LIGER_INSTALL = ("python3 -m pip install liger-kernel (a GPU machine without network: python3 -m pip install "
+                 "--no-deps liger_kernel-<version>-py3-none-any.whl)")
 
 
 def liger_version() -> str | None:

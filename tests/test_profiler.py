@@ -191,12 +191,17 @@ def test_an_unchanged_ladder_ends_before_torch_or_the_gpu_is_started(tmp_path, m
     monkeypatch.setattr(profiler.provenance, "gpu_info", _no_gpu_touched)
     monkeypatch.setattr(frameworks, "liger_version", lambda: None)
     kernel = load_kernel(root, "softmax")
-    put(root, make_record("torch"))
+    ladder = [r for r in kernel.revisions if not r.known_wrong]
+    assert [r.name for r in ladder].count("liger") == 1 and len(ladder) > 2
+    for r in ladder:
+        if r.name != "liger":
+            put(root, make_record(r.name))
     said = []
-    assert profiler.profile(root, kernel, [kernel.revision("torch"), kernel.revision("liger")], profiler.Options(),
-                            said.append) == []
-    assert any(s.startswith("skip softmax/torch: profiled on") for s in said), said
-    assert any(s.startswith("skip softmax/liger: Liger-Kernel is not installed: pip install") for s in said), said
+    assert profiler.profile(root, kernel, list(kernel.revisions), profiler.Options(), said.append) == []
+    assert all(any(s.startswith(f"skip softmax/{r.name}: profiled on") for s in said) for r in ladder
+               if r.name != "liger"), said
+    assert "skip softmax/liger: Liger-Kernel is not installed: " + frameworks.LIGER_INSTALL in said, said
+    assert frameworks.LIGER_INSTALL.startswith("python3 -m pip install liger-kernel")
     assert said[-1].startswith("softmax: nothing to profile") and "(liger)" in said[-1]
 
 
@@ -226,7 +231,11 @@ def test_a_revision_asked_for_alone_that_lacks_what_it_needs_is_refused(tmp_path
     kernel = load_kernel(root, "softmax")
     with pytest.raises(Unsupported, match="cannot run liger: nothing was profiled"):
         profiler.profile(root, kernel, [kernel.revision("liger")], profiler.Options(), lambda s: None)
-    monkeypatch.setattr(frameworks, "liger_version", lambda: "0.8.5")  # installed: it is profiled
+    put(root, make_record("torch"))  # named beside a current one, it is still what was asked for
+    with pytest.raises(Unsupported, match="cannot run liger: nothing was profiled"):
+        profiler.profile(root, kernel, [kernel.revision("torch"), kernel.revision("liger")], profiler.Options(),
+                         lambda s: None)
+    monkeypatch.setattr(frameworks, "liger_version", lambda: "0.8.5")  # installed, it lacks nothing
     assert kernel.revision("liger").lacks() == ""
 
 
@@ -241,6 +250,28 @@ def test_the_gpu_torch_names_decides_where_nvidia_smi_named_another(tmp_path, mo
     assert profiler.profile(root, kernel, [kernel.revision("torch")], profiler.Options(), said.append) == []
     assert calls == [] and said[-1].startswith(f"softmax: nothing to profile: every revision has a profile of "
                                                f"its source on {GPU['slug']}")
+    assert not any("some-other-gpu" in s for s in said), said  # the decision said is the one that held
+
+
+def test_one_gate_runs_in_its_own_process_beside_the_ncu_process(tmp_path, monkeypatch, own_kernels_package,
+                                                                 toy_picker):
+    """The edit loop's one changed revision: its gate in a process of its own, so the ncu process
+    starts and warms up beside it, not after it."""
+    root = _toy_repo(tmp_path)
+    _cpu_profiler(monkeypatch, lambda *a, **k: pytest.fail("an ncu process started after the gate"),
+                  ncu=ncu_running_the_target(tmp_path))
+    real = profiler.build_record  # FULL_REP's kernels sit in the range "kl"
+    monkeypatch.setattr(profiler, "build_record",
+                        lambda actions, rev, samples, **kw: real(actions, rev, samples, range_name="kl", **kw))
+    kernel = load_kernel(root, "toy")
+    said = []
+    written = profiler.profile(root, kernel, [kernel.revision("right")], profiler.Options(gate_workers=2),
+                               said.append)
+    assert "correctness gates of 1 revisions, 1 processes at a time" in said, said
+    assert any(re.search(r"toy/right .*: gate passed in \d+\.\d s \(its own process\)$", s) for s in said), said
+    assert any("started while the gates ran" in s for s in said), said
+    recs = [store.load_profile(root, p) for p in written if p.suffix == ".json"]
+    assert [r.revision for r in recs] == ["right"] and recs[0].ncu.rest["process_started_during_gates"]
 
 
 def test_revision_failing_the_gate_is_not_profiled(tmp_path, monkeypatch):

@@ -202,19 +202,27 @@ def test_gpu_info_names_the_gpu_its_memory_driver_and_uuid(monkeypatch):
     assert provenance.gpu_info()["driver"] == "unknown"
 
 
+H200, A100, OFF = "NVIDIA H200, Disabled\n", "NVIDIA A100-SXM4-80GB, Disabled\n", "[N/A]"
+
+
 @pytest.mark.parametrize("visible, order, out, code, slug, asked", [
-    (None, None, "NVIDIA H100 80GB HBM3\n", 0, "nvidia-h100-80gb-hbm3", []),
-    ("3,1", None, "NVIDIA H200\nNVIDIA H200\nNVIDIA H200\nNVIDIA H200\n", 0, "nvidia-h200", []),  # one model
+    (None, None, f"NVIDIA H100 80GB HBM3, {OFF}\n", 0, "nvidia-h100-80gb-hbm3", []),  # no MIG on this model
+    ("3,1", None, H200 * 4, 0, "nvidia-h200", []),  # a host of one model
+    ("7", None, H200 * 4, 0, None, []),  # no such GPU: torch says so
+    ("4", None, H200 * 4, 0, None, []),
     # two models: CUDA's default order puts the fastest first, so an index tells nothing ...
-    (None, None, "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, None, []),
-    ("1", None, "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, None, []),
+    (None, None, H200 + A100, 0, None, []),
+    ("1", None, H200 + A100, 0, None, []),
     # ... but in PCI bus order it is nvidia-smi's
-    ("1,0", "PCI_BUS_ID", "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, "nvidia-a100-sxm4-80gb", []),
-    (None, "PCI_BUS_ID", "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, "nvidia-h200", []),
-    ("5", "PCI_BUS_ID", "NVIDIA H200\nNVIDIA A100-SXM4-80GB\n", 0, None, []),  # no such index
-    ("GPU-0a1b", None, "NVIDIA A100-SXM4-80GB\n", 0, "nvidia-a100-sxm4-80gb", ["-i", "GPU-0a1b"]),  # a UUID
-    ("", None, "NVIDIA H200\n", 0, None, None),  # every GPU hidden: nvidia-smi is not asked
-    ("-1", None, "NVIDIA H200\n", 0, None, None),
+    ("1,0", "PCI_BUS_ID", H200 + A100, 0, "nvidia-a100-sxm4-80gb", []),
+    (None, "PCI_BUS_ID", H200 + A100, 0, "nvidia-h200", []),
+    ("5", "PCI_BUS_ID", H200 + A100, 0, None, []),
+    ("GPU-0a1b", None, A100, 0, "nvidia-a100-sxm4-80gb", ["-i", "GPU-0a1b"]),  # a UUID
+    # MIG: nvidia-smi names the parent GPU, torch the slice: never told here
+    (None, None, "NVIDIA H100 80GB HBM3, Enabled\n", 0, None, []),
+    ("MIG-5c1d", None, H200, 0, None, None),
+    ("", None, H200, 0, None, None),  # every GPU hidden: nvidia-smi is not asked
+    ("-1", None, H200, 0, None, None),
     (None, None, "No devices were found\n", 6, None, []),
 ])
 def test_the_gpu_a_process_would_run_on_is_named_by_nvidia_smi_without_cuda(monkeypatch, visible, order, out, code,
@@ -232,7 +240,8 @@ def test_the_gpu_a_process_would_run_on_is_named_by_nvidia_smi_without_cuda(monk
         else:
             monkeypatch.setenv(name, value)
     assert provenance.quick_gpu_slug() == slug
-    assert seen == ([] if asked is None else [["nvidia-smi", *asked, "--query-gpu=name", "--format=csv,noheader"]])
+    assert seen == ([] if asked is None else [["nvidia-smi", *asked, "--query-gpu=name,mig.mode.current",
+                                                          "--format=csv,noheader"]])
 
 
 def test_no_nvidia_smi_names_no_gpu(monkeypatch):

@@ -15,10 +15,11 @@ from pathlib import Path
 from kernlog import metrics, timing
 from kernlog.capture import costs, gate_runs, gated, provenance
 from kernlog.capture import ncu as ncurep
-from kernlog.capture.extract import build_record, to_profile
+from kernlog.capture.extract import build_record
 from kernlog.capture.ncurun import NcuRun, _staging, ncu_command, run_ncu  # run_ncu: where callers find it
 from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
+from kernlog.capture.todo import decide
 from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, Unsupported
 from kernlog.run import fanout, gate, ladder, parts, picker
 from kernlog.run.clocks import Clocks
@@ -246,12 +247,10 @@ def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Opti
     if len(devices) < 2 or len(revs) < 2:
         return profile(root, kernel, revs, opts, progress)
     shape, dtype = _shape_dtype(kernel, opts)
-    quick = provenance.quick_gpu_slug()  # as profile(): an unchanged ladder ends before torch starts
-    if quick is not None and not to_profile(root, kernel, revs, shape, dtype, opts, quick, progress):
+    decided = decide(root, kernel, revs, shape, dtype, opts, require_gpu, progress)
+    if decided is None:
         return []
-    require_gpu()
-    gpu = provenance.gpu_info()
-    todo = to_profile(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress if gpu["slug"] != quick else None)
+    todo, gpu, _ = decided
     if len(todo) < 2:
         return profile(root, kernel, todo, opts, progress) if todo else []
     common = {"gpu": gpu, "versions": provenance.versions()}
@@ -271,14 +270,10 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     shape, dtype = _shape_dtype(kernel, opts)
     if kernel.ncu_kernels and not opts.kernel_filter:
         opts = dataclasses.replace(opts, kernel_filter=kernel.ncu_kernels)
-    quick = provenance.quick_gpu_slug()  # the skips decided before torch and CUDA start: an unchanged ladder ends here
-    if quick is not None and not to_profile(root, kernel, revs, shape, dtype, opts, quick, progress):
+    decided = decide(root, kernel, revs, shape, dtype, opts, require_gpu, progress)
+    if decided is None:
         return []
-    ncu = require_gpu()
-    gpu = provenance.gpu_info()
-    todo = to_profile(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress if gpu["slug"] != quick else None)
-    if not todo:
-        return []
+    todo, gpu, ncu = decided
     timer = timing.Timer()
     ceil = ceilings(root, gpu["slug"], timer, opts.force, progress)
     common = {"schema": store.SCHEMA, "kernel": kernel.name, "shape": list(shape), "dtype": dtype,

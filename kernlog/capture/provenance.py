@@ -72,29 +72,32 @@ def gpu_info() -> dict:
 
 def quick_gpu_slug() -> str | None:
     """The slug of the GPU this process would run on, from nvidia-smi: no torch, no CUDA context.
-    None where that cannot be told here (no nvidia-smi or no GPU, CUDA_VISIBLE_DEVICES hiding
-    them all): the caller asks torch instead. On a host of several models, a GPU named by its
-    UUID is asked for alone; one named by its index (or none named: CUDA's device 0) is told
-    only in CUDA_DEVICE_ORDER=PCI_BUS_ID, the order nvidia-smi lists them in (CUDA's default
-    puts the fastest first)."""
+    None where that cannot be told here, and the caller asks torch: no nvidia-smi or no GPU,
+    CUDA_VISIBLE_DEVICES hiding them all or naming an index past them, a MIG slice (nvidia-smi
+    names its parent GPU, torch the slice) or a GPU with MIG on. On a host of several models, a
+    GPU named by its UUID is asked for alone; one named by its index (or none named: CUDA's
+    device 0) is told only in CUDA_DEVICE_ORDER=PCI_BUS_ID, the order nvidia-smi lists them in
+    (CUDA's default puts the fastest first)."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     first = None if visible is None else visible.split(",")[0].strip()
-    if first is not None and (not first or first.startswith("-")):
+    if first is not None and (not first or first.startswith(("-", "MIG-"))):
         return None
     by_id = first is not None and not first.isdigit()
     try:
-        done = subprocess.run(["nvidia-smi", *(["-i", first] if by_id else []), "--query-gpu=name",
+        done = subprocess.run(["nvidia-smi", *(["-i", first] if by_id else []), "--query-gpu=name,mig.mode.current",
                                "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
-    names = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    if done.returncode != 0 or not names:
+    rows = [[f.strip() for f in line.rsplit(",", 1)] for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not rows or any(len(r) != 2 or r[1] == "Enabled" for r in rows):
+        return None
+    names = [r[0] for r in rows]
+    index = 0 if first is None or by_id else int(first)
+    if index >= len(names):
         return None
     if len(set(names)) == 1:
-        return gpu_slug(names[0])
-    index = 0 if first is None else int(first) if not by_id else len(names)
-    pci = os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
-    return gpu_slug(names[index]) if pci and index < len(names) else None
+        return gpu_slug(names[index])
+    return gpu_slug(names[index]) if os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" else None
 
 
 def versions(ncu: str | None = None) -> dict:
