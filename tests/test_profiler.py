@@ -253,16 +253,22 @@ def test_the_gpu_torch_names_decides_where_nvidia_smi_named_another(tmp_path, mo
     assert not any("some-other-gpu" in s for s in said), said  # the decision said is the one that held
 
 
+def _ncu_beside_the_gates(tmp_path, monkeypatch):
+    """profile() on the CPU with an ncu that runs its target (ncu_running_the_target), which must
+    have started beside the gates: an ncu process started after them fails the test."""
+    _cpu_profiler(monkeypatch, lambda *a, **k: pytest.fail("an ncu process started after the gates"),
+                  ncu=ncu_running_the_target(tmp_path))
+    real = profiler.build_record  # FULL_REP's kernels sit in the range "kl"
+    monkeypatch.setattr(profiler, "build_record",
+                        lambda actions, rev, samples, **kw: real(actions, rev, samples, range_name="kl", **kw))
+
+
 def test_one_gate_runs_in_its_own_process_beside_the_ncu_process(tmp_path, monkeypatch, own_kernels_package,
                                                                  toy_picker):
     """The edit loop's one changed revision: its gate in a process of its own, so the ncu process
     starts and warms up beside it, not after it."""
     root = _toy_repo(tmp_path)
-    _cpu_profiler(monkeypatch, lambda *a, **k: pytest.fail("an ncu process started after the gate"),
-                  ncu=ncu_running_the_target(tmp_path))
-    real = profiler.build_record  # FULL_REP's kernels sit in the range "kl"
-    monkeypatch.setattr(profiler, "build_record",
-                        lambda actions, rev, samples, **kw: real(actions, rev, samples, range_name="kl", **kw))
+    _ncu_beside_the_gates(tmp_path, monkeypatch)
     kernel = load_kernel(root, "toy")
     said = []
     written = profiler.profile(root, kernel, [kernel.revision("right")], profiler.Options(gate_workers=2),
@@ -725,11 +731,7 @@ def test_the_ncu_process_warms_up_while_the_gates_run_then_profiles_only_what_pa
     root = _toy_repo(tmp_path)
     log = tmp_path / "launches.txt"
     monkeypatch.setenv("TOY_LOG", str(log))
-    _cpu_profiler(monkeypatch, lambda *a, **k: pytest.fail("an ncu process started after the gates"),
-                  ncu=ncu_running_the_target(tmp_path))
-    real = profiler.build_record  # FULL_REP's kernels sit in the range "kl"
-    monkeypatch.setattr(profiler, "build_record",
-                        lambda actions, rev, samples, **kw: real(actions, rev, samples, range_name="kl", **kw))
+    _ncu_beside_the_gates(tmp_path, monkeypatch)
     kernel = load_kernel(root, "toy")
     said = []
     with pytest.raises(GateFailure, match="one_bad_row"):
