@@ -48,10 +48,8 @@ def todo_revisions(root: Path, kernel: Kernel, revs: list[Revision], shape: Shap
 
 def to_profile(root: Path, kernel: Kernel, revs: list[Revision], shape: Shape, dtype: str, opts, gpu: str,
                progress) -> list[Revision]:
-    """todo_revisions less what this machine cannot run (`runnable`), each decision in a line
-    (none where `progress` is None: the same decisions said before, on a GPU named the same)."""
-    say = progress or (lambda s: None)
-    return runnable(kernel, revs, todo_revisions(root, kernel, revs, shape, dtype, opts, gpu, say), gpu, say)
+    """todo_revisions less what this machine cannot run (`runnable`), each decision a line to `progress`."""
+    return runnable(kernel, revs, todo_revisions(root, kernel, revs, shape, dtype, opts, gpu, progress), gpu, progress)
 
 
 def runnable(kernel: Kernel, revs: list[Revision], todo: list[Revision], gpu: str, progress) -> list[Revision]:
@@ -88,15 +86,20 @@ def decide(root: Path, kernel: Kernel, revs: list[Revision], shape: Shape, dtype
         try:
             todo = to_profile(root, kernel, revs, shape, dtype, opts, quick, said.append)
         except Unsupported:
-            list(map(progress, said))
+            _say(said, progress)
             raise
         if not todo:
-            list(map(progress, said))
+            _say(said, progress)
             return None
     ncu = require_gpu()
     gpu = provenance.gpu_info()
     if gpu["slug"] == quick:
-        list(map(progress, said))
+        _say(said, progress)
     else:
         todo = to_profile(root, kernel, revs, shape, dtype, opts, gpu["slug"], progress)
     return (todo, gpu, ncu) if todo else None
+
+
+def _say(lines: list[str], progress) -> None:
+    for line in lines:
+        progress(line)
