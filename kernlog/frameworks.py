@@ -77,20 +77,21 @@ def liger(op: Callable, init: Path, change: str, max_cols: int = 65536) -> tuple
     from kernlog.errors import Unsupported
     from kernlog.spec import Revision
 
+    def missing() -> str:
+        return "" if liger_version() else f"Liger-Kernel is not installed: {LIGER_INSTALL}"
+
     def load():
         import torch
 
-        if liger_version() is None:
-            raise Unsupported(f"Liger-Kernel is not installed: {LIGER_INSTALL}")
+        why = missing()
+        if why:
+            raise Unsupported(why)
         if not torch.cuda.is_available():
             raise Unsupported("Liger-Kernel runs on a GPU")
         return lambda inputs, out: op(*inputs)
 
     def refuses(shape) -> str:
         return f"Liger-Kernel takes rows of at most {max_cols} columns" if shape[-1] > max_cols else ""
-
-    def missing() -> str:
-        return "" if liger_version() else f"Liger-Kernel is not installed: {LIGER_INSTALL}"
 
     return (Revision("liger", "torch", (init,), load, change, role="reference", code=op, refuses=refuses,
                      missing=missing),)
