@@ -402,6 +402,13 @@ MUTANTS = [
     Mutant("summary-report-unglanced", "kernlog/store/summaries.py",
            "reportfiles.glance(path.parent, ncu) is not None)", "False)",
            "a report lost after its profile was summarised goes unsaid by list", ("tests/test_memo.py",)),
+    Mutant("dispatch-stale-point-ranked", "kernlog/judge/dispatch.py",
+           "    kept = {pt: revs for pt, revs in kept.items() if pt not in unranked}\n", "",
+           "a point where a qualifying revision is stale still makes a class of what is left",
+           ("tests/test_dispatch.py",)),
+    Mutant("dispatch-any-stale-unranks", "kernlog/judge/dispatch.py",
+           "        if name not in contenders:\n            continue\n", "",
+           "a revision that qualifies nowhere unranks the points where it is stale", ("tests/test_dispatch.py",)),
 ]
 
 

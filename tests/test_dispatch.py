@@ -108,6 +108,7 @@ def test_references_stale_and_gate_failing_revisions_never_qualify():
     left = table["left_out"]
     assert left["torch"] == {"a reference": 4}
     assert left["v9_peeled"] == {"stale (measured on another source)": 2}
+    assert table["unranked"] == {}  # v9_peeled qualifies nowhere: its stale points rank without it
     assert left["v8_split"] == {f"fails the gate ({GATE_FAILURE})": 1}
     assert left["v4_vectorized"] == {f"fails the gate ({MARKED[('v4_vectorized', '64x8192', 'fp32')]})": 1}
 
@@ -118,6 +119,24 @@ def test_a_point_where_nothing_qualifies_has_no_class_and_is_named():
     assert table["unserved"] == ["fp32 1024x8192"]
     assert all(c["points"] != ["1024x8192"] for c in table["classes"])
     assert pick(table, (1024, 8192), "fp32").cls["points"] == ["4096x8192"]
+
+
+def test_a_point_where_a_qualifying_revision_is_stale_is_not_ranked_and_takes_the_nearest_class():
+    # v10_meet qualifies elsewhere, but at 2048x8192 its figure is of an older source: v0_naive
+    # alone is current there, and a class of it would send calls to the naive kernel
+    stale_here = [{"revision": "v0_naive", "shape": "2048x8192", "dtype": "fp32", "median_ms": 1.0,
+                   "sha256": CURRENT["v0_naive"], "spread": 0.0, "fails_gate": ""},
+                  {"revision": "v10_meet", "shape": "2048x8192", "dtype": "fp32", "median_ms": 0.1,
+                   "sha256": "1" * 64, "spread": 0.0, "fails_gate": ""}]
+    table, before = build(points() + stale_here), build()
+    assert table["unranked"] == {"fp32 2048x8192": ["v10_meet"]} and table["unserved"] == []
+    assert table["classes"] == before["classes"] and table["fallback"] == before["fallback"]
+    got = pick(table, (2048, 8192), "fp32")
+    assert got.cls["points"] == ["4096x8192"] and got.revision == "v10_meet"
+    said = "\n".join(render.summary(table_path(ROOT, "softmax"), table, ROOT))
+    assert "not ranked at 1 point(s)" in said and "fp32 2048x8192 (v10_meet)" in said
+    assert "1 sweep point(s) are not ranked, where the figure of v10_meet is stale" in render._unranked_said(table)
+    assert render._unranked_said(before) == ""
 
 
 def test_a_later_gate_pass_or_an_outcome_of_another_source_lets_a_revision_back():

@@ -12,6 +12,12 @@ on its current source (a point of another source hash, or of none, is stale), wh
 on the GPU does not fail on that source (kernlog.judge.gate_marks) and that the sweep did not mark
 failing the gate at the point (bench.csv's fails_gate). bench times a step only after its gate
 passed, so a point of a step is a gated point.
+
+Unranked: a point where a revision that qualifies elsewhere in the sweep was timed on an older
+source. The sweep ran it there and its figure no longer holds, so the revisions left cannot say
+which is fastest: GELU's H100 sweep left v0_unfused alone at three sizes, where the dispatched
+op then ran 5-10x slower than the later rungs (on the H200). Such a point makes no class and
+counts for no fallback; calls there take the nearest class until `kernlog bench` times it again.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from kernlog.library import ALIGNS, ANY, SCHEMA, ClassRule, class_key
 from kernlog.spec import COPY, parse_shape
 
 QUALIFY = ("step", "counterpart")  # the roles a pick may be; references and known-wrong revisions never
+STALE = "stale (measured on another source)"
 
 
 def class_label(entry: dict, rule: ClassRule) -> str:
@@ -44,7 +51,7 @@ def qualifies(point: dict, roles: dict, current: dict, outcomes: dict | None) ->
     if role not in QUALIFY:
         return f"a {role}"
     if point.get("sha256") != current.get(rev):
-        return "stale (measured on another source)"
+        return STALE
     why = point.get("fails_gate") or fails_gate(point.get("sha256"), rev, outcomes)
     return f"fails the gate ({why})" if why else ""
 
@@ -56,7 +63,9 @@ def build(kernel: str, points: list[dict], roles: dict, current: dict, order: li
     sweep's note, "" where none)}. `current`: revision -> source hash now; `order`: the ladder,
     which breaks ties (the later rung first); `band`: the GPU's wall-time noise band, under
     which a margin is a tie; `source`: what the table names as its sweep. "unserved": the
-    sweep's points where no revision qualifies (calls there take the nearest class). Deterministic:
+    sweep's points where no revision qualifies (calls there take the nearest class); "unranked":
+    those left out because a revision that qualifies elsewhere is stale there (the module's
+    docstring), with those revisions. Deterministic:
     the same points give the same table, whatever their order."""
     rank = {name: i for i, name in enumerate(order)}
     kept: dict = {}  # (dtype, shape) -> {revision: (ms, spread)}
@@ -72,6 +81,9 @@ def build(kernel: str, points: list[dict], roles: dict, current: dict, order: li
                                                                        float(p.get("spread") or 0.0))
 
     swept = {(p["dtype"], p["shape"]) for p in points if p["revision"] != COPY}
+    unserved = swept - set(kept)
+    unranked = _unranked(kept, left)
+    kept = {pt: revs for pt, revs in kept.items() if pt not in unranked}
 
     def order_key(name):  # the later rung first where two tie exactly
         return -rank.get(name, -1), name
@@ -105,8 +117,24 @@ def build(kernel: str, points: list[dict], roles: dict, current: dict, order: li
                                                                   key=order_key)},
             "left_out": {name: {why: len(pts) for why, pts in sorted(reasons.items())}
                          for name, reasons in sorted(left.items(), key=lambda kv: order_key(kv[0]))},
-            "unserved": [f"{d} {shape}" for d, shape in sorted(swept - set(kept), key=_point_order)],
+            "unserved": [f"{d} {shape}" for d, shape in sorted(unserved, key=_point_order)],
+            "unranked": {f"{d} {shape}": sorted(unranked[(d, shape)], key=order_key)
+                         for d, shape in sorted(unranked, key=_point_order)},
             "classes": classes, "fallback": _fallback(kept, order_key)}
+
+
+def _unranked(kept: dict, left: dict) -> dict:
+    """(dtype, shape) -> the revisions stale there that qualify at some other point: the points
+    the table cannot rank (the module's docstring)."""
+    contenders = {name for revs in kept.values() for name in revs}
+    out: dict = {}
+    for name, reasons in left.items():
+        if name not in contenders:
+            continue
+        for pt in reasons.get(STALE, ()):
+            if pt in kept and name not in kept[pt]:
+                out.setdefault(pt, set()).add(name)
+    return out
 
 
 def _point_order(point: tuple) -> tuple:

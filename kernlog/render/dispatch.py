@@ -141,9 +141,20 @@ def summary(path: Path, table: dict, root: Path | None = None) -> list[str]:
             lines.append(f"  {c['dtype']} {'/'.join(c['points'])}: only {c['revision']} qualifies")
     if table.get("unserved"):
         lines.append(f"  no revision qualifies at {len(table['unserved'])} point(s): {', '.join(table['unserved'])}")
+    if table.get("unranked"):
+        lines.append(f"  not ranked at {len(table['unranked'])} point(s), where a revision that qualifies elsewhere "
+                     "is stale (calls there take the nearest class; `kernlog bench` times them again): "
+                     + ", ".join(f"{pt} ({', '.join(names)})" for pt, names in table["unranked"].items()))
     for name, why in table["left_out"].items():
         lines.append(f"  left out: {name} ({', '.join(f'{w}: {n} point(s)' for w, n in why.items())})")
     return lines
+
+
+def _unranked_said(table: dict) -> str:
+    """The page's sentence on the points the table does not rank ("" where none)."""
+    stale = sorted({name for names in table.get("unranked", {}).values() for name in names})
+    return (f" {len(table['unranked'])} sweep point(s) are not ranked, where the figure of {', '.join(stale)} is "
+            f"stale: calls there take the nearest class." if stale else "")
 
 
 def page_md(root: Path, kernel) -> str | None:
@@ -171,7 +182,8 @@ def page_md(root: Path, kernel) -> str | None:
              f"and how the rows align; [dispatch](../docs/dispatch.md)). {_source(table)}. Every class, with "
              f"its runner-up and margin: `{path.relative_to(root).as_posix()}` (`kernlog dispatch {name}` writes "
              f"it from the sweep). Outside every class: {_fallbacks(table)}."
-             + (f" {none} class(es) where no revision qualifies (stale or unswept points)." if none else ""), "",
+             + (f" {none} class(es) where no revision qualifies (stale or unswept points)." if none else "")
+             + _unranked_said(table), "",
              "| revision | shape classes | sweep points | smallest margin over the runner-up |",
              "| --- | ---: | ---: | --- |"]
     for rev, classes in sorted(won.items(), key=lambda kv: (-len(kv[1]), kv[0])):
