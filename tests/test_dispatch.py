@@ -135,7 +135,9 @@ def test_a_point_where_a_qualifying_revision_is_stale_is_not_ranked_and_takes_th
     assert got.cls["points"] == ["4096x8192"] and got.revision == "v10_meet"
     said = "\n".join(render.summary(table_path(ROOT, "softmax"), table, ROOT))
     assert "not ranked at 1 point(s)" in said and "fp32 2048x8192 (v10_meet)" in said
-    assert "1 sweep point(s) are not ranked, where the figure of v10_meet is stale" in render._unranked_said(table)
+    said_on_page = render._unranked_said(table)
+    assert "1 sweep point(s) are not ranked, where the figure of v10_meet is stale" in said_on_page
+    assert "the nearest class or the fallback" in said_on_page
     assert render._unranked_said(before) == ""
 
 

@@ -17,7 +17,8 @@ Unranked: a point where a revision that qualifies elsewhere in the sweep was tim
 source. The sweep ran it there and its figure no longer holds, so the revisions left cannot say
 which is fastest: GELU's H100 sweep left v0_unfused alone at three sizes, where the dispatched
 op then ran 5-10x slower than the later rungs (on the H200). Such a point makes no class and
-counts for no fallback; calls there take the nearest class until `kernlog bench` times it again.
+counts for no fallback; calls there go where calls outside every class go (the nearest
+class, else the fallback: kernlog.library) until `kernlog bench` times it again.
 """
 from __future__ import annotations
 

@@ -143,7 +143,7 @@ def summary(path: Path, table: dict, root: Path | None = None) -> list[str]:
         lines.append(f"  no revision qualifies at {len(table['unserved'])} point(s): {', '.join(table['unserved'])}")
     if table.get("unranked"):
         lines.append(f"  not ranked at {len(table['unranked'])} point(s), where a revision that qualifies elsewhere "
-                     "is stale (calls there take the nearest class; `kernlog bench` times them again): "
+                     "is stale (calls there take the nearest class or the fallback; `kernlog bench` times them again): "
                      + ", ".join(f"{pt} ({', '.join(names)})" for pt, names in table["unranked"].items()))
     for name, why in table["left_out"].items():
         lines.append(f"  left out: {name} ({', '.join(f'{w}: {n} point(s)' for w, n in why.items())})")
@@ -154,7 +154,7 @@ def _unranked_said(table: dict) -> str:
     """The page's sentence on the points the table does not rank ("" where none)."""
     stale = sorted({name for names in table.get("unranked", {}).values() for name in names})
     return (f" {len(table['unranked'])} sweep point(s) are not ranked, where the figure of {', '.join(stale)} is "
-            f"stale: calls there take the nearest class." if stale else "")
+            f"stale: calls there take the nearest class or the fallback." if stale else "")
 
 
 def page_md(root: Path, kernel) -> str | None:
