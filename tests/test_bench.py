@@ -425,6 +425,7 @@ def test_the_front_page_line_takes_the_first_dtype_the_sweep_has():
     front = section["front"]
     assert front["dtype"] == "bf16" and front["point"]["best"] == "v5_tuned"
     assert front["point"]["vs_naive"] == 14.0
+    assert front["point"]["gpu"] == GPU["name"]  # the front line names the GPU of its sweep
 
 
 @pytest.mark.usefixtures("toy_picker")

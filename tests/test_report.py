@@ -6,7 +6,7 @@ import pytest
 from kernlog.registry import load_kernel
 from kernlog.render import facts, plots, report, sweeps
 
-from .helpers import SECTIONS_REP, kernel_page, make_record, profile_of, put, scratch_repo
+from .helpers import GPU, SECTIONS_REP, kernel_page, make_record, profile_of, put, scratch_repo
 
 
 def _profiles(root):
@@ -299,7 +299,8 @@ def test_the_front_page_names_ties_with_the_fastest_rather_than_one_inside_the_n
     put(root, make_record("torch", median_ms=0.13, seed=4))
     front = report.render(root, [load_kernel(root, "softmax")])  # no sweep: the front names the profiled fastest
     row = next(line for line in front.splitlines() if line.startswith("| softmax |")).split("|")
-    assert row[3].strip() in ("not swept; best profiled: v5_tuned ≈ v4_vectorized",
+    assert row[2].strip() == GPU["name"].removeprefix("NVIDIA ")  # the line names the GPU it was measured on
+    assert row[4].strip() in ("not swept; best profiled: v5_tuned ≈ v4_vectorized",
                               "not swept; best profiled: v4_vectorized ≈ v5_tuned")
     page = kernel_page(root)
     arc = {r.split("|")[1].strip(): r.split("|") for r in page.split("<!-- kernlog:end head -->")[0].splitlines()

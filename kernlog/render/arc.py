@@ -62,7 +62,7 @@ def point(sw: dict | None, shape: str, dtype: str, first_step: str | None, best:
             "best_ref": bar["best_ref"], "vs_ref": bar["vs_ref"], "ref_met": bar["ref_met"],
             "pct_copy": None if bar["of_copy"] is None else 100.0 * bar["of_copy"],
             "pct_matmul": 100.0 * vals[bar["name"]] / sw["ceiling"] if sw["unit"] == "TFLOP/s" else None,
-            "stale": bar["name"] in row["stale"], "unit": sw["unit"]}
+            "stale": bar["name"] in row["stale"], "unit": sw["unit"], "gpu": sw["gpu"]}
 
 
 def arc_rows(lad: dict, sw: dict | None, matmul: bool) -> list[dict]:

@@ -47,6 +47,7 @@ def _templates() -> jinja2.Environment:
     env.filters["f"] = lambda v, spec=".1f": "–" if v is None else format(v, spec)
     env.filters["cell"] = lambda v: " ".join(str(v or "").split()).replace("|", "\\|")  # one table cell's text
     env.filters["here"] = _here
+    env.filters["gpu"] = lambda name: (name or "–").removeprefix("NVIDIA ")  # a table cell's GPU: "H100 80GB HBM3"
     return env
 
 
@@ -82,7 +83,7 @@ def render_blocks(sections: list[dict], triaged: bool = False, paths: where.Path
         arc_row = next((r for r in (lad or {}).get("arc_rows", []) if row and r["revision"] == row["rec"].revision),
                        None)
         best_of[s["kernel"].name] = None if row is None else {
-            "name": row["rec"].revision, "us": row["rate"]["us"], "stale": row["stale"],
+            "name": row["rec"].revision, "us": row["rate"]["us"], "stale": row["stale"], "gpu": lad["gpu"]["name"],
             "vs_ref": (arc_row or {}).get("vs_ref"), "best_ref": (arc_row or {}).get("best_ref"),
             "ties": [t for t in lad["arc"]["ties"] if t != row["rec"].revision]}
     return {"front": env.get_template("front.md.j2").render(
