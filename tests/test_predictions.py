@@ -75,3 +75,21 @@ def test_every_kernels_claims_load_and_a_bad_file_is_one_line(tmp_path):
     (tmp_path / "kernels" / "k" / "predictions.toml").write_text("[v1\n")
     with pytest.raises(KernlogError, match="not valid TOML"):
         predictions.load(tmp_path, "k")
+
+
+def test_a_claim_nothing_here_measures_says_why():
+    rows, by = ladder()
+    first = predictions.judge([{"what": "speedup", "at_least": 1}], rows[0], by, "fp32", 0.02)
+    assert first["verdict"] == "not checkable here"
+    assert first["claims"][0]["why"] == "no earlier step profiled here"
+    same = dict(rows[1], same_as="v1", base=None, speedup=None)
+    (c,) = predictions.judge([{"what": "speedup", "at_least": 1}], same, by, "fp32", 0.02)["claims"]
+    assert c["value"] is None and c["why"] == "it runs v1's compiled kernel here"
+    gone = dict(rows[1], base="v0")  # a base this ladder has no row of
+    (c,) = predictions.judge([{"what": "ratio_vs_previous:stall_barrier", "at_most": 1}], gone, by, "fp32",
+                             0.02)["claims"]
+    assert c["why"] == "no profile of v0 here"
+    (c,) = predictions.judge([{"what": "speed_vs:liger", "at_least": 1}], rows[1], by, "fp32", 0.02)["claims"]
+    assert c["why"] == "no profile of liger here"
+    (c,) = predictions.judge([{"what": "no_such_metric", "at_least": 1}], rows[1], by, "fp32", 0.02)["claims"]
+    assert c["why"] == "the profile has no no_such_metric"

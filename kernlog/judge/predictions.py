@@ -74,6 +74,22 @@ def value(what: str, row: dict, rows: dict):
     return derived[what] if what in derived else m.get(what)
 
 
+def unmeasured(what: str, row: dict, rows: dict) -> str:
+    """Why `value` has nothing for `what` at `row`: the profile a comparison needs is missing
+    from this ladder (another GPU or shape), or the profile lacks the quantity."""
+    if what in ("speedup",) or what.startswith("ratio_vs_previous:"):
+        if row.get("same_as"):
+            return f"it runs {row['same_as']}'s compiled kernel here"
+        base = row.get("base")
+        if base is None:
+            return "no earlier step profiled here"
+        if base not in rows:
+            return f"no profile of {base} here"
+    if what.startswith("speed_vs:"):
+        return f"no profile of {what.split(':', 1)[1]} here"
+    return f"the profile has no {what.split(':', 1)[-1]}"
+
+
 def _text(c: dict) -> str:
     bound = (f"is {c['is']}" if "is" in c else
              " and ".join(f"{'>=' if k == 'at_least' else '<='} {c[k]:g}" for k in ("at_least", "at_most") if k in c))
@@ -98,7 +114,8 @@ def judge(claims: list[dict], row: dict, rows: dict, dtype: str, time_band: floa
             continue
         v = value(c["what"], row, rows)
         if v is None:
-            out.append({"text": _text(c), "value": None, "ok": None, "tie": False})
+            out.append({"text": _text(c), "value": None, "ok": None, "tie": False,
+                        "why": unmeasured(c["what"], row, rows)})
             continue
         slack = time_band if c["what"].startswith(SPEED) else 0.0
         ok = (v == c["is"]) if "is" in c else (

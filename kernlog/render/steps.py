@@ -59,7 +59,8 @@ def _claim_lines(judged: dict | None, at: str = "") -> list[tuple[str, bool | No
     out = []
     for c in (judged or {}).get("claims", []):
         v = c["value"]
-        value = "not measured" if v is None else v if isinstance(v, str) else format(v, ".3g")
+        value = (f"not measured ({c['why']})" if c.get("why") else "not measured") if v is None else \
+            v if isinstance(v, str) else format(v, ".3g")
         ok = "" if c["ok"] is None else (" (met, a tie)" if c["tie"] else " (met)") if c["ok"] else " (missed)"
         out.append((f"{c['text']}{at}: {value}{ok}", c["ok"]))
     return out
