@@ -143,7 +143,8 @@ def test_the_sweep_shows_a_same_size_copy_last_and_never_judges_it_stale(tmp_pat
     # of copy over the same run's copy (2700 / 2750), the copy itself never marked stale
     assert "| fp32 | 8192x4096 | v7_bf16_packed† | 2700 | 1.23x | 98% | torch |" in text
     assert "*copy*: a device-to-device copy of as many bytes" in text
-    assert "† Measured on an older source of v7_bf16_packed: `kernlog bench softmax --rev v7_bf16_packed`" in text
+    assert ("† Measured on an older source: v7_bf16_packed at fp32 8192x4096 (marked where it is a step or "
+            "reference the table shows): `kernlog bench softmax --rev v7_bf16_packed`") in text
 
 
 @pytest.mark.gpu

@@ -191,7 +191,8 @@ def test_figures_from_an_older_source_are_marked_stale(tmp_path):
     assert "- **torch_compile**†:" in text and "- **torch**:" in text
     assert "| fp32 | 4096x1024 | – | – | – | triton† | 1900 |" in text
     assert "| fp32 | 1024x131072 | – | – | – | triton | 2800 |" in text
-    assert "† Measured on an older source of triton: `kernlog bench softmax --rev triton`" in text
+    assert ("† Measured on an older source: triton at fp32 4096x1024 (marked where it is a step or reference "
+            "the table shows): `kernlog bench softmax --rev triton`") in text  # its current point is not named
     front = report.render(root, [kernel])
     assert ("- softmax: profiles of torch_compile (8192x4096 fp32 on NVIDIA H100 80GB HBM3); sweep points of "
             "triton (on NVIDIA H100 80GB HBM3) were measured on an older source.") in front

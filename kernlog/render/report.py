@@ -48,7 +48,29 @@ def _templates() -> jinja2.Environment:
     env.filters["cell"] = lambda v: " ".join(str(v or "").split()).replace("|", "\\|")  # one table cell's text
     env.filters["here"] = _here
     env.filters["gpu"] = lambda name: (name or "–").removeprefix("NVIDIA ")  # a table cell's GPU: "H100 80GB HBM3"
+    env.filters["lead"] = lead
     return env
+
+
+def lead(doc: str, most: int = 300) -> str:
+    """A kernel's docstring as its page's head shows it: its whole paragraphs up to `most`
+    characters, else the first paragraph's whole sentences up to that (at least its first), so
+    no word is cut."""
+    paras = [" ".join(p.split()) for p in (doc or "").strip().split("\n\n") if p.strip()]
+    kept: list[str] = []
+    for p in paras:
+        if len(" ".join(kept + [p])) > most:
+            break
+        kept.append(p)
+    if kept or not paras:
+        return "\n\n".join(kept)
+    sentences = re.split(r"(?<=[.!?:])\s+", paras[0])
+    out = sentences[0]
+    for sentence in sentences[1:]:
+        if len(out) + 1 + len(sentence) > most:
+            break
+        out += " " + sentence
+    return out
 
 
 def _env() -> jinja2.Environment:

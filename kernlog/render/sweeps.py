@@ -164,6 +164,8 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
     return {"revisions": revs, "rows": rows,
             "groups": _groups(rows, families), "metric": metric_name, "ceiling": ceiling,
             "stale": sorted({r for row in rows for r in row["stale"]}, key=by_rank),
+            "stale_at": {r: [f"{row['dtype']} {row['shape']}" for row in rows if r in row["stale"]]
+                         for r in {r for row in rows for r in row["stale"]}},
             "fails_now": sorted({(r, why) for row in rows for r, why in row["fails_now"].items()},
                                 key=lambda rw: (by_rank(rw[0]), rw[1])),
             "has_copy": COPY in revs, "runs": runs,
