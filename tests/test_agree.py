@@ -32,8 +32,8 @@ def test_a_planted_disagreement_is_flagged_and_an_agreeing_point_is_not(tmp_path
     page = kernel_page(root)
     assert NOTE in page
     line = next(ln for ln in page.splitlines() if ln.startswith("- torch_compile: profiled"))
-    assert line == (f"- torch_compile: profiled {c_ms * 1e3:.2f} us, swept {c_ms * 1.1e3:.2f} us, 9.1% apart, "
-                    "beyond the ±3.5% band.")
+    assert line == (f"- torch_compile: profiled {c_ms * 1e3:.2f} us, swept {c_ms * 1.1e3:.2f} us, 9.09% apart, "
+                    "beyond the ±3.50% band.")
     assert "- torch: profiled" not in page
     # a visible note, not a broken log: report --check has nothing against it
     sections = report.collect(root, [kernel])
