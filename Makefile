@@ -39,7 +39,7 @@ setup: $(VENV)/.kernlog-setup
 	       $(PY) -m pip install -q --no-deps -e . ; }
 
 # The main job. Without a GPU it renders from the committed profiles/; on a GPU machine run
-# `make gpu` first to capture what is missing.
+# `kernlog profile KERNEL` (README, Profiling on a GPU), or a stage of `make gpu STAGE=...`, first.
 log: setup
 	$(PY) -m kernlog report
 
@@ -68,6 +68,9 @@ LIGER := liger-kernel==0.8.5
 liger-wheel: setup
 	$(PY) -m pip download -q --no-deps $(LIGER) -d wheels
 
-# On a GPU machine with ncu (no install: uses the packages already there).
+# On a GPU machine with ncu (no install: uses the packages already there): one stage of
+# scripts/gpu.sh, e.g. `make gpu STAGE="profile softmax"` (its header lists the stages).
+STAGE ?=
 gpu:
-	bash scripts/gpu.sh
+	@test -n "$(STAGE)" || { echo 'make: name a stage of scripts/gpu.sh: make gpu STAGE="profile softmax" (check, sanitize, profile, bench, misses, liger, noise, retime, coldprofile, adopt)' >&2; exit 2; }
+	bash scripts/gpu.sh $(STAGE)
