@@ -199,6 +199,53 @@ def test_a_call_beyond_the_sweep_or_of_an_unswept_dtype_takes_the_fallback():
     assert (fp16.revision, fp16.how) == (table["fallback"][ANY][0], "fallback")
 
 
+def test_a_call_takes_the_fallback_two_octaves_past_the_sweep_on_either_side():
+    table = build()  # tiled fp32 classes: rows of 64 and 4096, 8192 columns
+    assert pick(table, (4096, 1 << 14), "fp32").how == "nearest"  # one octave past the columns: the nearest
+    assert pick(table, (4096, 1 << 15), "fp32").how == "fallback"  # two past
+    assert pick(table, (32, 8192), "fp32").how == "nearest"  # one octave under the rows
+    assert pick(table, (16, 8192), "fp32").how == "fallback"  # two under
+
+
+def test_the_nearest_class_is_one_with_a_pick_by_squared_octaves():
+    # 768 and 1024 rows share a class, but no revision was timed at both: it ranks nothing
+    disjoint = {**SWEEP, ("768x8192", "fp32"): {"v10_meet": 0.1}, ("1024x8192", "fp32"): {"triton": 0.1}}
+    table = build(points(disjoint))
+    assert [c["revision"] for c in table["classes"] if c["points"] == ["768x8192", "1024x8192"]] == [None]
+    got = pick(table, (1024, 8192), "fp32")
+    assert got.how == "nearest" and got.cls["points"] == ["4096x8192"]
+    # (2048, 2048) is 3 octaves from 16384x2048 (3 + 0) and from 8192x8192 (2 + 2), but 9 against 8 squared
+    spread = {("16384x2048", "fp32"): {"triton": 1.0}, ("8192x8192", "fp32"): {"v10_meet": 1.0},
+              ("512x65536", "fp32"): {"v0_naive": 1.0}}
+    assert pick(build(points(spread)), (2048, 2048), "fp32").cls["points"] == ["8192x8192"]
+
+
+def test_the_fallback_takes_the_calls_own_dtype_ranking_before_every_dtypes():
+    table = build()
+    table["fallback"][ANY] = ["v0_naive"]
+    assert pick(table, (4096, 1 << 20), "fp32").revision == table["fallback"]["fp32"][0] != "v0_naive"
+
+
+def test_a_known_wrong_revision_or_a_point_with_no_source_hash_never_qualifies():
+    wrong = judge.build("softmax", points(), dict(ROLES, v10_meet="wrong"), CURRENT, ORDER, ROWS, OUTCOMES, 0.02, {})
+    assert wrong["left_out"]["v10_meet"] == {"a wrong": 4} and "v10_meet" not in wrong["revisions"]
+    unhashed = [dict(p, sha256="") if p["revision"] == "v10_meet" else p for p in points()]
+    assert "v10_meet" not in build(unhashed)["revisions"]
+
+
+def test_the_check_sees_any_change_to_a_table_and_the_page_shows_a_current_one(tmp_path):
+    table = load_table(table_path(ROOT, "softmax"))
+    table["fallback"]["fp32"] = list(reversed(table["fallback"]["fp32"]))  # the classes untouched
+    moved = tmp_path / "dispatch.json"
+    moved.write_text(json.dumps(table))
+    assert render.check(ROOT, "softmax", path=moved) != ""
+    page = render.page_md(ROOT, "softmax")
+    assert "| revision | shape classes |" in page and "made from another sweep" not in page
+    assert "tie" in render._margin({"margin": 0.02, "noise": 0.02})  # a margin at the band is a tie
+    said = render.summary(table_path(ROOT, "softmax"), build(band=0.0), ROOT)
+    assert not any("0.0% slower" in line for line in said)  # a class's pick is never said to lose by nothing
+
+
 def test_a_revision_that_declines_the_shape_or_cannot_run_is_passed_over():
     table = build()
     got = pick(table, (4096, 8192), "fp32", refuses=lambda name, shape: "no" if name == "v10_meet" else "")
