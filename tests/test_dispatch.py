@@ -10,6 +10,7 @@ import torch
 from click.testing import CliRunner
 
 from kernlog.commands.main import main
+from kernlog.errors import KernlogError
 from kernlog.judge import dispatch as judge
 from kernlog.library import (
     ANY,
@@ -342,6 +343,20 @@ def test_the_entry_point_passes_a_cuda_c_pick_over_on_the_cpu():
     torch.testing.assert_close(library.softmax(x), torch.softmax(x, -1))
     y = torch.randn(2, 3, 40)
     torch.testing.assert_close(library.softmax(y), torch.softmax(y, -1))
+
+
+def test_a_pick_is_kept_per_device_and_triton_on_the_cpu_needs_the_interpreter(monkeypatch):
+    from kernlog.library import Dispatched
+
+    op = Dispatched(SOFTMAX, load_table(table_path(ROOT, "softmax")))
+    monkeypatch.setattr(op, "_launcher", lambda name, device: (
+        Dispatched._launcher(op, name, device) if device == "cpu" else None))  # "cuda": anything loads
+    cpu = op.pick((4096, 8192), "fp32", "cpu")
+    assert op.pick((4096, 8192), "fp32", "cuda").revision == "v4_vectorized" != cpu.revision  # the class's own
+    monkeypatch.delenv("TRITON_INTERPRET")
+    bare = Dispatched(SOFTMAX, load_table(table_path(ROOT, "softmax")))
+    with pytest.raises(KernlogError, match="TRITON_INTERPRET=1"):
+        bare.pick((4096, 8192), "fp32", "cpu")  # neither CUDA C nor Triton runs here
 
 
 def test_an_entry_point_runs_the_table_it_is_given(tmp_path):
