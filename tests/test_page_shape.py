@@ -84,3 +84,22 @@ def test_a_claim_about_another_shape_is_judged_on_the_step_and_counts_in_its_ver
     assert p["claims"] == ["c0: 1 (met)", "c0 at 1x32x4096x128 bf16 on NVIDIA H200: 1 (missed)"]
     unjudged = {"rec": SimpleNamespace(predicts="it gets faster"), "judged": None}
     assert steps._prediction(unjudged, [("there", other)])["verdict"] == "missed"
+
+
+def test_a_page_head_quotes_its_front_page_line_where_the_sweep_has_its_point():
+    """One fact, one value: the front page's figures of a kernel (its sweep) are the figures the
+    page's head names as its sweep's, beside its profile's."""
+    log = (ROOT / where.of(ROOT).log).read_text()
+    rows = {cells[1].strip(): cells for line in log.splitlines() if line.startswith("| ")
+            for cells in [line.split("|")] if len(cells) > 8}
+    quoted = 0
+    for page in PAGES:
+        head = "\n".join(page.read_text().splitlines()[:20])
+        row = rows.get(page.stem)
+        if row is None or "(the front page's figures)" not in head:
+            continue
+        rate, ref = row[5].strip(), row[6].strip()  # a ratio over two runs keeps its § there too
+        assert f"(the front page's figures): {rate}, {ref}." in head, page.stem
+        assert ", in its profile: " in head
+        quoted += 1
+    assert quoted >= 5  # the swept kernels: attention, layernorm, matmul_relu, rmsnorm, softmax and more

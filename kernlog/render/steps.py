@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from kernlog.judge import predictions
 from kernlog.metrics import ranked_stalls
+from kernlog.render import limits
 
 AT_CEILING = 0.9  # of its roofline: at or above it, a step is at its ceiling
 
@@ -203,11 +204,24 @@ def stands(s: dict, lad: dict | None) -> str | None:
     if a.get("vs_ref") is not None and a.get("best_ref"):
         against.append(f"{a['vs_ref']:.2f}x {a['best_ref']}, the fastest reference")
     text = (f"{name}{'†' if row['stale'] else ''} is the best step at {lad['shape']} {lad['dtype']} on "
-            f"{lad['gpu']['name']}: {', '.join(parts)}" + (f"; {', '.join(against)}" if against else ""))
+            f"{lad['gpu']['name']}, in its profile: {', '.join(parts)}"
+            + (f"; {', '.join(against)}" if against else ""))
     ties = [t for t in arc.get("ties", []) if t != name]
     if ties:
         text += f". Within noise of it: {', '.join(ties)}"
-    return text + "."
+    return text + "." + _in_sweep(s, lad, name, matmul)
+
+
+def _in_sweep(s: dict, lad: dict, name: str, matmul: bool) -> str:
+    """The front page's figures of the same step at the same point, where its sweep has them:
+    the profile and the sweep are two measurements, and the page says both with their source."""
+    p = (s.get("front") or {}).get("point")
+    if not p or p.get("best") != name or (p["shape"], p["dtype"], p.get("gpu")) != (
+            lad["shape"], lad["dtype"], lad["gpu"]["name"]) or p.get("rate") is None:
+        return ""
+    vs = f"{p['vs_ref']:.2f}x" if p.get("vs_ref") is not None and p.get("best_ref") else ""
+    ref = f", {limits.cross_run(vs) if p.get('apart_ref') else vs} {p['best_ref']}" if vs else ""
+    return (f" In its sweep (the front page's figures): {p['rate']:.0f} {'TFLOP/s' if matmul else 'GB/s'}{ref}.")
 
 
 def others(s: dict) -> list[dict]:
