@@ -77,7 +77,7 @@ def value(what: str, row: dict, rows: dict):
 def unmeasured(what: str, row: dict, rows: dict) -> str:
     """Why `value` has nothing for `what` at `row`: the profile a comparison needs is missing
     from this ladder (another GPU or shape), or the profile lacks the quantity."""
-    if what in ("speedup",) or what.startswith("ratio_vs_previous:"):
+    if what == "speedup" or what.startswith("ratio_vs_previous:"):
         if row.get("same_as"):
             return f"it runs {row['same_as']}'s compiled kernel here"
         base = row.get("base")

@@ -105,7 +105,7 @@ def render_blocks(sections: list[dict], triaged: bool = False, paths: where.Path
         arc_row = next((r for r in (lad or {}).get("arc_rows", []) if row and r["revision"] == row["rec"].revision),
                        None)
         best_of[s["kernel"].name] = None if row is None else {
-            "name": row["rec"].revision, "us": row["rate"]["us"], "stale": row["stale"], "gpu": lad["gpu"]["name"],
+            "name": row["rec"].revision, "us": row["rate"]["us"], "stale": row["stale"],
             "vs_ref": (arc_row or {}).get("vs_ref"), "best_ref": (arc_row or {}).get("best_ref"),
             "ties": [t for t in lad["arc"]["ties"] if t != row["rec"].revision]}
     return {"front": env.get_template("front.md.j2").render(

@@ -209,10 +209,10 @@ def stands(s: dict, lad: dict | None) -> str | None:
     ties = [t for t in arc.get("ties", []) if t != name]
     if ties:
         text += f". Within noise of it: {', '.join(ties)}"
-    return text + "." + _in_sweep(s, lad, name, matmul)
+    return text + "." + _in_sweep(s, lad, name)
 
 
-def _in_sweep(s: dict, lad: dict, name: str, matmul: bool) -> str:
+def _in_sweep(s: dict, lad: dict, name: str) -> str:
     """The front page's figures of the same step at the same point, where its sweep has them:
     the profile and the sweep are two measurements, and the page says both with their source."""
     p = (s.get("front") or {}).get("point")
@@ -221,7 +221,7 @@ def _in_sweep(s: dict, lad: dict, name: str, matmul: bool) -> str:
         return ""
     vs = f"{p['vs_ref']:.2f}x" if p.get("vs_ref") is not None and p.get("best_ref") else ""
     ref = f", {limits.cross_run(vs) if p.get('apart_ref') else vs} {p['best_ref']}" if vs else ""
-    return (f" In its sweep (the front page's figures): {p['rate']:.0f} {'TFLOP/s' if matmul else 'GB/s'}{ref}.")
+    return f" In its sweep (the front page's figures): {p['rate']:.0f} {p['unit']}{ref}."
 
 
 def others(s: dict) -> list[dict]:

@@ -161,11 +161,14 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
     roles = roles or {}
     for row in rows:
         row["bars"] = _bars(row, roles, band, bar)
+    stale_at: dict = {}  # revision -> the points ("dtype shape") where its figure is of an older source
+    for row in rows:
+        for r in row["stale"]:
+            stale_at.setdefault(r, []).append(f"{row['dtype']} {row['shape']}")
     return {"revisions": revs, "rows": rows,
             "groups": _groups(rows, families), "metric": metric_name, "ceiling": ceiling,
-            "stale": sorted({r for row in rows for r in row["stale"]}, key=by_rank),
-            "stale_at": {r: [f"{row['dtype']} {row['shape']}" for row in rows if r in row["stale"]]
-                         for r in {r for row in rows for r in row["stale"]}},
+            "stale": sorted(stale_at, key=by_rank),
+            "stale_at": stale_at,
             "fails_now": sorted({(r, why) for row in rows for r, why in row["fails_now"].items()},
                                 key=lambda rw: (by_rank(rw[0]), rw[1])),
             "has_copy": COPY in revs, "runs": runs,
