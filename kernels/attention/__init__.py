@@ -7,8 +7,9 @@ profile shape is GPT-2 small's attention at 1024 tokens, (1, 12, 1024, 64).
 
 The ladder: v0_library, the naive way through the library (cuBLAS products, the T x T scores
 through DRAM, kernlog's Triton softmax), then v1_flash, one fused Triton kernel with online
-softmax, v2_tuned, its causal loop split and its blocks picked per shape, and v3_fma, the
-scale applied inside the exponent as one multiply-add. References: the same math eager
+softmax, v2_tuned, its causal loop split and its blocks picked per shape, v3_fma, the
+scale applied inside the exponent as one multiply-add, and v4_wgmma, a CUDA C kernel on Hopper's
+wgmma with loads, products and softmax overlapped, picked per shape against v3's. References: the same math eager
 (`torch`), torch.compile of it, and F.scaled_dot_product_attention (`torch_sdpa`, cuDNN's
 fused attention on this PyTorch), which is the speed bar: 0.95x of it on every family member.
 
@@ -31,6 +32,7 @@ F = LazyModule("torch.nn.functional", globals())
 HERE = Path(__file__).resolve().parent
 INTERPRETER_SOURCE = Path(triton_interpreter.__file__).resolve()  # kernlog's interpreter shim
 SOFTMAX = HERE.parent / "softmax"
+MATMUL_CUDA_LAUNCH = HERE.parent / "matmul_relu" / "cuda_launch.py"  # v4_wgmma builds and encodes as cu8 does
 HEAD_DIMS = (16, 32, 64, 128)  # v1_flash.HEAD_DIMS, kept here so the registry imports no Triton
 
 
@@ -106,6 +108,12 @@ def _load_v3():
     return lambda inputs, out: attention(*inputs, out)
 
 
+def _load_v4():
+    from .v4_wgmma import attention
+
+    return lambda inputs, out: attention(*inputs, out)
+
+
 def _load_sdpa():
     return lambda inputs, out: sdpa(*inputs)
 
@@ -134,6 +142,17 @@ REVISIONS = (
              "candidates led by 64-row query blocks at 4 warps, and at head dim 128 v2's loop among them",
              ">= v2_tuned at (1, 12, 1024, 64) bf16; no family member slower than v2_tuned beyond noise",
              refuses=refuses_head_dim),
+    Revision("v4_wgmma", "cuda", (HERE / "cuda" / "v4_wgmma.cu", HERE / "v4_wgmma.py", HERE / "v3_fma.py",
+                                  HERE / "v2_tuned.py", HERE / "v1_flash.py", MATMUL_CUDA_LAUNCH, INTERPRETER_SOURCE,
+                                  TUNING_SOURCE),
+             _load_v4,
+             "CUDA C on Hopper (sm_90a), built as cuDNN's kernel: a warpgroup loads Q, then K and V per 128-key "
+             "block by TMA into a 3-stage ring; two warpgroups of 64 query rows run S = Q K^T and O += P V on "
+             "wgmma (P from registers) and issue each block's S product before the last block's P V, so the "
+             "softmax runs while that product is in flight; bf16 at head dims 64 and 128, timed per shape "
+             "beside v3_fma's candidates (fp32, other head dims and the CPU run v3_fma)",
+             ">= v3_fma on every family member; >= 1.1x v3_fma at the head-dim-128 members of 2048 tokens and "
+             "more", refuses=refuses_head_dim),
     *references(eager, HERE / "__init__.py",
                 "the math, eager: torch.matmul, masked_fill, torch.softmax, torch.matmul (the scores through DRAM)",
                 "torch.compile of the eager math (Inductor fuses the mask and the softmax; the products are "
