@@ -390,7 +390,10 @@ def test_a_prediction_with_no_claim_about_the_shape_says_so_rather_than_an_empty
     root = scratch_repo(tmp_path)
     put(root, make_record("v8_split", median_ms=0.19, shape=(4096, 50257), dtype="bf16"))
     line = next(ln for ln in kernel_page(root).splitlines() if ln.startswith("- **Prediction**"))
-    assert ": ." not in line and "(NOT JUDGED HERE)" in line and line.endswith("(No claim about 4096x50257 bf16.)")
+    assert ": ." not in line and "(NOT JUDGED HERE)" in line and "(No claim about 4096x50257 bf16.)" in line
+    # and what the profiles cannot judge (predictions.toml's `unchecked`) is said, after the claims
+    assert line.endswith("(No claim about 4096x50257 bf16.) Not judged by a profile: rows <= 128 at >= F.softmax "
+                         "and long / decode rows at >= 1.5 TB/s: the family sweep."), line
 
 
 def test_judge_and_render_modules_stay_small_and_free_of_import_circles():

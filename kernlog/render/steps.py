@@ -80,7 +80,7 @@ def _prediction(row: dict, others: list[tuple[str, dict]] = (), here: str = "") 
     for where, other in others:
         lines += _claim_lines(other.get("judged"), f" at {where}")
     return {"text": text, "verdict": predictions.verdict([ok for _, ok in lines]) if lines else None,
-            "claims": [line for line, _ in lines]}
+            "claims": [line for line, _ in lines], "unchecked": (row.get("unchecked") or "").rstrip(". ")}
 
 
 def _other_rows(ladders: list[dict], lad: dict) -> dict[str, list[tuple[str, dict]]]:
