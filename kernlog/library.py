@@ -23,6 +23,7 @@ the CPU, Triton on the CPU without its interpreter).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from kernlog.errors import CannotRun, KernlogError, Unsupported
 from kernlog.spec import DTYPE_BYTES, Kernel, Shape, format_shape
 
 TABLE = "dispatch.json"  # beside the operator: the library reads it wherever the kernels go
+GPU_TABLE = "dispatch."  # dispatch.<gpu slug>.json: a table of another GPU's own sweep, beside it
 SCHEMA = 1
 ALIGN_BYTES = 16  # a row of whole 16-byte words: what 128-bit loads and TMA descriptors need
 TILE = 128  # a row of whole tiles: a multiple of the 64- and 128-wide blocks the ladders use
@@ -93,8 +95,16 @@ def class_key(shape, dtype: str, rule: ClassRule) -> tuple:
     return dtype, align(shape, dtype, rule), tuple(bucket(n) for n in shape)
 
 
-def table_path(root: Path, kernel: str) -> Path:
-    return config.layout(root).kernels / kernel / TABLE
+def table_path(root: Path, kernel: str, gpu: str | None = None) -> Path:
+    """The operator's table, <kernels>/<kernel>/dispatch.json; with `gpu` (a slug), the table of
+    that GPU's own sweep beside it, dispatch.<gpu>.json, which calls on that GPU read first."""
+    return config.layout(root).kernels / kernel / (TABLE if gpu is None else f"{GPU_TABLE}{gpu}.json")
+
+
+def gpu_table_paths(root: Path, kernel: str) -> dict[str, Path]:
+    """{GPU slug: path} of the operator's per-GPU tables (dispatch.<gpu>.json)."""
+    folder = config.layout(root).kernels / kernel
+    return {p.name[len(GPU_TABLE):-len(".json")]: p for p in sorted(folder.glob(f"{GPU_TABLE}*.json"))}
 
 
 def load_table(path: Path) -> dict | None:
@@ -115,14 +125,16 @@ def load_table(path: Path) -> dict | None:
 @dataclass(frozen=True)
 class Pick:
     revision: str
-    how: str  # "class" (the call's own), "nearest" (the nearest class), "fallback"
+    # "gpu" (the call's own class in this GPU's table), "class" (its own class), "nearest" (the
+    # nearest class), "fallback"
+    how: str
     cls: dict | None  # the class entry it came from; None for the fallback
     why: str = ""  # for a fallback: why no class served
 
     def line(self) -> str:
         if self.how == "fallback":
             return f"{self.revision} (fallback: {self.why})"
-        where = "" if self.how == "class" else "nearest "
+        where = {"class": "", "nearest": "nearest ", "gpu": "this GPU's own "}[self.how]
         return f"{self.revision} ({where}class of {', '.join(self.cls['points'])})"
 
 
@@ -146,13 +158,21 @@ def nearest(table: dict, shape, dtype: str) -> tuple[dict | None, str, str]:
     return mine[dist[2]], "class" if dist[0] == 0 else "nearest", ""
 
 
-def pick(table: dict, shape, dtype: str, refuses: Callable | None = None, skip=()) -> Pick:
+def pick(table: dict, shape, dtype: str, refuses: Callable | None = None, skip=(), own: dict | None = None) -> Pick:
     """The revision a call of `shape` and `dtype` runs. `refuses(revision, shape)`: why the
     revision declines the shape ("" where it runs it: spec.Revision.refusal); `skip`: revisions
-    not to take (those that cannot run here). LookupError where no revision of the table runs it."""
+    not to take (those that cannot run here). `own`: the table of the GPU the call runs on, made
+    from that GPU's own sweep: where the call falls in one of its classes, that class's ranking
+    first; its nearest class and fallback are not taken (the sweep that made `table` is the wider
+    one). LookupError where no revision of the tables runs it."""
     def runs(name):
         return name not in skip and not (refuses and refuses(name, tuple(shape)))
 
+    mine, how, _ = nearest(own, tuple(shape), dtype) if own is not None else (None, "", "")
+    if mine is not None and how == "class":
+        for name, _ in mine["ranking"]:
+            if runs(name):
+                return Pick(name, "gpu", mine)
     cls, how, why = nearest(table, tuple(shape), dtype)
     if cls is not None:
         for name, _ in cls["ranking"]:
@@ -174,6 +194,16 @@ def dtype_name(tensor) -> str:
     return names[name]
 
 
+@functools.lru_cache(maxsize=None)
+def device_gpu(index: int | None) -> str:
+    """The slug of CUDA device `index` (profiles/ spells its folder so), asked of torch once."""
+    import torch
+
+    from kernlog.identity import gpu_slug
+
+    return gpu_slug(torch.cuda.get_device_name(index))
+
+
 def first_shape(inputs) -> Shape:
     """The call's shape where it is the first input's (every operator here but the matmul)."""
     return tuple(inputs[0].shape)
@@ -185,31 +215,37 @@ class Dispatched:
     into `out` (a fresh kernel.make_output where None). Picks are kept per (shape, dtype,
     device); each revision is loaded on its first pick."""
 
-    def __init__(self, kernel: Kernel, table: dict, shape_of: Callable = first_shape):
+    def __init__(self, kernel: Kernel, table: dict, shape_of: Callable = first_shape,
+                 gpu_tables: dict[str, dict] | None = None):
         self.kernel, self.table, self.shape_of = kernel, table, shape_of
+        self.gpu_tables = gpu_tables or {}  # GPU slug -> the table of that GPU's own sweep
         self._picks: dict = {}
         self._launchers: dict = {}
         self.unrunnable: dict[str, dict[str, str]] = {}  # device -> {revision: why it cannot run there}
 
     @classmethod
     def open(cls, root: Path, name: str, shape_of: Callable = first_shape, path: Path | None = None) -> Dispatched:
-        """The entry point of kernel `name` from its table (`path`, by default its dispatch.json)."""
+        """The entry point of kernel `name` from its table (`path`, by default its dispatch.json,
+        with the per-GPU tables beside it)."""
         from kernlog.registry import load_kernel
 
+        own = {} if path else {gpu: load_table(p) for gpu, p in gpu_table_paths(root, name).items()}
         path = path or table_path(root, name)
         table = load_table(path)
         if table is None:
             raise KernlogError(f"{name}: no dispatch table at {path}; `kernlog dispatch {name}` makes it")
-        return cls(load_kernel(root, name), table, shape_of)
+        return cls(load_kernel(root, name), table, shape_of, own)
 
-    def pick(self, shape: Shape, dtype: str, device: str = "cuda") -> Pick:
+    def pick(self, shape: Shape, dtype: str, device: str = "cuda", gpu: str | None = None) -> Pick:
         """The pick for a call of `shape` and `dtype` on `device` ("cuda" or "cpu"), its revision
-        loaded. KernlogError where no revision of the table runs it here."""
-        key = (tuple(shape), dtype, device)
+        loaded; `gpu`, the slug of the GPU it runs on, whose own table (if any) is read first.
+        KernlogError where no revision of the table runs it here."""
+        key = (tuple(shape), dtype, device, gpu)
+        own = self.gpu_tables.get(gpu) if device != "cpu" else None
         while key not in self._picks:
             skip = self.unrunnable.get(device, {})
             try:
-                got = pick(self.table, shape, dtype, lambda n, s: self.kernel.revision(n).refusal(s), skip)
+                got = pick(self.table, shape, dtype, lambda n, s: self.kernel.revision(n).refusal(s), skip, own)
             except LookupError as e:
                 said = "; ".join(f"{n} cannot run on {device} here: {w}" for n, w in skip.items())
                 raise KernlogError(f"{e}{'; ' + said if said else ''}") from None
@@ -237,7 +273,9 @@ class Dispatched:
 
     def __call__(self, inputs, out=None):
         first = inputs[0]
-        got = self.pick(self.shape_of(inputs), dtype_name(first), "cpu" if first.device.type == "cpu" else "cuda")
+        on_cpu = first.device.type == "cpu"
+        got = self.pick(self.shape_of(inputs), dtype_name(first), "cpu" if on_cpu else "cuda",
+                        None if on_cpu or not self.gpu_tables else device_gpu(first.device.index))
         if out is None:
             out = self.kernel.make_output(inputs)
         return self._launchers[got.revision](inputs, out)

@@ -12,7 +12,8 @@ from kernlog.commands.common import handled, root_of
 @click.argument("kernels", nargs=-1, required=True, metavar="KERNEL...")
 @click.option("--gpu", default=None, metavar="SLUG",
               help="The GPU whose sweep makes the table (default: the only one that swept the kernel, "
-                   "else [tool.kernlog] primary_gpu).")
+                   "else [tool.kernlog] primary_gpu); another GPU's table is dispatch.SLUG.json, read on "
+                   "that GPU first.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="The table's file instead of <kernels>/KERNEL/dispatch.json (one KERNEL only).")
 @click.option("--check", "check_only", is_flag=True,

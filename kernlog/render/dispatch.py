@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kernlog.errors import KernlogError
 from kernlog.judge import dispatch as judge
-from kernlog.library import ANY, ClassRule, load_table, rule_for, table_path
+from kernlog.library import ANY, ClassRule, gpu_table_paths, load_table, rule_for, table_path
 from kernlog.spec import Kernel
 from kernlog.store import dispatch as store
 
@@ -63,17 +63,30 @@ def make_table(root: Path, name: str, gpu: str | None = None) -> dict:
     return table
 
 
+def own_gpu(root: Path, name: str, gpu: str | None) -> str | None:
+    """Which table `gpu`'s sweep makes: None for the operator's dispatch.json (no GPU named, or
+    the one sweep_gpu takes without one), else `gpu`, whose table is dispatch.<gpu>.json."""
+    if gpu is None:
+        return None
+    try:
+        default = sweep_gpu(root, name)
+    except KernlogError:  # several GPUs swept it and none is the primary one: the named one is the table
+        return None
+    return None if gpu == default else gpu
+
+
 def generate(root: Path, name: str, gpu: str | None = None, out: Path | None = None) -> tuple[Path, dict]:
     """Make kernel `name`'s dispatch table (make_table) and write it to `out`, by default
-    <kernels>/<name>/dispatch.json; (the path, the table)."""
+    <kernels>/<name>/dispatch.json, or dispatch.<gpu>.json for another GPU's sweep (own_gpu);
+    (the path, the table)."""
     table = make_table(root, name, gpu)
-    return store.save(out or table_path(root, name), table), table
+    return store.save(out or table_path(root, name, own_gpu(root, name, gpu)), table), table
 
 
 def check(root: Path, name: str, gpu: str | None = None, path: Path | None = None) -> str:
-    """"" where kernel `name`'s table file (`path`, by default its dispatch.json) is what its
-    sweep makes now, else what differs in one line."""
-    path = path or table_path(root, name)
+    """"" where kernel `name`'s table file (`path`, by default the one `generate` writes for
+    `gpu`) is what its sweep makes now, else what differs in one line."""
+    path = path or table_path(root, name, own_gpu(root, name, gpu))
     fresh = make_table(root, name, gpu)
     kept = load_table(path)
     if kept is None:
@@ -84,7 +97,7 @@ def check(root: Path, name: str, gpu: str | None = None, path: Path | None = Non
              if c not in kept["classes"]]
     return (f"{name}: {path} is not what the sweep makes now ({len(moved)} class(es) differ"
             f"{': ' + '; '.join(moved[:3]) if moved else ''}{'...' if len(moved) > 3 else ''}); "
-            f"`kernlog dispatch {name}` writes it again")
+            f"`kernlog dispatch {name}{' --gpu ' + gpu if gpu else ''}` writes it again")
 
 
 def _margin(entry: dict) -> str:
@@ -191,4 +204,35 @@ def page_md(root: Path, kernel) -> str | None:
         least = min(margins, key=lambda c: c["margin"]) if margins else None
         lines.append(f"| {rev} | {len(classes)} | {sum(len(c['points']) for c in classes)} | "
                      f"{_margin(least) + ' over ' + least['runner_up'] if least else 'only one qualifies'} |")
-    return "\n".join(lines) + "\n"
+    own = [_gpu_said(root, name, gpu, path) for gpu, path in gpu_table_paths(root, name).items()]
+    return "\n".join(lines + (["", *own] if own else [])) + "\n"
+
+
+def _gpu_said(root: Path, name: str, gpu: str, path: Path) -> str:
+    """The page's paragraph on a per-GPU table: on that GPU a call takes its own class there
+    first, and where that GPU's sweep picks otherwise than the table above."""
+    rel = path.relative_to(root).as_posix()
+    try:
+        moved = check(root, name, gpu)
+    except KernlogError:
+        moved = "no sweep"
+    if moved:
+        return (f"`{rel}` was made from another sweep than `profiles/` holds now: "
+                f"`kernlog dispatch {name} --gpu {gpu}` makes it again.")
+    table = load_table(path)
+    primary = load_table(table_path(root, name))
+    theirs = {(c["dtype"], c["align"], tuple(c["buckets"])): c["revision"] for c in primary["classes"]}
+    differ, new = [], {}
+    for c in table["classes"]:
+        above = theirs.get((c["dtype"], c["align"], tuple(c["buckets"])))
+        if c["revision"] and above is None:
+            new.setdefault(c["revision"], []).append(f"{'/'.join(c['points'])} {c['dtype']}")
+        elif c["revision"] and c["revision"] != above:
+            differ.append(f"{'/'.join(c['points'])} {c['dtype']}: {c['revision']} (above: {above})")
+    unseen = "; ".join(f"{rev} at " + ", ".join(pts) for rev, pts in new.items())
+    said = ([f"where the table above picks otherwise, {'; '.join(differ)}"] if differ else []) + \
+        ([f"in classes the table above has not, {unseen}"] if new else [])
+    ranked = sum(1 for c in table["classes"] if c["revision"])
+    return (f"On {table['source'].get('gpu', gpu)} a call first takes its own class in `{rel}`, made from that "
+            f"GPU's own sweep ({ranked} class(es)); elsewhere, the table above. "
+            + (f"Its picks {'; and '.join(said)}." if said else "Its picks are the table above's."))
