@@ -135,6 +135,8 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             progress(f"{rev.name}: {said}; never timed or swept")
             if not ok:
                 passed.append(rev.name)
+            else:  # its rejection kept with its key: `kernlog profile` need not gate it again (todo.py)
+                keyed[rev.name] = {"key": gatekey.key(kernel, rev, gpu, vers), "seconds": time.perf_counter() - g0}
         elif bad is not None:
             progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
             failed.append(rev.name)

@@ -26,15 +26,41 @@ def stored_state(root: Path, gpu: str, kernel: Kernel, rev: Revision, shape: Sha
     return "current" if prof.source_sha256 == rev.sha256() else "stale"
 
 
+def rejected_here(root: Path, gpu: str, kernel: Kernel, rev: Revision) -> str:
+    """When the gate last rejected the known-wrong `rev` on `gpu` under its present source, check
+    plan and kernlog gate code (the libraries are not compared: they are asked of torch, which this
+    decision runs before); "" where it did not, or kept no key: it is gated again. A rejection is
+    what the gate must give it, so one that stands need not be seen again."""
+    from kernlog.identity import gpu_slug
+    from kernlog.run import gatekey
+    from kernlog.store import gates
+
+    entry = gates.load(root, gpu, kernel.name).get(rev.name) or {}
+    key = entry.get("key")
+    if entry.get("passed") is not False or not isinstance(key, dict):
+        return ""
+    same = (key.get("source_sha256") == rev.sha256() and gpu_slug(str(key.get("gpu"))) == gpu
+            and (key.get("libraries") or {}).get("kernlog_gate") == gatekey.gate_code_sha256()
+            and key.get("plan_sha256") == gatekey.plan_sha256(kernel, rev))
+    return f"{str(entry.get('checked_at') or '')[:10] or 'before'}" if same else ""
+
+
 def todo_revisions(root: Path, kernel: Kernel, revs: list[Revision], shape: Shape, dtype: str, opts, gpu: str,
                    progress) -> list[Revision]:
     """The revisions `kernlog profile` profiles: those with no stored profile of their source on
     this GPU, a stale one included (the edit loop: edit, `profile`, `diff HEAD:K/R K/R` against
-    the committed profile); all of them with --force (`opts.force`)."""
+    the committed profile); all of them with --force (`opts.force`). A known-wrong revision is
+    gated only, and not where its rejection stands (rejected_here; --regate and --force gate it)."""
     todo, why = [], {"current": "at this source hash", "imported": "from an imported report",
                      "broken": "but its stored pair fails verification (`kernlog list` says why)"}
     for r in revs:
         name = f"{kernel.name}/{r.name}"
+        seen = r.known_wrong and not (opts.force or getattr(opts, "regate", False)) and \
+            rejected_here(root, gpu, kernel, r)
+        if seen:
+            progress(f"skip {name}: known wrong, and rejected by the gate on {gpu} ({seen}) at this source, check "
+                     "plan and gate code; --regate gates it again")
+            continue
         state = "missing" if opts.force else stored_state(root, gpu, kernel, r, shape, dtype)
         if state == "stale":
             progress(f"{name}: source changed since its profile on {gpu}: profiled again (git keeps the old: "

@@ -64,7 +64,8 @@ def profile(ctx, kernel_name, revs, at, range_, gpus, **options):
     "gate: reused". A failure is always gated again; --regate gates every revision.
 
     A known-wrong revision (role="wrong") is gated, to prove the gate still rejects it, and
-    never timed or profiled. Exit status 3 where a revision failed the gate or a known-wrong one
+    never timed or profiled; a rejection kept here under the same source, check plan and gate
+    code stands (--regate gates it again). Exit status 3 where a revision failed the gate or a known-wrong one
     passed it; else 2 where one could not be gated here (its import fails), the others profiled."""
     from kernlog.capture.profiler import profile_on_gpus
     from kernlog.registry import load_kernel
