@@ -1,13 +1,14 @@
 """Is the dispatched op at least as fast as the best single revision at every sweep point? (GPU only)
 
     python3 scripts/dispatch_check.py OUT_DIR [--op NAME ...] [--shape SHAPE ...] [--dtype D]
-                                      [--budget S] [--repeat N]
+                                      [--budget S] [--repeat N] [--own]
 
-For each operator with a dispatch table (kernels/<op>/dispatch.json) and each point of the sweep
-it was made from (bench.csv: every shape and dtype, those the table has no class of included), the
-entry point (kernels.library.dispatched) and every revision that qualified for the table are
-checked against the operator's float64 reference at full size (kernlog's gate, as `kernlog bench`
-checks each point), then timed side by side in one run: kernlog.timing (CUDA events, L2 flushed
+For each operator with a dispatch table (kernels/<op>/dispatch.json; with --own, this GPU's own
+table, dispatch.<gpu>.json, where the operator has one) and each point of the sweep it was made
+from (bench.csv: every shape and dtype, those the table has no class of included), the entry
+point (kernels.library.dispatched) and every revision that qualified for the table are checked
+against the operator's float64 reference at full size (kernlog's gate, as `kernlog bench` checks
+each point), then timed side by side in one run: kernlog.timing (CUDA events, L2 flushed
 before each launch), `--repeat` runs interleaved, each in an order rotated by one.
 
 OUT_DIR/dispatch_check.csv (dispatch_check_<op>.csv with --op: one run per operator can share
@@ -64,7 +65,9 @@ def check_point(name, table, timer, shape_text, dtype, budget, repeat, launchers
     gen = torch.Generator(device="cuda").manual_seed(0)
     inputs = kernel.make_inputs(shape, dtype, gen, "cuda", kernel.cases[0])
     out = kernel.make_output(inputs)
-    got = op.pick(shape, dtype, "cuda")
+    from kernlog.library import device_gpu
+
+    got = op.pick(shape, dtype, "cuda", device_gpu(torch.cuda.current_device()) if op.gpu_tables else None)
     rows, timed = {}, {}
     candidates = [(rev_name, launchers[rev_name]) for rev_name in table["revisions"]]
     for label, rev_name, launch in [(DISPATCHED, got.revision, op), *[(n, n, f) for n, f in candidates]]:
@@ -103,6 +106,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dtype", default=None)
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of timing per revision and point")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved runs per point")
+    parser.add_argument("--own", action="store_true",
+                        help="the points and revisions of this GPU's own table (dispatch.<gpu>.json) instead")
     args = parser.parse_args(argv)
 
     from kernels import library
@@ -119,9 +124,12 @@ def main(argv: list[str]) -> int:
     ops = args.op or [n for n in library.OPS if (ROOT / "kernels" / n / "dispatch.json").exists()]
     rows: list[dict] = []
     failed: dict = {}
+    here = provenance.gpu_info()["slug"]
+    if args.own:  # only the operators with a table of this GPU's own sweep
+        ops = [n for n in ops if here in library.dispatched(n).gpu_tables]
     for name in ops:
         op = library.dispatched(name)
-        table = op.table
+        table = op.gpu_tables[here] if args.own else op.table
         launchers = {n: load(op.kernel, op.kernel.revision(n)) for n in table["revisions"]}
         pts = points_of(table, name, args.shape, args.dtype)
         print(f"{name}: {len(pts)} points, {len(launchers)} qualifying revisions + the dispatched entry point",
