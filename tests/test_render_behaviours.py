@@ -170,3 +170,15 @@ def test_a_prose_figure_of_an_older_source_carries_the_stale_mark(tmp_path):
     assert prose.fill(root, text) == "<!--fig softmax/torch_compile us .1f-->100.0<!--/fig--> us\n"
     put(root, dict(rec, source_sha256="0" * 64))  # profiled on a source since edited
     assert prose.fill(root, text) == f"<!--fig softmax/torch_compile us .1f-->100.0{prose.STALE_MARK}<!--/fig--> us\n"
+
+
+def test_a_sweep_rows_best_step_names_the_steps_inside_its_noise():
+    from kernlog.render.sweeps import _ties
+
+    roles = {"a": "step", "b": "step", "c": "step", "d": "step", "ref": "reference"}
+    row = {"values": {"a": 100.0, "b": 98.5, "c": 90.0, "d": None, "ref": 99.9}, "spread": {}}
+    assert _ties(row, "a", roles, 0.02) == ["b"]  # 1.5% behind: a tie; 11% behind: none; a reference: never
+    row["spread"] = {"c": 0.12}  # c's own run-to-run spread wider than its gap: a tie too
+    assert _ties(row, "a", roles, 0.02) == ["b", "c"]
+    assert _ties(dict(row, fails_now={"b": "x"}), "a", roles, 0.02) == ["c"]  # failing the gate now: no tie
+    assert _ties(row, None, roles, 0.02) == []

@@ -234,5 +234,5 @@ def _gpu_said(root: Path, name: str, gpu: str, path: Path) -> str:
         ([f"in classes the table above has not, {unseen}"] if new else [])
     ranked = sum(1 for c in table["classes"] if c["revision"])
     return (f"On {table['source'].get('gpu', gpu)} a call first takes its own class in `{rel}`, made from that "
-            f"GPU's own sweep ({ranked} class(es)); elsewhere, the table above. "
+            f"GPU's own sweep ({ranked} class(es)); a call there outside those classes takes the table above. "
             + (f"Its picks {'; and '.join(said)}." if said else "Its picks are the table above's."))

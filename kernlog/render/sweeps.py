@@ -86,11 +86,24 @@ def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) 
               and r not in row.get("fails_now", {})}
         return max(of, key=of.get) if of else None
 
-    out = [bar_cell(row, best("step"), refs, band, need)]
+    step = best("step")
+    out = [dict(bar_cell(row, step, refs, band, need), ties=_ties(row, step, roles, band))]
     if any(roles.get(r) == "counterpart" for r in vals):
-        out.append(bar_cell(row, best("counterpart") or next(r for r in vals if roles.get(r) == "counterpart"),
-                            refs, band, need))
+        out.append(dict(bar_cell(row, best("counterpart") or next(r for r in vals if roles.get(r) == "counterpart"),
+                                 refs, band, need), ties=[]))
     return out
+
+
+def _ties(row: dict, best: str | None, roles: dict, band: float) -> list[str]:
+    """The other steps within the noise of the best one at this point (the band, or either one's
+    run-to-run spread there where wider), fastest first: the best step's lead over them is no lead."""
+    vals, spread = row["values"], row.get("spread", {})
+    if best is None:
+        return []
+    near = [(v, r) for r, v in vals.items() if r != best and v is not None and roles.get(r) == "step"
+            and r not in row.get("fails_now", {})
+            and vals[best] / v <= 1 + max(band, spread.get(r) or 0.0, spread.get(best) or 0.0)]
+    return [r for _, r in sorted(near, reverse=True)]
 
 
 def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | None = None,
