@@ -171,7 +171,7 @@ def next_line(s: dict, lad: dict | None) -> str | None:
     elif pct is not None and pct >= AT_CEILING:
         text = f"{name} is {where} at {lad['shape']} {lad['dtype']}: little is left at this shape"
     else:
-        text = f"{name} is {where} at {lad['shape']} {lad['dtype']}: that is the bottleneck to go after"
+        text = f"go after the limit {name} meets at {lad['shape']} {lad['dtype']}, where it is {where}"
     missed = [sw for sw in s.get("sweeps", []) if sw.get("missed")]
     if missed:
         sw = missed[0]
