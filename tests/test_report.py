@@ -396,6 +396,27 @@ def test_a_prediction_with_no_claim_about_the_shape_says_so_rather_than_an_empty
                          "and long / decode rows at >= 1.5 TB/s: the family sweep."), line
 
 
+def test_a_judged_prediction_with_a_part_no_profile_judges_says_where_judged(tmp_path):
+    """v8's claim (a tie with v7 at 8192x4096 fp32) is judged on its profiles; its `unchecked`
+    sweep half is not, so the label is MET WHERE JUDGED, not MET, and v7's (claims alone) MET."""
+    root = scratch_repo(tmp_path)
+    put(root, make_record("v7_bf16_packed", median_ms=0.19, shape=(8192, 4096), dtype="fp32"))
+    v8 = make_record("v8_split", median_ms=0.19, shape=(8192, 4096), dtype="fp32")
+    v8["facts"]["main_kernel"] = "v8_split_kernel"  # a kernel of its own, so its claim is measured
+    put(root, v8)
+    v9 = make_record("v9_peeled", median_ms=0.19, shape=(8192, 4096), dtype="fp32")
+    v9["facts"]["main_kernel"] = "v8_split_kernel"  # v8's kernel again: its claim cannot be judged here
+    put(root, v9)
+    lines = [ln for ln in kernel_page(root).splitlines() if ln.startswith("- **Prediction**")]
+    v8 = next(ln for ln in lines if "rows <= 128 at >= F.softmax" in ln)
+    assert v8.startswith("- **Prediction** (MET WHERE JUDGED): ") and "Judged: speedup" in v8, v8
+    # v9 runs v8's kernel: its verdict judged nothing, so no "where judged"
+    v9 = next(ln for ln in lines if "bf16 4096x50257 from 0.77x" in ln)
+    assert v9.startswith("- **Prediction** (NOT CHECKABLE HERE): ") and "Not judged by a profile:" in v9, v9
+    assert v8.endswith("Not judged by a profile: rows <= 128 at >= F.softmax and long / decode rows at >= 1.5 TB/s: "
+                       "the family sweep."), v8
+
+
 def test_judge_and_render_modules_stay_small_and_free_of_import_circles():
     """No circle among kernlog's module-level imports that a module of judge/, render/ or
     store/calibrations.py is part of (their length: tests/test_layers.py, for every module)."""
