@@ -93,3 +93,12 @@ def test_a_claim_nothing_here_measures_says_why():
     assert c["why"] == "no profile of liger here"
     (c,) = predictions.judge([{"what": "no_such_metric", "at_least": 1}], rows[1], by, "fp32", 0.02)["claims"]
     assert c["why"] == "the profile has no no_such_metric"
+
+
+def test_a_claim_of_no_change_reads_as_equal_within_noise():
+    rows, by = ladder()
+    (c,) = predictions.judge([{"what": "speed_vs:torch", "at_least": 1.0, "at_most": 1.0}], rows[1], by, "fp32",
+                             0.05)["claims"]
+    assert c["text"] == "speed_vs:torch = 1 within noise" and c["ok"] and c["tie"]
+    (c,) = predictions.judge([{"what": "pct_copy", "at_least": 90, "at_most": 95}], rows[1], by, "fp32", 0.02)["claims"]
+    assert c["text"] == "pct_copy >= 90 and <= 95"

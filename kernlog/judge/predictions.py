@@ -91,8 +91,12 @@ def unmeasured(what: str, row: dict, rows: dict) -> str:
 
 
 def _text(c: dict) -> str:
-    bound = (f"is {c['is']}" if "is" in c else
-             " and ".join(f"{'>=' if k == 'at_least' else '<='} {c[k]:g}" for k in ("at_least", "at_most") if k in c))
+    if "is" in c:
+        bound = f"is {c['is']}"
+    elif c.get("at_least") is not None and c.get("at_least") == c.get("at_most"):  # no change: equal within noise
+        bound = f"= {c['at_least']:g} within noise"
+    else:
+        bound = " and ".join(f"{'>=' if k == 'at_least' else '<='} {c[k]:g}" for k in ("at_least", "at_most") if k in c)
     return f"{c['what']} {bound}"
 
 
