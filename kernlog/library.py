@@ -23,7 +23,6 @@ the CPU, Triton on the CPU without its interpreter).
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections.abc import Callable
@@ -163,8 +162,8 @@ def pick(table: dict, shape, dtype: str, refuses: Callable | None = None, skip=(
     revision declines the shape ("" where it runs it: spec.Revision.refusal); `skip`: revisions
     not to take (those that cannot run here). `own`: the table of the GPU the call runs on, made
     from that GPU's own sweep: where the call falls in one of its classes, that class's ranking
-    first; its nearest class and fallback are not taken (the sweep that made `table` is the wider
-    one). LookupError where no revision of the tables runs it."""
+    first; its nearest class and fallback are not taken (a GPU's own sweep may cover few classes:
+    docs/dispatch.md). LookupError where no revision of the tables runs it."""
     def runs(name):
         return name not in skip and not (refuses and refuses(name, tuple(shape)))
 
@@ -194,14 +193,13 @@ def dtype_name(tensor) -> str:
     return names[name]
 
 
-@functools.lru_cache(maxsize=None)
 def device_gpu(index: int | None) -> str:
-    """The slug of CUDA device `index` (profiles/ spells its folder so), asked of torch once."""
-    import torch
-
+    """The slug of CUDA device `index` (profiles/ spells its folder so), from kernlog.cuda's caps
+    of it (read from the driver once per device)."""
+    from kernlog.cuda import device_caps
     from kernlog.identity import gpu_slug
 
-    return gpu_slug(torch.cuda.get_device_name(index))
+    return gpu_slug(device_caps(index).name)
 
 
 def first_shape(inputs) -> Shape:

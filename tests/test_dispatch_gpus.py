@@ -3,6 +3,7 @@ the one whose sweep makes dispatch.json writes dispatch.<G>.json beside it; on t
 takes its own class there first, and everything else (the nearest class, the fallback, a class the
 GPU's sweep lacks) from dispatch.json. The committed per-GPU tables are what their sweeps make."""
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -62,12 +63,10 @@ def test_a_cpu_call_never_asks_which_gpu(monkeypatch):
 
 
 def test_the_device_is_named_as_profiles_spells_its_folder(monkeypatch):
-    library.device_gpu.cache_clear()
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA H100 80GB HBM3")
-    try:
-        assert library.device_gpu(0) == "nvidia-h100-80gb-hbm3"
-    finally:
-        library.device_gpu.cache_clear()
+    from kernlog import cuda
+
+    monkeypatch.setattr(cuda, "device_caps", lambda index=None: SimpleNamespace(name="NVIDIA H100 80GB HBM3"))
+    assert library.device_gpu(0) == "nvidia-h100-80gb-hbm3"
 
 
 def test_tables_are_named_by_gpu_and_opened_with_the_operators():

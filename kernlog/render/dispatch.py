@@ -204,13 +204,13 @@ def page_md(root: Path, kernel) -> str | None:
         least = min(margins, key=lambda c: c["margin"]) if margins else None
         lines.append(f"| {rev} | {len(classes)} | {sum(len(c['points']) for c in classes)} | "
                      f"{_margin(least) + ' over ' + least['runner_up'] if least else 'only one qualifies'} |")
-    own = [_gpu_said(root, name, gpu, path) for gpu, path in gpu_table_paths(root, name).items()]
+    own = [_gpu_said(root, name, gpu, path, table) for gpu, path in gpu_table_paths(root, name).items()]
     return "\n".join(lines + (["", *own] if own else [])) + "\n"
 
 
-def _gpu_said(root: Path, name: str, gpu: str, path: Path) -> str:
+def _gpu_said(root: Path, name: str, gpu: str, path: Path, primary: dict) -> str:
     """The page's paragraph on a per-GPU table: on that GPU a call takes its own class there
-    first, and where that GPU's sweep picks otherwise than the table above."""
+    first, and where that GPU's sweep picks otherwise than the table above (`primary`)."""
     rel = path.relative_to(root).as_posix()
     try:
         moved = check(root, name, gpu)
@@ -220,7 +220,6 @@ def _gpu_said(root: Path, name: str, gpu: str, path: Path) -> str:
         return (f"`{rel}` was made from another sweep than `profiles/` holds now: "
                 f"`kernlog dispatch {name} --gpu {gpu}` makes it again.")
     table = load_table(path)
-    primary = load_table(table_path(root, name))
     theirs = {(c["dtype"], c["align"], tuple(c["buckets"])): c["revision"] for c in primary["classes"]}
     differ, new = [], {}
     for c in table["classes"]:
