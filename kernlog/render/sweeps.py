@@ -96,13 +96,14 @@ def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) 
 
 def _ties(row: dict, best: str | None, roles: dict, band: float) -> list[str]:
     """The other steps within the noise of the best one at this point (the band, or either one's
-    run-to-run spread there where wider), fastest first: the best step's lead over them is no lead."""
+    run-to-run spread there where wider), fastest first: the best step's lead over them is no lead.
+    A tie as a bar cell judges one (verdicts.at_least)."""
     vals, spread = row["values"], row.get("spread", {})
     if best is None:
         return []
     near = [(v, r) for r, v in vals.items() if r != best and v is not None and roles.get(r) == "step"
             and r not in row.get("fails_now", {})
-            and vals[best] / v <= 1 + max(band, spread.get(r) or 0.0, spread.get(best) or 0.0)]
+            and at_least(v / vals[best], 1.0, max(band, spread.get(r) or 0.0, spread.get(best) or 0.0))]
     return [r for _, r in sorted(near, reverse=True)]
 
 
