@@ -1,9 +1,10 @@
-"""attention's CUDA C rung, v4_wgmma (kernels/attention/cuda/v4_wgmma.cu), checked on the CPU: it
-compiles with nvcc for sm_90a only, exports exactly the launcher's entry points, spills nothing and
-keeps its wgmma groups asynchronous (the overlap it is built for); the launcher's shared memory,
-tile and box sizes match the source; its hash follows its includes; on the CPU and for what the
-kernel does not take it runs v3_fma. GPU-marked tests check the kernel itself against float64
-(outputs and log-sum-exp, odd lengths, both head dims) and the calls it must pass to v3_fma."""
+"""attention's CUDA C rungs, v4_wgmma and v5_persistent (kernels/attention/cuda/, the tile's work in
+fa_wgmma.cuh), checked on the CPU: each compiles with nvcc for sm_90a only, exports exactly its
+launcher's entry points, spills nothing and keeps its wgmma groups asynchronous (the overlap it is
+built for); the launchers' shared memory, tile and box sizes match the source; the hashes follow
+the includes; on the CPU and for what the kernels do not take they run v3_fma. GPU-marked tests
+check the kernels against float64 (outputs and log-sum-exp, odd lengths, both head dims, more
+tiles than blocks), v5 against v4 bit for bit, and the calls they must pass to v3_fma."""
 import re
 import shutil
 from functools import lru_cache
@@ -11,7 +12,7 @@ from functools import lru_cache
 import pytest
 import torch
 
-from kernels.attention import v3_fma, v4_wgmma
+from kernels.attention import v3_fma, v4_wgmma, v5_persistent
 from kernlog import cuda
 from kernlog.identity import executed_files
 from kernlog.registry import find_root, load_kernel
@@ -21,6 +22,9 @@ from .helpers import ptxas_entries as entries
 
 KERNEL = load_kernel(find_root(), "attention")
 REV = KERNEL.revision("v4_wgmma")
+REV5 = KERNEL.revision("v5_persistent")
+HEADER = v4_wgmma.SOURCE.parent / "fa_wgmma.cuh"
+RUNGS = {"v4_wgmma": v4_wgmma, "v5_persistent": v5_persistent}
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit) on the PATH")
 gpu = pytest.mark.gpu
 needs_sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
@@ -28,39 +32,45 @@ needs_sm90 = pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_
 
 
 @lru_cache(maxsize=None)
-def ptxas(arch: str = "sm_90a") -> str:
-    return compile_report(v4_wgmma.SOURCE, arch=arch)
+def ptxas(rung: str = "v4_wgmma", arch: str = "sm_90a") -> str:
+    return compile_report(RUNGS[rung].SOURCE, arch=arch)
 
 
-def test_a_cuda_step_after_v3_with_a_prediction():
+def test_cuda_steps_after_v3_with_predictions():
     names = [r.name for r in KERNEL.revisions]
-    assert REV.kind == "cuda" and REV.role == "step" and REV.change and REV.predicts
+    for rev in (REV, REV5):
+        assert rev.kind == "cuda" and rev.role == "step" and rev.change and rev.predicts
     assert names.index("v4_wgmma") == names.index("v3_fma") + 1
+    assert names.index("v5_persistent") == names.index("v4_wgmma") + 1
 
 
 @needs_nvcc
-def test_compiles_for_sm90a_and_exports_exactly_the_launchers_entries():
-    assert set(entries(ptxas())) == set(v4_wgmma.ENTRIES.values())
+@pytest.mark.parametrize("rung", RUNGS)
+def test_compiles_for_sm90a_and_exports_exactly_the_launchers_entries(rung):
+    assert set(entries(ptxas(rung))) == set(RUNGS[rung].ENTRIES.values())
 
 
 @needs_nvcc
-def test_needs_sm90a():
+@pytest.mark.parametrize("rung", RUNGS)
+def test_needs_sm90a(rung):
     with pytest.raises(RuntimeError, match="wgmma|setmaxnreg"):
-        cuda.compile_report(v4_wgmma.SOURCE, arch="sm_90")
+        cuda.compile_report(RUNGS[rung].SOURCE, arch="sm_90")
 
 
 @needs_nvcc
-def test_wgmma_groups_stay_asynchronous_and_nothing_spills():
+@pytest.mark.parametrize("rung", RUNGS)
+def test_wgmma_groups_stay_asynchronous_and_nothing_spills(rung):
     """ptxas serializes wgmma (a warning) when a register an in-flight product reads or writes is
-    written before its wait: the softmax's P written over the P of the product in flight did."""
-    report = ptxas()
+    written before its wait: the softmax's P written over the P of the product in flight did, and
+    v5's loading thread and consumers walking their tiles in one shared loop did."""
+    report = ptxas(rung)
     assert "serialized" not in report, report
     for kernel, res in entries(report).items():
         assert "0 bytes spill stores" in res and "0 bytes stack frame" in res, (kernel, res)
 
 
 def test_shared_memory_tiles_and_boxes_match_the_source():
-    src = v4_wgmma.SOURCE.read_text()
+    src = HEADER.read_text()
     for define, value in (("FA_BM", v4_wgmma.BLOCK_M), ("FA_BN", v4_wgmma.BLOCK_N), ("FA_STAGES", v4_wgmma.STAGES),
                           ("FA_THREADS", v4_wgmma.THREADS)):
         assert re.search(rf"#define {define} {value}\b", src), define
@@ -68,34 +78,60 @@ def test_shared_memory_tiles_and_boxes_match_the_source():
     # a barrier for Q and three per stage
     assert v4_wgmma.smem_bytes(64) == 1024 + 128 * 64 * 2 + 3 * 2 * 128 * 64 * 2 + 10 * 8
     assert v4_wgmma.smem_bytes(128) <= 227 * 1024  # the opt-in ceiling of one block on sm_90
-    assert "static constexpr int BYTES = 1024 + BAR_OFF + (1 + 3 * FA_STAGES) * 8;" in src
+    assert "static constexpr int BYTES = 1024 + BAR_OFF + (QBARS + 3 * FA_STAGES) * 8;" in src
+    # v4 has Q's full barrier, v5 its empty one too
+    assert "FaAddr<D, 1>" in v4_wgmma.SOURCE.read_text() and "FaAddr<D, 2>" in v5_persistent.SOURCE.read_text()
+    assert v5_persistent.smem_bytes(128) == v4_wgmma.smem_bytes(128) + 8 <= 227 * 1024
     # a TMA box row is 128 bytes (the swizzle's width): 64 bf16 columns; Q's box is a warpgroup's 64 rows
     assert v4_wgmma.Q_BOX == (64, 64) and v4_wgmma.KV_BOX == (64, v4_wgmma.BLOCK_N)
 
 
-def test_its_hash_follows_the_includes_and_the_launchers():
-    files = executed_files(REV)
-    for f in (v4_wgmma.SOURCE, v4_wgmma.SOURCE.parents[2] / "matmul_relu" / "cuda" / "mm_wgmma.cuh",
+@pytest.mark.parametrize("rung", RUNGS)
+def test_its_hash_follows_the_includes_and_the_launchers(rung):
+    files = executed_files(KERNEL.revision(rung))
+    for f in (RUNGS[rung].SOURCE, HEADER, v4_wgmma.SOURCE.parents[2] / "matmul_relu" / "cuda" / "mm_wgmma.cuh",
               cuda.COMMON_INCLUDE / "kl_cuda.cuh", v4_wgmma.SOURCE.parents[2] / "matmul_relu" / "cuda_launch.py",
-              v4_wgmma.SOURCE.parents[1] / "v3_fma.py", v4_wgmma.SOURCE.parents[1] / "v4_wgmma.py"):
+              v4_wgmma.SOURCE.parents[1] / "v3_fma.py", v4_wgmma.SOURCE.parents[1] / "v4_wgmma.py",
+              v4_wgmma.SOURCE.parents[1] / f"{rung}.py"):
         assert f.resolve() in files, f
-    assert not re.search(r"#include\s*<", v4_wgmma.SOURCE.read_text())
+    for f in (RUNGS[rung].SOURCE, HEADER):
+        assert not re.search(r"#include\s*<", f.read_text())
 
 
-def test_the_cpu_runs_v3s_kernel():
+@pytest.mark.parametrize("rung", RUNGS)
+def test_the_cpu_runs_v3s_kernel(rung):
     gen = torch.Generator().manual_seed(3)
     q, k, v = (torch.randn((1, 2, 40, 64), generator=gen) for _ in range(3))
     assert v4_wgmma.takes(q, k, v, torch.empty_like(q)) == "not on a GPU"
-    assert v4_wgmma.WGMMA not in v4_wgmma.candidates(q, k, v, torch.empty_like(q))
-    got = v4_wgmma.attention(q, k, v, 0.125, torch.full_like(q, float("nan")))
+    picks = RUNGS[rung].candidates(q, k, v, torch.empty_like(q))
+    assert v4_wgmma.WGMMA not in picks and v5_persistent.PERSISTENT not in picks
+    got = RUNGS[rung].attention(q, k, v, 0.125, torch.full_like(q, float("nan")))
     want = v3_fma.attention(q, k, v, 0.125, torch.empty_like(q))
     assert torch.equal(got, want)
 
 
-def test_the_cuda_kernel_asked_for_where_it_cannot_run_is_an_error():
+@pytest.mark.parametrize("rung, config", [("v4_wgmma", v4_wgmma.WGMMA), ("v5_persistent", v5_persistent.PERSISTENT)])
+def test_the_cuda_kernel_asked_for_where_it_cannot_run_is_an_error(rung, config):
     q = torch.zeros((1, 1, 8, 64))
-    with pytest.raises(ValueError, match="cannot run this call: not on a GPU"):
-        v4_wgmma.attention(q, q, q, 0.125, torch.empty_like(q), config=v4_wgmma.WGMMA)
+    with pytest.raises(ValueError, match=f"attention {rung}: the CUDA C kernel cannot run this call: not on a GPU"):
+        RUNGS[rung].attention(q, q, q, 0.125, torch.empty_like(q), config=config)
+
+
+def test_v5_offers_its_kernel_then_v4s_candidates(monkeypatch):
+    """On tensors the kernels take, v5's picker times its own kernel, v4's, and v3's loops, so it
+    can keep the rung before it wherever that is faster."""
+    q = torch.zeros((1, 2, 256, 64), dtype=torch.bfloat16)
+    monkeypatch.setattr(v4_wgmma, "takes", lambda *a: "")
+    got = v5_persistent.candidates(q, q, q, torch.empty_like(q))
+    assert got == [v5_persistent.PERSISTENT, v4_wgmma.WGMMA, *v3_fma.candidates("bf16", 64)]
+    assert len(set(map(str, got))) == len(got)
+
+
+def test_v5s_grid_is_the_sms_or_the_tiles(monkeypatch):
+    monkeypatch.setattr(v5_persistent, "_sms", lambda index: 132)
+    assert v5_persistent.grid(torch.zeros((32, 16, 256, 64))) == 132  # 1024 tiles
+    assert v5_persistent.grid(torch.zeros((1, 12, 1024, 64))) == 96  # 8 x 12 tiles
+    assert v5_persistent.grid(torch.zeros((1, 1, 129, 64))) == 2
 
 
 def _reference(q, k, v, scale):
@@ -107,13 +143,14 @@ def _reference(q, k, v, scale):
 @needs_sm90
 @pytest.mark.parametrize("shape", [(1, 1, 17, 64), (2, 3, 256, 64), (1, 2, 300, 64), (1, 1, 200, 128),
                                    (2, 2, 1000, 128), (1, 4, 2048, 128), (3, 1, 129, 64)])
-def test_the_cuda_kernel_against_float64_on_gpu(shape):
+@pytest.mark.parametrize("rung, config", [("v4_wgmma", v4_wgmma.WGMMA), ("v5_persistent", v5_persistent.PERSISTENT)])
+def test_the_cuda_kernel_against_float64_on_gpu(shape, rung, config):
     gen = torch.Generator(device="cuda").manual_seed(sum(shape))
     q, k, v = (torch.randn(shape, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
     scale = shape[-1] ** -0.5
     out = torch.full_like(q, float("nan"))
     lse = torch.full(shape[:3], float("nan"), device="cuda")
-    v4_wgmma.attention(q, k, v, scale, out, config=v4_wgmma.WGMMA, lse=lse)
+    RUNGS[rung].attention(q, k, v, scale, out, config=config, lse=lse)
     want = _reference(q, k, v, scale)
     assert (out.double() - want).abs().max().item() < 3e-2
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
@@ -131,3 +168,21 @@ def test_what_the_kernel_does_not_take_runs_v3_on_gpu():
     out = torch.full_like(wide, float("nan"))
     v4_wgmma.attention(wide, wide, wide, 0.125, out)
     assert (out.double() - _reference(wide, wide, wide, 0.125)).abs().max().item() < 3e-2
+
+
+@gpu
+@needs_sm90
+@pytest.mark.parametrize("shape", [(8, 32, 256, 64), (2, 8, 2048, 128), (3, 5, 129, 128), (1, 1, 40, 64)])
+def test_v5_is_v4_bit_for_bit_with_more_tiles_than_blocks_on_gpu(shape):
+    """v5 runs v4's tile code: where each block takes many tiles (the ring's parities carried
+    across tiles, Q released and reloaded), its output and log-sum-exp are v4's exactly."""
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    q, k, v = (torch.randn(shape, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
+    got = {}
+    for rung, config in (("v4_wgmma", v4_wgmma.WGMMA), ("v5_persistent", v5_persistent.PERSISTENT)):
+        out, lse = torch.full_like(q, float("nan")), torch.full(shape[:3], float("nan"), device="cuda")
+        RUNGS[rung].attention(q, k, v, shape[-1] ** -0.5, out, config=config, lse=lse)
+        got[rung] = (out, lse)
+    assert not got["v5_persistent"][0].isnan().any()
+    assert torch.equal(got["v4_wgmma"][0], got["v5_persistent"][0])
+    assert torch.equal(got["v4_wgmma"][1], got["v5_persistent"][1])

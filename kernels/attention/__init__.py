@@ -8,8 +8,9 @@ profile shape is GPT-2 small's attention at 1024 tokens, (1, 12, 1024, 64).
 The ladder: v0_library, the naive way through the library (cuBLAS products, the T x T scores
 through DRAM, kernlog's Triton softmax), then v1_flash, one fused Triton kernel with online
 softmax, v2_tuned, its causal loop split and its blocks picked per shape, v3_fma, the
-scale applied inside the exponent as one multiply-add, and v4_wgmma, a CUDA C kernel on Hopper's
-wgmma with loads, products and softmax overlapped, picked per shape against v3's. References: the same math eager
+scale applied inside the exponent as one multiply-add, v4_wgmma, a CUDA C kernel on Hopper's
+wgmma with loads, products and softmax overlapped, picked per shape against v3's, and
+v5_persistent, that kernel run persistently, a block per SM. References: the same math eager
 (`torch`), torch.compile of it, and F.scaled_dot_product_attention (`torch_sdpa`, cuDNN's
 fused attention on this PyTorch), which is the speed bar: 0.95x of it on every family member.
 
@@ -114,6 +115,12 @@ def _load_v4():
     return lambda inputs, out: attention(*inputs, out)
 
 
+def _load_v5():
+    from .v5_persistent import attention
+
+    return lambda inputs, out: attention(*inputs, out)
+
+
 def _load_sdpa():
     return lambda inputs, out: sdpa(*inputs)
 
@@ -153,6 +160,17 @@ REVISIONS = (
              "beside v3_fma's candidates (fp32, other head dims and the CPU run v3_fma)",
              ">= v3_fma on every family member; >= 1.1x v3_fma at the head-dim-128 members of 2048 tokens and "
              "more", refuses=refuses_head_dim),
+    Revision("v5_persistent", "cuda", (HERE / "cuda" / "v5_persistent.cu", HERE / "v5_persistent.py",
+                                       HERE / "cuda" / "v4_wgmma.cu", HERE / "v4_wgmma.py", HERE / "v3_fma.py",
+                                       HERE / "v2_tuned.py", HERE / "v1_flash.py", MATMUL_CUDA_LAUNCH,
+                                       INTERPRETER_SOURCE, TUNING_SOURCE),
+             _load_v5,
+             "v4_wgmma's kernel run persistently: a block per SM, each taking query tiles longest first, dealt "
+             "in rounds of alternating direction; the K/V ring runs on across tiles and Q is released after a "
+             "tile's last S product, so the next tile's loads overlap this tile's last P V and its stores; "
+             "timed per shape beside v4's kernel and v3_fma's loops",
+             ">= v4_wgmma on every family member within noise; >= v3_fma's loop at the short and GPT-2 members",
+             refuses=refuses_head_dim),
     *references(eager, HERE / "__init__.py",
                 "the math, eager: torch.matmul, masked_fill, torch.softmax, torch.matmul (the scores through DRAM)",
                 "torch.compile of the eager math (Inductor fuses the mask and the softmax; the products are "

@@ -23,7 +23,7 @@ from . import v1_flash, v3_fma
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "cuda" / "v4_wgmma.cu"
 ENTRIES = {64: "fa_fwd_d64", 128: "fa_fwd_d128"}
-BLOCK_M, BLOCK_N, STAGES, THREADS = 128, 128, 3, 384  # v4_wgmma.cu's FA_BM, FA_BN, FA_STAGES, FA_THREADS
+BLOCK_M, BLOCK_N, STAGES, THREADS = 128, 128, 3, 384  # fa_wgmma.cuh's FA_BM, FA_BN, FA_STAGES, FA_THREADS
 WGMMA = "wgmma"  # the picker's candidate for the CUDA C kernel, beside v3_fma's (loop, layout) pairs
 MAX_GRID_Y = 65535
 LOG2E = 1.4426950408889634
@@ -31,7 +31,7 @@ Q_BOX, KV_BOX = (64, 64), (64, BLOCK_N)  # (columns, rows) of a TMA box: 128 byt
 
 
 def smem_bytes(head_dim: int) -> int:
-    """v4_wgmma.cu's FaSmem<D>::BYTES: alignment slack, Q, the K/V stages, the barriers."""
+    """fa_wgmma.cuh's FaSmem<D, 1>::BYTES: alignment slack, Q, the K/V stages, the barriers."""
     return 1024 + BLOCK_M * head_dim * 2 + STAGES * 2 * BLOCK_N * head_dim * 2 + (1 + 3 * STAGES) * 8
 
 
@@ -139,16 +139,17 @@ def attention(q, k, v, scale, out, config=None, lse=None):
     if config is not None or not out.is_cuda:
         return v3_fma.attention(q, k, v, scale, out, config, lse)
     B, H, T, D = q.shape
-
-    def run(pick):
-        if pick != WGMMA:
-            loop, layout = pick
-            v1_flash.launch(v3_fma.KERNELS[loop], q, k, v, scale, out, layout, lse)
-        elif takes(q, k, v, out):  # picked for this shape on tensors it could take; these it cannot
-            v3_fma.attention(q, k, v, scale, out, None, lse)
-        else:
-            launch_wgmma(q, k, v, scale, out, lse)
-
-    tuning.launch_fastest(("attention.v4_wgmma", B, H, T, D, q.dtype), lambda: candidates(q, k, v, out), run,
-                          q.device)
+    tuning.launch_fastest(("attention.v4_wgmma", B, H, T, D, q.dtype), lambda: candidates(q, k, v, out),
+                          lambda pick: launch_pick(pick, q, k, v, scale, out, lse), q.device)
     return out
+
+
+def launch_pick(pick, q, k, v, scale, out, lse=None):
+    """One of `candidates`: WGMMA, or one of v3_fma's (loop, layout) pairs."""
+    if pick != WGMMA:
+        loop, layout = pick
+        v1_flash.launch(v3_fma.KERNELS[loop], q, k, v, scale, out, layout, lse)
+    elif takes(q, k, v, out):  # picked for this shape on tensors it could take; these it cannot
+        v3_fma.attention(q, k, v, scale, out, None, lse)
+    else:
+        launch_wgmma(q, k, v, scale, out, lse)

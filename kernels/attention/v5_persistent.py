@@ -1,0 +1,102 @@
+"""v5_persistent: v4_wgmma's CUDA C kernel run persistently, a block per SM, picked per shape.
+
+Change: v4's profile at (1, 12, 1024, 64) shows 96 blocks on 132 SMs, and at 256-1024 tokens a
+block per query tile spends much of its life loading its first tiles: there v4's picker ran
+v3_fma's Triton loop. cuda/v5_persistent.cu launches one block per SM (fewer where the tiles
+are fewer), each taking query tiles longest first, dealt in rounds that alternate direction. Its
+K/V ring runs on across tiles and Q is released after a tile's last S product, so the loading
+warp fetches the next tile's Q and key blocks while the consumers finish this tile's last P V and
+store its O. The tile's work is v4's, in the same code (cuda/fa_wgmma.cuh), so outputs are v4's
+bit for bit. The picker times it beside v4's kernel and v3_fma's loops at each shape; fp32, other
+head dims, other GPUs and the CPU run v3_fma, as in v4.
+Predicts: >= v4_wgmma on every family member within noise, and >= v3_fma's loop at the short and
+GPT-2 members, where v4's picker kept that loop.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from kernels.common import tuning
+
+from . import v1_flash, v3_fma, v4_wgmma
+
+SOURCE = Path(__file__).resolve().parent / "cuda" / "v5_persistent.cu"
+ENTRIES = {64: "fp_fwd_d64", 128: "fp_fwd_d128"}
+PERSISTENT = "persistent"  # the picker's candidate for this kernel, beside v4's and v3_fma's
+QBARS = 2  # Q's full and empty barriers (v4: its full one)
+
+
+def smem_bytes(head_dim: int) -> int:
+    """v5_persistent.cu's FaSmem<D, 2>::BYTES: v4's with Q's empty barrier."""
+    return v4_wgmma.smem_bytes(head_dim) + 8 * (QBARS - 1)
+
+
+_KERNELS: dict = {}
+
+
+def _kernel(head_dim: int):
+    if not _KERNELS:
+        from kernels.matmul_relu.cuda_launch import OptIn, load_sm90a
+
+        _KERNELS.update({d: OptIn(f) for d, f in zip(ENTRIES, load_sm90a(SOURCE, tuple(ENTRIES.values())).values(),
+                                                     strict=True)})
+    return _KERNELS[head_dim]
+
+
+@functools.lru_cache(maxsize=None)
+def _sms(index) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def grid(q) -> int:
+    """Blocks launched: one per SM, or one per query tile where the tiles are fewer."""
+    B, H, T, _ = q.shape
+    return min(_sms(q.device.index), -(-T // v4_wgmma.BLOCK_M) * B * H)
+
+
+def launch_persistent(q, k, v, scale, out, lse=None):
+    """The persistent kernel on (B, H, T, D) bf16 tensors that v4_wgmma.takes accepts."""
+    import numpy
+
+    from kernlog import cuda
+
+    B, H, T, D = q.shape
+    args = (cuda.ptr(v4_wgmma.tensor_maps(q, k, v)), cuda.ptr(out),
+            numpy.uint64(0 if lse is None else lse.data_ptr()), numpy.int32(T), numpy.int32(B * H),
+            numpy.float32(scale * v4_wgmma.LOG2E))
+    cuda.launch(_kernel(D), (grid(q), 1, 1), (v4_wgmma.THREADS, 1, 1), args, shared_mem=smem_bytes(D))
+    return out
+
+
+def candidates(q, k, v, out) -> list:
+    """This kernel where it runs, then v4_wgmma's candidates (its kernel, v3_fma's loops)."""
+    return ([PERSISTENT] if not v4_wgmma.takes(q, k, v, out) else []) + v4_wgmma.candidates(q, k, v, out)
+
+
+def attention(q, k, v, scale, out, config=None, lse=None):
+    """v1_flash.attention's contract; `config`: PERSISTENT, or what v4_wgmma.attention takes,
+    skips the pick."""
+    v1_flash.check_args(q, k, v, out)
+    if config == PERSISTENT:
+        why = v4_wgmma.takes(q, k, v, out)
+        if why:
+            raise ValueError(f"attention v5_persistent: the CUDA C kernel cannot run this call: {why}")
+        return launch_persistent(q, k, v, scale, out, lse)
+    if config is not None or not out.is_cuda:
+        return v4_wgmma.attention(q, k, v, scale, out, config, lse)  # WGMMA or a v3_fma layout
+    B, H, T, D = q.shape
+
+    def run(pick):
+        if pick != PERSISTENT:
+            v4_wgmma.launch_pick(pick, q, k, v, scale, out, lse)
+        elif v4_wgmma.takes(q, k, v, out):  # picked for this shape on tensors it could take; these it cannot
+            v3_fma.attention(q, k, v, scale, out, None, lse)
+        else:
+            launch_persistent(q, k, v, scale, out, lse)
+
+    tuning.launch_fastest(("attention.v5_persistent", B, H, T, D, q.dtype), lambda: candidates(q, k, v, out), run,
+                          q.device)
+    return out
