@@ -45,8 +45,9 @@ torch = LazyModule("torch", globals())
 F = LazyModule("torch.nn.functional", globals())
 HERE = Path(__file__).resolve().parent
 FLASH = HERE.parent / "attention" / "v1_flash.py"  # the forward kernel v0_fused launches
-# v2_split's forward: attention's v4_wgmma (CUDA C, its includes followed by the hash) and the loops it picks among
-V4_FORWARD = tuple(HERE.parent / "attention" / f for f in ("cuda/v4_wgmma.cu", "v4_wgmma.py", "v3_fma.py",
+# v2_split's forward: attention's v5_persistent (CUDA C, its includes followed by the hash) and what it picks among
+FORWARD_V5 = tuple(HERE.parent / "attention" / f for f in ("cuda/v5_persistent.cu", "v5_persistent.py",
+                                                           "cuda/v4_wgmma.cu", "v4_wgmma.py", "v3_fma.py",
                                                            "v2_tuned.py"))
 CUDA_BUILD = (HERE.parent / "matmul_relu" / "cuda_launch.py", Path(kernlog_cuda.__file__).resolve())
 INTERPRETER_SOURCE = Path(triton_interpreter.__file__).resolve()
@@ -142,10 +143,11 @@ REVISIONS = (
              ">= 2x v0_fused and >= 0.7x SDPA's forward + backward at (1, 32, 4096, 128) bf16; no slower than "
              "v0_fused at (1, 12, 1024, 64)", refuses=refuses_head_dim),
     Revision("v2_split", "triton", (HERE / "v2_split.py", HERE / "v1_tuned.py", HERE / "v0_fused.py", FLASH,
-                                    *V4_FORWARD, *CUDA_BUILD, TUNING_SOURCE, INTERPRETER_SOURCE), _load_v2,
+                                    *FORWARD_V5, *CUDA_BUILD, TUNING_SOURCE, INTERPRETER_SOURCE), _load_v2,
              "v1_tuned with both backward kernels' causal loops split in two: the blocks off the diagonal with "
              "no mask, those that cross it masked (one inner loop, instantiated twice by a constexpr flag); "
-             "the forward attention's v4_wgmma (its CUDA C kernel on Hopper in bf16, v3_fma's loop elsewhere), "
+             "the forward attention's v5_persistent (its CUDA C kernels on Hopper in bf16, v3_fma's loop "
+             "elsewhere), "
              "o kept in the input dtype for delta",
              ">= 1.05x v1_tuned at (1, 32, 4096, 128) bf16; no slower than v1_tuned at (1, 12, 1024, 64) bf16",
              refuses=refuses_head_dim),

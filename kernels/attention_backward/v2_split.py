@@ -1,14 +1,14 @@
 """v2_split: v1_tuned with each backward kernel's causal loop split in two, after attention's
-v4_wgmma forward.
+v5_persistent forward.
 
 Change: in v0's kernels every block of the loop asks whether it crosses the diagonal, and the
 masked `tl.where` sits in the loop body Triton software-pipelines. Here each kernel runs two
 loops, as attention's v2_tuned forward does: the blocks off the diagonal with no mask at all, and
 the few that cross it with the mask; one inner function, instantiated for each by a constexpr
 flag. The dk/dv program takes its diagonal blocks first (they are the first query blocks it
-reads); the dq program takes them last. The forward is attention's v4_wgmma (its CUDA C kernel
-on Hopper in bf16 at head dims 64 and 128, v3_fma's loop elsewhere, picked per shape), asked for
-the log-sum-exp, with o kept in the input dtype: delta = rowsum(do * o) reads it as bf16, as
+reads); the dq program takes them last. The forward is attention's v5_persistent (its CUDA C
+kernels on Hopper in bf16 at head dims 64 and 128, v3_fma's loop elsewhere, picked per shape),
+asked for the log-sum-exp, with o kept in the input dtype: delta = rowsum(do * o) reads it as bf16, as
 FlashAttention's backward does. Layouts are picked per shape among v1_tuned's candidates.
 Predicts: >= 1.05x v1_tuned at (1, 32, 4096, 128) bf16, and no slower than v1_tuned at
 (1, 12, 1024, 64) bf16 beyond noise.
@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.attention import v1_flash, v4_wgmma
+from kernels.attention import v1_flash, v5_persistent
 from kernels.common import tuning
 
 from . import v0_fused as v0
@@ -134,11 +134,11 @@ def _bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, lse_ptr, delta_ptr, dq_ptr, T, H
 
 
 def forward(q, k, v, scale):
-    """attention's v4_wgmma forward (its picker's choice): o in the input dtype and each row's
+    """attention's v5_persistent forward (its picker's choice): o in the input dtype and each row's
     natural-log lse, fp32 (B, H, T)."""
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-    v4_wgmma.attention(q, k, v, scale, o, lse=lse)
+    v5_persistent.attention(q, k, v, scale, o, lse=lse)
     return o, lse
 
 
