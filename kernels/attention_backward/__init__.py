@@ -144,11 +144,11 @@ REVISIONS = (
              "v0_fused at (1, 12, 1024, 64)", refuses=refuses_head_dim),
     Revision("v2_split", "triton", (HERE / "v2_split.py", HERE / "v1_tuned.py", HERE / "v0_fused.py", FLASH,
                                     *FORWARD_V5, *CUDA_BUILD, TUNING_SOURCE, INTERPRETER_SOURCE), _load_v2,
-             "v1_tuned with both backward kernels' causal loops split in two: the blocks off the diagonal with "
-             "no mask, those that cross it masked (one inner loop, instantiated twice by a constexpr flag); "
-             "the forward attention's v5_persistent (its CUDA C kernels on Hopper in bf16, v3_fma's loop "
-             "elsewhere), "
-             "o kept in the input dtype for delta",
+             "v1_tuned with both backward kernels' causal loops split in two among the candidates: the blocks "
+             "off the diagonal with no mask, those that cross it masked (one inner loop, instantiated twice by a "
+             "constexpr flag), each kernel's picker timing the split and the whole loop at v1's layouts; the "
+             "forward attention's v5_persistent (its CUDA C kernels on Hopper in bf16, v3_fma's loop "
+             "elsewhere), o kept in the input dtype for delta",
              ">= 1.05x v1_tuned at (1, 32, 4096, 128) bf16; no slower than v1_tuned at (1, 12, 1024, 64) bf16",
              refuses=refuses_head_dim),
     Revision("wrong_no_delta", "triton", (HERE / "wrong_no_delta.py", HERE / "v0_fused.py", FLASH, INTERPRETER_SOURCE),

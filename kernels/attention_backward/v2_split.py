@@ -1,15 +1,17 @@
-"""v2_split: v1_tuned with each backward kernel's causal loop split in two, after attention's
-v5_persistent forward.
+"""v2_split: v1_tuned with each backward kernel's causal loop split in two among its candidates,
+after attention's v5_persistent forward.
 
 Change: in v0's kernels every block of the loop asks whether it crosses the diagonal, and the
-masked `tl.where` sits in the loop body Triton software-pipelines. Here each kernel runs two
+masked `tl.where` sits in the loop body Triton software-pipelines. The split kernels here run two
 loops, as attention's v2_tuned forward does: the blocks off the diagonal with no mask at all, and
 the few that cross it with the mask; one inner function, instantiated for each by a constexpr
 flag. The dk/dv program takes its diagonal blocks first (they are the first query blocks it
-reads); the dq program takes them last. The forward is attention's v5_persistent (its CUDA C
-kernels on Hopper in bf16 at head dims 64 and 128, v3_fma's loop elsewhere, picked per shape),
-asked for the log-sum-exp, with o kept in the input dtype: delta = rowsum(do * o) reads it as bf16, as
-FlashAttention's backward does. Layouts are picked per shape among v1_tuned's candidates.
+reads); the dq program takes them last. Each kernel's picker times the split loop and v0's whole
+one, each at v1_tuned's layouts, per shape: the split alone was slower than v1 at every family
+member on the H200. The forward is attention's v5_persistent (its CUDA C kernels on Hopper in
+bf16 at head dims 64 and 128, v3_fma's loop elsewhere, picked per shape), asked for the
+log-sum-exp, with o kept in the input dtype: delta = rowsum(do * o) reads it as bf16, as
+FlashAttention's backward does. On the CPU the split loops run (the interpreter's layouts).
 Predicts: >= 1.05x v1_tuned at (1, 32, 4096, 128) bf16, and no slower than v1_tuned at
 (1, 12, 1024, 64) bf16 beyond noise.
 """
@@ -142,8 +144,11 @@ def forward(q, k, v, scale):
     return o, lse
 
 
+SPLIT, WHOLE = "split", "whole"  # the loop forms each kernel's picker times: this module's, v0_fused's
+
+
 def _launches(q, k, v, do, scale, lse, delta, out):
-    """(dk/dv's launch, dq's launch), each taking a layout (BLOCK_M, BLOCK_N, warps, stages)."""
+    """(dk/dv's launch, dq's launch), each taking (form, (BLOCK_M, BLOCK_N, warps, stages))."""
     B, H, T, D = q.shape
     dq, dk, dv = out[..., :D], out[..., D:2 * D], out[..., 2 * D:]
     common = (T, H, scale * v1_flash.LOG2E, scale, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3],
@@ -151,17 +156,22 @@ def _launches(q, k, v, do, scale, lse, delta, out):
     precision = "ieee" if q.dtype.itemsize == 4 else "tf32"  # as v0_fused: bf16's products are exact either way
 
     def dkdv(c):
-        bm, bn, warps, stages = c
-        _bwd_dkdv_kernel[(triton.cdiv(T, bn), B * H)](q, k, v, do, lse, delta, dk, dv, *common, D=D, BLOCK_M=bm,
-                                                      BLOCK_N=bn, PRECISION=precision, num_warps=warps,
-                                                      num_stages=stages)
+        form, (bm, bn, warps, stages) = c
+        kernel = _bwd_dkdv_kernel if form == SPLIT else v0._bwd_dkdv_kernel
+        kernel[(triton.cdiv(T, bn), B * H)](q, k, v, do, lse, delta, dk, dv, *common, D=D, BLOCK_M=bm, BLOCK_N=bn,
+                                            PRECISION=precision, num_warps=warps, num_stages=stages)
 
     def dq_(c):
-        bm, bn, warps, stages = c
-        _bwd_dq_kernel[(triton.cdiv(T, bm), B * H)](q, k, v, do, lse, delta, dq, *common, D=D, BLOCK_M=bm,
-                                                    BLOCK_N=bn, PRECISION=precision, num_warps=warps,
-                                                    num_stages=stages)
+        form, (bm, bn, warps, stages) = c
+        kernel = _bwd_dq_kernel if form == SPLIT else v0._bwd_dq_kernel
+        kernel[(triton.cdiv(T, bm), B * H)](q, k, v, do, lse, delta, dq, *common, D=D, BLOCK_M=bm, BLOCK_N=bn,
+                                            PRECISION=precision, num_warps=warps, num_stages=stages)
     return dkdv, dq_
+
+
+def candidates(layouts) -> list:
+    """Each layout in the split loop, then in v0's whole one."""
+    return [(SPLIT, c) for c in layouts] + [(WHOLE, c) for c in layouts]
 
 
 def attention_backward(q, k, v, do, scale, out):
@@ -173,13 +183,14 @@ def attention_backward(q, k, v, do, scale, out):
     dkdv, dq = _launches(q, k, v, do, scale, lse, delta, out)
     if not out.is_cuda:
         cpu_dkdv, cpu_dq = v0.CPU_CONFIG
-        dkdv(cpu_dkdv)
-        dq(cpu_dq)
+        dkdv((SPLIT, cpu_dkdv))
+        dq((SPLIT, cpu_dq))
         return out
     B, H, T, D = q.shape
     key = (B, H, T, D, q.dtype)
     dkdv_layouts, dq_layouts = CANDIDATES[v0.dtype_name(q)]
-    tuning.launch_fastest(("attention_backward_v2_dkdv", *key), lambda: fitting(dkdv, dkdv_layouts), dkdv,
+    tuning.launch_fastest(("attention_backward_v2_dkdv", *key), lambda: fitting(dkdv, candidates(dkdv_layouts)),
+                          dkdv, q.device)
+    tuning.launch_fastest(("attention_backward_v2_dq", *key), lambda: fitting(dq, candidates(dq_layouts)), dq,
                           q.device)
-    tuning.launch_fastest(("attention_backward_v2_dq", *key), lambda: fitting(dq, dq_layouts), dq, q.device)
     return out
