@@ -465,6 +465,24 @@ MUTANTS = [
     Mutant("wrong-seen-any-gate", "kernlog/capture/todo.py",
            '            and (key.get("libraries") or {}).get("kernlog_gate") == gatekey.gate_code_sha256()\n', "",
            "a rejection under older gate code taken as standing", ("tests/test_known_wrong_seen.py",)),
+    # --- kernels: attention's rungs (the launchers' arithmetic and the backward's loop bounds) -----------
+    Mutant("v2-split-dq-mid-late", "kernels/attention_backward/v2_split.py",
+           "    mid = (start_m // BLOCK_N) * BLOCK_N\n", "    mid = (start_m // BLOCK_N + 1) * BLOCK_N\n",
+           "the dq kernel's unmasked loop runs into the diagonal block", ("tests/test_attention_backward_split.py",)),
+    Mutant("v2-split-dkdv-mid-early", "kernels/attention_backward/v2_split.py",
+           "    mid = tl.minimum(tl.cdiv(start_n + BLOCK_N, BLOCK_M) * BLOCK_M, T)",
+           "    mid = tl.minimum((start_n + BLOCK_N) // BLOCK_M * BLOCK_M, T)",
+           "the dk/dv kernel's masked loop stops before the last query block that crosses the diagonal",
+           ("tests/test_attention_backward_split.py",)),
+    Mutant("v5-grid-tiles", "kernels/attention/v5_persistent.py",
+           "return min(_sms(q.device.index), -(-T // v4_wgmma.BLOCK_M) * B * H)",
+           "return min(_sms(q.device.index), T // v4_wgmma.BLOCK_M * B * H)",
+           "the persistent grid counts whole tiles only, none for a partial last one", ("tests/test_attention_cuda.py",)),
+    Mutant("v5-no-v4-candidate", "kernels/attention/v5_persistent.py",
+           "else []) + v4_wgmma.candidates(q, k, v, out)",
+           "else []) + v3_fma.candidates(\"bf16\", q.shape[-1])",
+           "v5's picker never offered v4's kernel, so it could not keep the rung before it",
+           ("tests/test_attention_cuda.py",)),
 ]
 
 
