@@ -465,6 +465,10 @@ MUTANTS = [
     Mutant("wrong-seen-any-gate", "kernlog/capture/todo.py",
            '            and (key.get("libraries") or {}).get("kernlog_gate") == gatekey.gate_code_sha256()\n', "",
            "a rejection under older gate code taken as standing", ("tests/test_known_wrong_seen.py",)),
+    Mutant("elsewhere-stale-unmarked", "kernlog/render/steps.py",
+           """"at": [where + (" (stale)" if row["stale"] else "") for where, row in at[r.name]],""",
+           """"at": [where for where, row in at[r.name]],""",
+           "a step profiled elsewhere on an older source shown as current", ("tests/test_page_shape.py",)),
     # --- kernels: attention's rungs (the launchers' arithmetic and the backward's loop bounds) -----------
     Mutant("v2-split-dq-mid-late", "kernels/attention_backward/v2_split.py",
            "    mid = (start_m // BLOCK_N) * BLOCK_N\n", "    mid = (start_m // BLOCK_N + 1) * BLOCK_N\n",

@@ -103,3 +103,27 @@ def test_a_page_head_quotes_its_front_page_line_where_the_sweep_has_its_point():
         assert ", in its profile: " in head
         quoted += 1
     assert quoted >= 5  # the swept kernels: attention, layernorm, matmul_relu, rmsnorm, softmax and more
+
+
+def test_a_step_profiled_elsewhere_on_an_older_source_is_marked_stale_there():
+    """A step the page's ladder lacks, profiled at another shape on a source since changed: where
+    it is profiled and what it bought there carry the stale mark, as the main ladder's rows do."""
+    from types import SimpleNamespace
+
+    from kernlog.render import steps
+
+    def ladder(shape, rows):
+        return {"shape": shape, "dtype": "bf16", "gpu": {"name": "G"}, "rows": rows}
+
+    main = ladder("1x8", [{"rec": SimpleNamespace(revision="v1")}])
+    other = ladder("4x8", [{"rec": SimpleNamespace(revision="v2", predicts=None), "stale": stale, "base": "v1",
+                            "speedup": 0.99, "verdict": "same"} for stale in (True,)])
+    fresh = ladder("2x8", [{"rec": SimpleNamespace(revision="v2", predicts=None), "stale": False, "base": "v1",
+                            "speedup": 1.5, "verdict": "faster"}])
+    kernel = SimpleNamespace(revisions=[SimpleNamespace(name=n, role="step", change="c") for n in ("v1", "v2")])
+    got = steps.elsewhere({"ladders": [main, other, fresh], "kernel": kernel}, main, {})
+    assert len(got) == 1 and got[0]["stale"]
+    assert got[0]["at"] == ["4x8 bf16 on G (stale)", "2x8 bf16 on G"]
+    assert got[0]["bought"] == ["0.99x† vs v1 (same) at 4x8 bf16 on G", "1.50x vs v1 (faster) at 2x8 bf16 on G"]
+    got = steps.elsewhere({"ladders": [main, fresh], "kernel": kernel}, main, {})
+    assert not got[0]["stale"] and got[0]["at"] == ["2x8 bf16 on G"]

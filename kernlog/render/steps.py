@@ -126,12 +126,15 @@ def of_ladder(lad: dict, notes: dict[str, str], others: list[dict] = ()) -> list
 def elsewhere(s: dict, main: dict, notes: dict[str, str]) -> list[dict]:
     """The kernel's steps and counterparts that the main ladder lacks but another ladder holds
     (profiled at other shapes or on another GPU only), in the kernel's order: what changed,
-    where each is profiled, and the author's note, so no step or note goes unshown."""
+    where each is profiled (a profile of an older source marked stale there, as on the main
+    ladder), and the author's note, so no step or note goes unshown."""
     there = {row["rec"].revision for row in main["rows"]}
     at = _other_rows(s["ladders"], main)
     return [{"revision": r.name, "role": r.role, "change": " ".join((r.change or "").split()),
-             "at": [where for where, _ in at[r.name]], "note": notes.get(r.name),
-             "bought": [f"{row['speedup']:.2f}x vs {row['base']} ({row['verdict']}) at {where}"
+             "at": [where + (" (stale)" if row["stale"] else "") for where, row in at[r.name]],
+             "stale": any(row["stale"] for _, row in at[r.name]), "note": notes.get(r.name),
+             "bought": [f"{row['speedup']:.2f}x{'†' if row['stale'] else ''} vs {row['base']} ({row['verdict']}) "
+                        f"at {where}"
                         for where, row in at[r.name] if row.get("base") and row.get("speedup") is not None],
              "prediction": _prediction(at[r.name][0][1], at[r.name][1:], f" at {at[r.name][0][0]}")}
             for r in s["kernel"].revisions
