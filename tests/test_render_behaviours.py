@@ -182,3 +182,5 @@ def test_a_sweep_rows_best_step_names_the_steps_inside_its_noise():
     assert _ties(row, "a", roles, 0.02) == ["b", "c"]
     assert _ties(dict(row, fails_now={"b": "x"}), "a", roles, 0.02) == ["c"]  # failing the gate now: no tie
     assert _ties(row, None, roles, 0.02) == []
+    # b timed in another run than a (merged by `kernlog bench --rev`): no tie judged across runs
+    assert _ties(dict(row, runs={"a": "r2", "b": "r1", "c": "r2"}), "a", roles, 0.02) == ["c"]

@@ -97,12 +97,14 @@ def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) 
 def _ties(row: dict, best: str | None, roles: dict, band: float) -> list[str]:
     """The other steps within the noise of the best one at this point (the band, or either one's
     run-to-run spread there where wider), fastest first: the best step's lead over them is no lead.
-    A tie as a bar cell judges one (verdicts.at_least)."""
-    vals, spread = row["values"], row.get("spread", {})
+    A tie as a bar cell judges one (verdicts.at_least). Only steps timed in the best one's run
+    count: a figure merged from another run (`kernlog bench --rev`) carries that run's drift, and
+    a tie is judged side by side."""
+    vals, spread, runs = row["values"], row.get("spread", {}), row.get("runs", {})
     if best is None:
         return []
     near = [(v, r) for r, v in vals.items() if r != best and v is not None and roles.get(r) == "step"
-            and r not in row.get("fails_now", {})
+            and r not in row.get("fails_now", {}) and runs.get(r) == runs.get(best)
             and at_least(v / vals[best], 1.0, max(band, spread.get(r) or 0.0, spread.get(best) or 0.0))]
     return [r for _, r in sorted(near, reverse=True)]
 
