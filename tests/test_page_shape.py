@@ -127,3 +127,25 @@ def test_a_step_profiled_elsewhere_on_an_older_source_is_marked_stale_there():
     assert got[0]["bought"] == ["0.99x† vs v1 (same) at 4x8 bf16 on G", "1.50x vs v1 (faster) at 2x8 bf16 on G"]
     got = steps.elsewhere({"ladders": [main, fresh], "kernel": kernel}, main, {})
     assert not got[0]["stale"] and got[0]["at"] == ["2x8 bf16 on G"]
+
+
+def test_the_first_screen_says_where_another_gpus_sweep_stands_and_every_sweeps_misses():
+    """A page headed by one GPU's ladder says, for each other GPU's sweep, which step is best at
+    how many of its points and how many miss a bar; Next counts the misses of every sweep, not
+    only the first one's."""
+    from kernlog.render import steps
+
+    def row(shape, best, met):
+        return {"shape": shape, "dtype": "bf16", "bars": [{"name": best, "ref_met": met}]}
+
+    h100 = {"gpu": "H100", "rows": [row("a", "v2", True), row("b", "v2", False)]}
+    h100["missed"] = h100["rows"][1:]
+    h200 = {"gpu": "H200", "rows": [row("a", "v5", True), row("b", "v4", False), row("c", "v5", False)]}
+    h200["missed"] = h200["rows"][1:]
+    s = {"sweeps": [h100, h200]}
+    lad = {"gpu": {"name": "H100"}}
+    assert steps.sweep_standing(s, lad) == " On H200's sweep, v5 is the best step at 2 of 3 points; 2 miss a bar."
+    assert steps.sweep_standing(s, {"gpu": {"name": "H200"}}) == (
+        " On H100's sweep, v2 is the best step at 2 of 2 points; 1 misses a bar.")
+    h200["missed"] = []
+    assert steps.sweep_standing(s, lad).endswith("every point meets its bars.")

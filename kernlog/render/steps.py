@@ -176,14 +176,33 @@ def next_line(s: dict, lad: dict | None) -> str | None:
     else:
         text = f"go after the limit {name} meets at {lad['shape']} {lad['dtype']}, where it is {where}"
     missed = [sw for sw in s.get("sweeps", []) if sw.get("missed")]
-    if missed:
-        sw = missed[0]
+    for i, sw in enumerate(missed):
         pts = [f"{r['shape']} {r['dtype']}" for r in sw["missed"]]
         shown = ", ".join(pts[:3]) + (f" and {len(pts) - 3} more" if len(pts) > 3 else "")
-        text += f"; {len(pts)} of {len(sw['rows'])} swept points on {sw['gpu']} miss a bar ({shown})"
-    else:
+        text += (f"; {len(pts)} of {len(sw['rows'])} swept points on {sw['gpu']} miss a bar ({shown})" if i == 0
+                 else f", {len(pts)} of {len(sw['rows'])} on {sw['gpu']} ({shown})")
+    if not missed:
         text += ("; every swept point meets its bars" if s.get("sweeps") else "")
     return text + "."
+
+
+def sweep_standing(s: dict, lad: dict) -> str:
+    """A sentence per sweep on a GPU other than the headline ladder's: which step is best at
+    how many of its points, and how many miss a bar. A page whose headline ladder is one GPU's
+    says there where its other GPUs' sweeps stand, which its arc table does not show."""
+    out = []
+    for sw in s.get("sweeps", []):
+        if sw["gpu"] == lad["gpu"]["name"] or not sw["rows"]:
+            continue
+        names = [r["bars"][0]["name"] for r in sw["rows"] if r.get("bars") and r["bars"][0]["name"]]
+        if not names:
+            continue
+        top = max(dict.fromkeys(names), key=names.count)  # the most often best, the first met on a tie
+        miss = len(sw["missed"])
+        out.append(f" On {sw['gpu']}'s sweep, {top} is the best step at {names.count(top)} of {len(sw['rows'])} "
+                   f"points; " + (f"{miss} {'misses' if miss == 1 else 'miss'} a bar." if miss
+                                          else "every point meets its bars."))
+    return "".join(out)
 
 
 def stands(s: dict, lad: dict | None) -> str | None:
@@ -212,7 +231,7 @@ def stands(s: dict, lad: dict | None) -> str | None:
     ties = [t for t in arc.get("ties", []) if t != name]
     if ties:
         text += f". Within noise of it: {', '.join(ties)}"
-    return text + "." + _in_sweep(s, lad, name)
+    return text + "." + _in_sweep(s, lad, name) + sweep_standing(s, lad)
 
 
 def _in_sweep(s: dict, lad: dict, name: str) -> str:
