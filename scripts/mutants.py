@@ -466,7 +466,7 @@ MUTANTS = [
            '            and (key.get("libraries") or {}).get("kernlog_gate") == gatekey.gate_code_sha256()\n', "",
            "a rejection under older gate code taken as standing", ("tests/test_known_wrong_seen.py",)),
     Mutant("standing-own-gpu", "kernlog/render/steps.py",
-           'if sw["gpu"] == lad["gpu"]["name"] or not sw["rows"]:', 'if not sw["rows"]:',
+           'if sw["gpu"] == lad["gpu"]["name"] and top == best_name:', 'if top == best_name:',
            "the first screen repeats the headline GPU's own sweep as another GPU's standing",
            ("tests/test_page_shape.py",)),
     Mutant("ties-across-runs", "kernlog/render/sweeps.py",

@@ -144,8 +144,14 @@ def test_the_first_screen_says_where_another_gpus_sweep_stands_and_every_sweeps_
     h200["missed"] = h200["rows"][1:]
     s = {"sweeps": [h100, h200]}
     lad = {"gpu": {"name": "H100"}}
-    assert steps.sweep_standing(s, lad) == " On H200's sweep, v5 is the best step at 2 of 3 points; 2 miss a bar."
-    assert steps.sweep_standing(s, {"gpu": {"name": "H200"}}) == (
+    assert steps.sweep_standing(s, lad, "v2") == " On H200's sweep, v5 is the best step at 2 of 3 points; 2 miss a bar."
+    assert steps.sweep_standing(s, {"gpu": {"name": "H200"}}, "v5") == (
         " On H100's sweep, v2 is the best step at 2 of 2 points; 1 misses a bar.")
+    # another GPU's sweep is said even where the same step leads it
+    assert steps.sweep_standing(s, lad, "v5") == (" On H100's sweep, v2 is the best step at 2 of 2 points; 1 misses "
+                                                  "a bar. On H200's sweep, v5 is the best step at 2 of 3 points; 2 "
+                                                  "miss a bar.")
+    # its own GPU's sweep, where another step than the profiled best leads most points, is said too
+    assert steps.sweep_standing(s, lad, "v1").startswith(" On H100's sweep, v2 is the best step at 2 of 2")
     h200["missed"] = []
-    assert steps.sweep_standing(s, lad).endswith("every point meets its bars.")
+    assert steps.sweep_standing(s, lad, "v2").endswith("every point meets its bars.")

@@ -186,18 +186,20 @@ def next_line(s: dict, lad: dict | None) -> str | None:
     return text + "."
 
 
-def sweep_standing(s: dict, lad: dict) -> str:
-    """A sentence per sweep on a GPU other than the headline ladder's: which step is best at
-    how many of its points, and how many miss a bar. A page whose headline ladder is one GPU's
-    says there where its other GPUs' sweeps stand, which its arc table does not show."""
+def sweep_standing(s: dict, lad: dict, best_name: str | None = None) -> str:
+    """A sentence per sweep on a GPU other than the headline ladder's, or on its GPU where a step
+    other than `best_name` (the ladder's best) is best at most points: which step that is, at how
+    many of its points, and how many miss a bar. The arc table shows neither."""
     out = []
     for sw in s.get("sweeps", []):
-        if sw["gpu"] == lad["gpu"]["name"] or not sw["rows"]:
+        if not sw["rows"]:
             continue
         names = [r["bars"][0]["name"] for r in sw["rows"] if r.get("bars") and r["bars"][0]["name"]]
         if not names:
             continue
         top = max(dict.fromkeys(names), key=names.count)  # the most often best, the first met on a tie
+        if sw["gpu"] == lad["gpu"]["name"] and top == best_name:
+            continue
         miss = len(sw["missed"])
         out.append(f" On {sw['gpu']}'s sweep, {top} is the best step at {names.count(top)} of {len(sw['rows'])} "
                    f"points; " + (f"{miss} {'misses' if miss == 1 else 'miss'} a bar." if miss
@@ -231,7 +233,7 @@ def stands(s: dict, lad: dict | None) -> str | None:
     ties = [t for t in arc.get("ties", []) if t != name]
     if ties:
         text += f". Within noise of it: {', '.join(ties)}"
-    return text + "." + _in_sweep(s, lad, name) + sweep_standing(s, lad)
+    return text + "." + _in_sweep(s, lad, name) + sweep_standing(s, lad, name)
 
 
 def _in_sweep(s: dict, lad: dict, name: str) -> str:
