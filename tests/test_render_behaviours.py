@@ -184,3 +184,11 @@ def test_a_sweep_rows_best_step_names_the_steps_inside_its_noise():
     assert _ties(row, None, roles, 0.02) == []
     # b timed in another run than a (merged by `kernlog bench --rev`): no tie judged across runs
     assert _ties(dict(row, runs={"a": "r2", "b": "r1", "c": "r2"}), "a", roles, 0.02) == ["c"]
+
+
+def test_the_sweep_legend_prints_the_band_it_judges_by():
+    """The legend's band is the one the ✗ marks use, to a tenth of a percent: the H200's 3.5%
+    printed as 4% made a 0.916x cell against a 0.95x bar look like a tie there."""
+    from kernlog.render.sweeps import band_pct
+
+    assert band_pct(0.035) == "3.5" and band_pct(0.02) == "2" and band_pct(0.1) == "10" and band_pct(0.0125) == "1.2"

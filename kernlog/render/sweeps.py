@@ -94,6 +94,13 @@ def _bars(row: dict, roles: dict, band: float, bar: SpeedBar = EVERY_REFERENCE) 
     return out
 
 
+def band_pct(band: float) -> str:
+    """The band as the legend prints it, in percent to a tenth, a whole number without its ".0":
+    0.035 -> "3.5", 0.02 -> "2" (rounded to a whole, 3.5% read as 4% and a 0.916x cell marked
+    short of a 0.95x bar looked like a tie)."""
+    return f"{band * 100:.1f}".removesuffix(".0")
+
+
 def _ties(row: dict, best: str | None, roles: dict, band: float) -> list[str]:
     """The other steps within the noise of the best one at this point (the band, or either one's
     run-to-run spread there where wider), fastest first: the best step's lead over them is no lead.
@@ -193,7 +200,8 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
             "gate_failures": [(r, row["shape"], row["dtype"], why) for row in rows
                               for r, why in sorted(row["fails_gate"].items(), key=lambda rw: by_rank(rw[0]))],
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
-            "band": band, "bar_label": bar.label, "has_refs": any(roles.get(r) == "reference" for r in revs),
+            "band": band, "band_pct": band_pct(band), "bar_label": bar.label,
+            "has_refs": any(roles.get(r) == "reference" for r in revs),
             "bar_labels": ["best step", "counterpart"][:max((len(r["bars"]) for r in rows), default=1)],
             "missed": [r for r in rows if any(b["ref_met"] is False or b["copy_met"] is False for b in r["bars"])],
             "apart": _apart(rows, by_rank), "medians": medians,
