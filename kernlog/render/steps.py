@@ -132,7 +132,7 @@ def elsewhere(s: dict, main: dict, notes: dict[str, str]) -> list[dict]:
     at = _other_rows(s["ladders"], main)
     return [{"revision": r.name, "role": r.role, "change": " ".join((r.change or "").split()),
              "at": [where + (" (stale)" if row["stale"] else "") for where, row in at[r.name]],
-             "stale": any(row["stale"] for _, row in at[r.name]), "note": notes.get(r.name),
+             "note": notes.get(r.name),
              "bought": [f"{row['speedup']:.2f}x{'†' if row['stale'] else ''} vs {row['base']} ({row['verdict']}) "
                         f"at {where}"
                         for where, row in at[r.name] if row.get("base") and row.get("speedup") is not None],
@@ -192,8 +192,6 @@ def sweep_standing(s: dict, lad: dict, best_name: str | None = None) -> str:
     many of its points, and how many miss a bar. The arc table shows neither."""
     out = []
     for sw in s.get("sweeps", []):
-        if not sw["rows"]:
-            continue
         names = [r["bars"][0]["name"] for r in sw["rows"] if r.get("bars") and r["bars"][0]["name"]]
         if not names:
             continue
