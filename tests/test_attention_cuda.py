@@ -118,13 +118,43 @@ def test_the_cuda_kernel_asked_for_where_it_cannot_run_is_an_error(rung, config)
 
 
 def test_v5_offers_its_kernel_then_v4s_candidates(monkeypatch):
-    """On tensors the kernels take, v5's picker times its own kernel, v4's, and v3's loops, so it
-    can keep the rung before it wherever that is faster."""
-    q = torch.zeros((1, 2, 256, 64), dtype=torch.bfloat16)
+    """On tensors the kernels take, v5's picker times its own kernel in each tile order that makes
+    another group at the shape, then v4's kernel and v3's loops, so it can keep the rung before it
+    wherever that is faster."""
     monkeypatch.setattr(v4_wgmma, "takes", lambda *a: "")
-    got = v5_persistent.candidates(q, q, q, torch.empty_like(q))
-    assert got == [v5_persistent.PERSISTENT, v4_wgmma.WGMMA, *v3_fma.candidates("bf16", 64)]
+    monkeypatch.setattr(v5_persistent, "_sms", lambda index: 132)
+    q = torch.empty((4, 32, 2048, 128), dtype=torch.bfloat16)  # 128 heads of 16 tiles: groups 128, 8, 1
+    got = v5_persistent.candidates(q, q, q, q)
+    assert got == [*v5_persistent.ORDERS, v4_wgmma.WGMMA, *v3_fma.candidates("bf16", 128)]
     assert len(set(map(str, got))) == len(got)
+    q = torch.empty((1, 2, 256, 64), dtype=torch.bfloat16)  # 2 heads: a round holds both
+    assert v5_persistent.candidates(q, q, q, q)[:3] == [v5_persistent.PERSISTENT, v5_persistent.BY_HEAD,
+                                                        v4_wgmma.WGMMA]
+
+
+@pytest.mark.parametrize("shape, groups", [
+    ((16, 16, 512, 128), (256, 33, 1)),  # 4 tiles a head: 33 heads make a round of 132 blocks
+    ((1, 16, 8192, 128), (16, 2, 1)),  # 64 tiles a head
+    ((1, 8, 16384, 128), (8, 1, 1)),  # a head's 128 tiles are about a round
+    ((1, 12, 1024, 64), (12, 12, 1)),  # 96 tiles, fewer than the blocks: a round holds every head
+    ((1, 1, 129, 64), (1, 1, 1)),
+])
+def test_v5s_tile_orders_group_all_heads_a_rounds_or_one(monkeypatch, shape, groups):
+    got = tuple(v5_persistent.group(order, shape, 132) for order in v5_persistent.ORDERS)
+    assert got == groups
+    with pytest.raises(ValueError, match="no tile order 'diagonal'"):
+        v5_persistent.group("diagonal", shape, 132)
+
+
+def test_v5s_kernel_takes_the_group_it_is_launched_with():
+    """The launcher passes the order's group between BH and scale2, as the kernel's signature
+    has it: an argument out of place is read as another type without an error."""
+    src = v5_persistent.SOURCE.read_text()
+    for d in (64, 128):
+        assert re.search(rf"fp_fwd_d{d}\(const unsigned long long\* __restrict__ tmaps, bf16_t\* __restrict__ O, "
+                         rf"float\* __restrict__ lse, int T,\s+int BH, int group, float scale2\)", src), d
+    launcher = v5_persistent.SOURCE.parents[1].joinpath("v5_persistent.py").read_text()
+    assert "numpy.int32(T), numpy.int32(B * H),\n            numpy.int32(group(order," in launcher
 
 
 def test_v5s_grid_is_the_sms_or_the_tiles(monkeypatch):
@@ -172,14 +202,18 @@ def test_what_the_kernel_does_not_take_runs_v3_on_gpu():
 
 @gpu
 @needs_sm90
-@pytest.mark.parametrize("shape", [(8, 32, 256, 64), (2, 8, 2048, 128), (3, 5, 129, 128), (1, 1, 40, 64)])
-def test_v5_is_v4_bit_for_bit_with_more_tiles_than_blocks_on_gpu(shape):
+@pytest.mark.parametrize("shape", [(8, 32, 256, 64), (2, 8, 2048, 128), (3, 5, 129, 128), (1, 1, 40, 64),
+                                   (7, 5, 600, 64)])
+@pytest.mark.parametrize("order", v5_persistent.ORDERS)
+def test_v5_is_v4_bit_for_bit_with_more_tiles_than_blocks_on_gpu(shape, order):
     """v5 runs v4's tile code: where each block takes many tiles (the ring's parities carried
-    across tiles, Q released and reloaded), its output and log-sum-exp are v4's exactly."""
+    across tiles, Q released and reloaded), in every tile order (groups of all heads, of a
+    round's, of one; 35 heads of 5 tiles make a last group of fewer heads), its output and
+    log-sum-exp are v4's exactly: no tile skipped or taken twice."""
     gen = torch.Generator(device="cuda").manual_seed(7)
     q, k, v = (torch.randn(shape, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
     got = {}
-    for rung, config in (("v4_wgmma", v4_wgmma.WGMMA), ("v5_persistent", v5_persistent.PERSISTENT)):
+    for rung, config in (("v4_wgmma", v4_wgmma.WGMMA), ("v5_persistent", order)):
         out, lse = torch.full_like(q, float("nan")), torch.full(shape[:3], float("nan"), device="cuda")
         RUNGS[rung].attention(q, k, v, shape[-1] ** -0.5, out, config=config, lse=lse)
         got[rung] = (out, lse)

@@ -3,11 +3,14 @@
 Change: v4's profile at (1, 12, 1024, 64) shows 96 blocks on 132 SMs, and at 256-1024 tokens a
 block per query tile spends much of its life loading its first tiles: there v4's picker ran
 v3_fma's Triton loop. cuda/v5_persistent.cu launches one block per SM (fewer where the tiles
-are fewer), each taking query tiles longest first, dealt in rounds that alternate direction. Its
+are fewer), each taking query tiles longest first, dealt in rounds that alternate direction; the
+order runs over all heads at once, over groups of about a round's heads, or head by head (the
+picker times each: over all heads, a short sequence's head has its tiles in rounds far apart, and
+its K and V may leave L2 between them). Its
 K/V ring runs on across tiles and Q is released after a tile's last S product, so the loading
 warp fetches the next tile's Q and key blocks while the consumers finish this tile's last P V and
 store its O. The tile's work is v4's, in the same code (cuda/fa_wgmma.cuh), so outputs are v4's
-bit for bit. The picker times it beside v4's kernel and v3_fma's loops at each shape; fp32, other
+bit for bit. The picker times it in each order beside v4's kernel and v3_fma's loops at each shape; fp32, other
 head dims, other GPUs and the CPU run v3_fma, as in v4.
 Predicts: >= v4_wgmma on every family member within noise, and >= v3_fma's loop at the short and
 GPT-2 members, where v4's picker kept that loop.
@@ -23,7 +26,12 @@ from . import v1_flash, v3_fma, v4_wgmma
 
 SOURCE = Path(__file__).resolve().parent / "cuda" / "v5_persistent.cu"
 ENTRIES = {64: "fp_fwd_d64", 128: "fp_fwd_d128"}
-PERSISTENT = "persistent"  # the picker's candidate for this kernel, beside v4's and v3_fma's
+# The picker's candidates for this kernel, beside v4's and v3_fma's: the same kernel with its tiles
+# in three orders (cuda/v5_persistent.cu's `group`, the heads whose tiles are ordered together).
+PERSISTENT = "persistent"  # every head's tiles in one order, longest first
+BY_ROUND = "persistent, a round's heads"  # heads in groups of about a round's tiles (one per block)
+BY_HEAD = "persistent, head by head"  # one head's tiles at a time, longest first
+ORDERS = (PERSISTENT, BY_ROUND, BY_HEAD)
 QBARS = 2  # Q's full and empty barriers (v4: its full one)
 
 
@@ -57,8 +65,31 @@ def grid(q) -> int:
     return min(_sms(q.device.index), -(-T // v4_wgmma.BLOCK_M) * B * H)
 
 
-def launch_persistent(q, k, v, scale, out, lse=None):
-    """The persistent kernel on (B, H, T, D) bf16 tensors that v4_wgmma.takes accepts."""
+def group(order: str, shape, sms: int) -> int:
+    """The heads a group of the tiles' order holds (cuda/v5_persistent.cu's `group`): all of them;
+    as many as make about one round of tiles on `sms` blocks (each head has a tile per 128 queries),
+    so a round reads those heads' K and V while they are in L2; or one."""
+    B, H, T, _ = shape
+    if order == PERSISTENT:
+        return B * H
+    if order == BY_ROUND:
+        return min(B * H, max(1, sms // -(-T // v4_wgmma.BLOCK_M)))
+    if order == BY_HEAD:
+        return 1
+    raise ValueError(f"attention v5_persistent: no tile order {order!r}; one of {ORDERS}")
+
+
+def orders(shape, sms: int) -> list:
+    """ORDERS, each once per group it makes at this shape (the first order that makes it)."""
+    seen: dict = {}
+    for order in ORDERS:
+        seen.setdefault(group(order, shape, sms), order)
+    return list(seen.values())
+
+
+def launch_persistent(q, k, v, scale, out, lse=None, order=PERSISTENT):
+    """The persistent kernel, its tiles in `order`, on (B, H, T, D) bf16 tensors that
+    v4_wgmma.takes accepts."""
     import numpy
 
     from kernlog import cuda
@@ -66,36 +97,38 @@ def launch_persistent(q, k, v, scale, out, lse=None):
     B, H, T, D = q.shape
     args = (cuda.ptr(v4_wgmma.tensor_maps(q, k, v)), cuda.ptr(out),
             numpy.uint64(0 if lse is None else lse.data_ptr()), numpy.int32(T), numpy.int32(B * H),
-            numpy.float32(scale * v4_wgmma.LOG2E))
+            numpy.int32(group(order, q.shape, _sms(q.device.index))), numpy.float32(scale * v4_wgmma.LOG2E))
     cuda.launch(_kernel(D), (grid(q), 1, 1), (v4_wgmma.THREADS, 1, 1), args, shared_mem=smem_bytes(D))
     return out
 
 
 def candidates(q, k, v, out) -> list:
-    """This kernel where it runs, then v4_wgmma's candidates (its kernel, v3_fma's loops)."""
-    return ([PERSISTENT] if not v4_wgmma.takes(q, k, v, out) else []) + v4_wgmma.candidates(q, k, v, out)
+    """This kernel in its tile orders where it runs, then v4_wgmma's candidates (its kernel,
+    v3_fma's loops)."""
+    mine = [] if v4_wgmma.takes(q, k, v, out) else orders(q.shape, _sms(q.device.index))
+    return mine + v4_wgmma.candidates(q, k, v, out)
 
 
 def attention(q, k, v, scale, out, config=None, lse=None):
-    """v1_flash.attention's contract; `config`: PERSISTENT, or what v4_wgmma.attention takes,
+    """v1_flash.attention's contract; `config`: one of ORDERS, or what v4_wgmma.attention takes,
     skips the pick."""
     v1_flash.check_args(q, k, v, out)
-    if config == PERSISTENT:
+    if config in ORDERS:
         why = v4_wgmma.takes(q, k, v, out)
         if why:
             raise ValueError(f"attention v5_persistent: the CUDA C kernel cannot run this call: {why}")
-        return launch_persistent(q, k, v, scale, out, lse)
+        return launch_persistent(q, k, v, scale, out, lse, config)
     if config is not None or not out.is_cuda:
         return v4_wgmma.attention(q, k, v, scale, out, config, lse)  # WGMMA or a v3_fma layout
     B, H, T, D = q.shape
 
     def run(pick):
-        if pick != PERSISTENT:
+        if pick not in ORDERS:
             v4_wgmma.launch_pick(pick, q, k, v, scale, out, lse)
         elif v4_wgmma.takes(q, k, v, out):  # picked for this shape on tensors it could take; these it cannot
             v3_fma.attention(q, k, v, scale, out, None, lse)
         else:
-            launch_persistent(q, k, v, scale, out, lse)
+            launch_persistent(q, k, v, scale, out, lse, pick)
 
     tuning.launch_fastest(("attention.v5_persistent", B, H, T, D, q.dtype), lambda: candidates(q, k, v, out), run,
                           q.device)
