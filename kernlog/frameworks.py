@@ -29,16 +29,21 @@ def compiled(fn, dynamic: bool | None = False):
     return torch.compile(fn, dynamic=dynamic)
 
 
-def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optional[int] = None) -> tuple:
+def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optional[int] = None,
+               compiled_op: Optional[Callable] = None) -> tuple:
     """The `torch` and `torch_compile` revisions of `op(*inputs[:args])`, both identified by
-    the code of `op` (a lambda in the operator's `init` file)."""
+    the code of `op` (a lambda in the operator's `init` file). `compiled_op`, where compiling
+    `op` whole would compile nothing (a gradient taken inside it breaks Dynamo's graph, which
+    then runs eagerly): a function of the compiler (`fn -> compiled fn`) that returns the
+    torch_compile revision's function, compiling what it can; that revision is identified by
+    its code instead."""
     from kernlog.spec import Revision
 
     def load_eager():
         return lambda inputs, out: op(*inputs[:args])
 
     def load_compiled(dynamic=False):
-        fn = compiled(op, dynamic)
+        fn = compiled(op, dynamic) if compiled_op is None else compiled_op(lambda f: compiled(f, dynamic))
         return lambda inputs, out: fn(*inputs[:args])
 
     # The gate's dozens of shapes through shape-generic graphs: a static compile per shape
@@ -49,7 +54,8 @@ def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optio
     # dimensions not specialized (backed_size_oblivious) it made 8, but its looped reduction put
     # 2x300007 fp32 at 5.07e-4, over the kernel's 5e-4, so the default stays.
     return (Revision("torch", "torch", (init,), load_eager, eager, role="reference", code=op),
-            Revision("torch_compile", "torch", (init,), load_compiled, compiled_, role="reference", code=op,
+            Revision("torch_compile", "torch", (init,), load_compiled, compiled_, role="reference",
+                     code=op if compiled_op is None else compiled_op,
                      load_for_gate=lambda: load_compiled(dynamic=None)))
 
 
