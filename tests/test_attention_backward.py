@@ -226,23 +226,25 @@ def test_the_trainable_attention_gives_autograd_the_float64_gradients(dtype, tol
     assert ((o.double() - o64).norm() / o64.norm()).item() < (1e-5 if dtype == torch.float32 else 1e-2)
 
 
-def test_the_compiled_reference_compiles_its_graph_and_takes_the_eager_gradients():
-    """torch_compile's function compiles the forward into one graph with no break (compiled
-    whole, the eager math with its autograd.grad compiled nothing and ran eagerly), and its
-    gradients are eager_grads'. aot_eager traces as Inductor's compile does, without code
-    generation; the revision is identified by that function's code."""
+def test_the_compiled_reference_compiles_its_graph_and_takes_the_eager_gradients(monkeypatch):
+    """torch_compile's function, loaded as the revision loads it, compiles the forward into one
+    graph with no break (compiled whole, the eager math with its autograd.grad compiled nothing
+    and ran eagerly), and its gradients are eager_grads'. aot_eager traces as Inductor's compile
+    does, without code generation; the revision is identified by that function's code."""
     from torch._dynamo.utils import counters
 
     import kernels.attention_backward as ab
+    from kernlog import frameworks
 
+    monkeypatch.setattr(frameworks, "compiled", lambda fn, dynamic=False: torch.compile(fn, backend="aot_eager",
+                                                                                       dynamic=dynamic))
     torch._dynamo.reset()
     counters.clear()
-    fn = ab.compiled_grads(lambda f: torch.compile(f, backend="aot_eager"))
-    gen = torch.Generator().manual_seed(5)
-    q, k, v, do = (torch.randn((1, 2, 33, 16), generator=gen) for _ in range(4))
-    got = fn(q, k, v, do, 0.25)
-    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"]
-    assert torch.equal(got, ab.eager_grads(q, k, v, do, 0.25))
     compiled = next(r for r in ab.KERNEL.revisions if r.name == "torch_compile")
     assert compiled.code is ab.compiled_grads
+    gen = torch.Generator().manual_seed(5)
+    inputs = (*(torch.randn((1, 2, 33, 16), generator=gen) for _ in range(4)), 0.25)
+    got = compiled.load()(inputs, None)
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"]
+    assert torch.equal(got, ab.eager_grads(*inputs))
     torch._dynamo.reset()
