@@ -166,9 +166,10 @@ REVISIONS = (
                                        INTERPRETER_SOURCE, TUNING_SOURCE),
              _load_v5,
              "v4_wgmma's kernel run persistently: a block per SM, each taking query tiles longest first, dealt "
-             "in rounds of alternating direction; the K/V ring runs on across tiles and Q is released after a "
-             "tile's last S product, so the next tile's loads overlap this tile's last P V and its stores; "
-             "timed per shape beside v4's kernel and v3_fma's loops",
+             "in rounds of alternating direction, the order over all heads, over groups of about a round's "
+             "heads or head by head; the K/V ring runs on across tiles and Q is released after a tile's last S "
+             "product, so the next tile's loads overlap this tile's last P V and its stores; timed per shape "
+             "(each order) beside v4's kernel and v3_fma's loops",
              ">= v4_wgmma on every family member within noise; >= v3_fma's loop at the short and GPT-2 members",
              refuses=refuses_head_dim),
     *references(eager, HERE / "__init__.py",
