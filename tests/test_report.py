@@ -227,14 +227,16 @@ def test_a_sweep_merged_from_two_runs_says_which_revisions_each_timed(tmp_path):
 
     a, b = "a" * 40, "b" * 40
     write([("torch", a, "2026-11-22T10:00:00Z"), ("triton", a, "2026-11-22T10:00:00Z")])
-    assert "every revision timed side by side in one run)" in kernel_page(root)
+    text = kernel_page(root)
+    assert "every revision timed side by side in one run)" in text
+    assert "Every point meets its bar." in text  # no copy timed: one bar, not both
     write([("torch", a, "2026-11-22T10:00:00Z"), ("triton", a, "2026-11-22T11:00:00Z"),
            ("copy", a, "2026-11-22T11:00:00Z")])
     text = kernel_page(root)
-    assert "(GB/s, from 2 runs)" in text and "one run" not in text.split("sweep on")[1].split("\n")[0]
+    assert "(GB/s, from 2 bench runs)" in text and "one run" not in text.split("sweep on")[1].split("\n")[0]
     assert "| triton | 2000 | 1.00x§<!--xrun--> | 100% | torch |" in text  # triton and torch: two runs
     write([("torch", a, None), ("triton", b, None)])  # no run stamp: the commit tells them apart
-    assert "(GB/s, from 2 runs)" in kernel_page(root)
+    assert "(GB/s, from 2 bench runs)" in kernel_page(root)
     write([("torch", a, None), ("triton", a, None)])
     assert "1.00x§" not in kernel_page(root)  # one commit, no stamp: one run
 

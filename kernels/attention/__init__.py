@@ -165,9 +165,9 @@ REVISIONS = (
                                        HERE / "v2_tuned.py", HERE / "v1_flash.py", MATMUL_CUDA_LAUNCH,
                                        INTERPRETER_SOURCE, TUNING_SOURCE),
              _load_v5,
-             "v4_wgmma's kernel run persistently: a block per SM, each taking query tiles longest first, dealt "
-             "in rounds of alternating direction, the order over all heads, over groups of about a round's "
-             "heads or head by head; the K/V ring runs on across tiles and Q is released after a tile's last S "
+             "v4_wgmma's kernel run persistently: a block per SM, the query tiles listed longest first within "
+             "groups of heads (all heads, about a round's or one, picked per shape) and dealt in rounds of "
+             "alternating direction; the K/V ring runs on across tiles and Q is released after a tile's last S "
              "product, so the next tile's loads overlap this tile's last P V and its stores; timed per shape "
              "(each order) beside v4's kernel and v3_fma's loops",
              ">= v4_wgmma on every family member within noise; >= v3_fma's loop at the short and GPT-2 members",
