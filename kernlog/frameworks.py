@@ -42,8 +42,10 @@ def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optio
     def load_eager():
         return lambda inputs, out: op(*inputs[:args])
 
+    build = compiled_op or (lambda compile_: compile_(op))  # the compiled revision's function, given the compiler
+
     def load_compiled(dynamic=False):
-        fn = compiled(op, dynamic) if compiled_op is None else compiled_op(lambda f: compiled(f, dynamic))
+        fn = build(lambda f: compiled(f, dynamic))
         return lambda inputs, out: fn(*inputs[:args])
 
     # The gate's dozens of shapes through shape-generic graphs: a static compile per shape
@@ -55,7 +57,7 @@ def references(op: Callable, init: Path, eager: str, compiled_: str, args: Optio
     # 2x300007 fp32 at 5.07e-4, over the kernel's 5e-4, so the default stays.
     return (Revision("torch", "torch", (init,), load_eager, eager, role="reference", code=op),
             Revision("torch_compile", "torch", (init,), load_compiled, compiled_, role="reference",
-                     code=op if compiled_op is None else compiled_op,
+                     code=compiled_op or op,
                      load_for_gate=lambda: load_compiled(dynamic=None)))
 
 

@@ -139,7 +139,7 @@ def test_v5_offers_its_kernel_then_v4s_candidates(monkeypatch):
     ((1, 12, 1024, 64), (12, 12, 1)),  # 96 tiles, fewer than the blocks: a round holds every head
     ((1, 1, 129, 64), (1, 1, 1)),
 ])
-def test_v5s_tile_orders_group_all_heads_a_rounds_or_one(monkeypatch, shape, groups):
+def test_v5s_tile_orders_group_all_heads_a_rounds_or_one(shape, groups):
     got = tuple(v5_persistent.group(order, shape, 132) for order in v5_persistent.ORDERS)
     assert got == groups
     with pytest.raises(ValueError, match="no tile order 'diagonal'"):
