@@ -404,6 +404,41 @@ def test_bench_refuses_a_revision_wrong_in_a_dtype_it_does_not_sweep(tmp_path, m
     assert kept["bf16_wrong"]["source_sha256"] == kernel.revision("bf16_wrong").sha256()
 
 
+def test_bench_gates_side_by_side_in_processes_of_their_own_as_profile_does(tmp_path, monkeypatch,
+                                                                            own_kernels_package):
+    """With more than one gate worker, bench gates each revision in a process of its own
+    (gated.side_by_side, the function profile gates through): a pass is swept and kept with its
+    key and check, a failure in a dtype it does not sweep still leaves it out, by name and case."""
+    from kernlog.capture import gated
+    from kernlog.errors import GateFailure
+    from kernlog.registry import load_kernel
+    from kernlog.store import gates
+
+    from .test_profiler import _cpu_bench, _toy_repo
+
+    root = _toy_repo(tmp_path)
+    _cpu_bench(monkeypatch)
+    apart = []
+    real = gated.side_by_side
+    monkeypatch.setattr(bench.gated, "side_by_side",
+                        lambda root, kernel, revs, workers, *a, **k: apart.append(([r.name for r in revs], workers))
+                        or real(root, kernel, revs, workers, *a, **k))
+    kernel = load_kernel(root, "toy")
+    said = []
+    with pytest.raises(GateFailure, match="bf16_wrong"):
+        bench.bench(root, kernel, [kernel.revision("right"), kernel.revision("bf16_wrong")], [(7, 33)], ["fp32"],
+                    budget_s=0.01, progress=said.append, workers=2)
+    assert apart == [(["right", "bf16_wrong"], 2)]
+    assert "right: gate passed" in " ".join(said) and any(s.endswith("(its own process)") for s in said), said
+    assert any(s.startswith("bf16_wrong: FAILED the gate") and " bf16 " in s for s in said), said
+    assert not any("correctness gate at the check shapes" in s for s in said), said  # none gated in this process
+    df = pd.read_csv(root / "profiles" / GPU["slug"] / "toy" / "bench.csv", dtype={"shape": str})
+    assert set(df["revision"]) == {"right", bench.COPY}
+    kept = gates.load(root, GPU["slug"], "toy")
+    assert kept["right"]["passed"] is True and kept["right"]["check"]["cases"] > 0 and kept["right"]["key"]
+    assert kept["bf16_wrong"]["passed"] is False
+
+
 def test_the_front_page_line_takes_the_first_dtype_the_sweep_has():
     """A kernel whose steps were swept only in its second dtype (attention: bf16 only) still gets
     its front-page figures, from that dtype, not dashes; a reference swept in the first does not count."""

@@ -139,6 +139,7 @@ def _cpu_bench(monkeypatch):
     monkeypatch.setattr(bench.provenance, "versions", lambda *a: {"torch": "2.11", "triton": "3.6"})
     monkeypatch.setattr(bench.timing, "Timer", FakeTimer)
     monkeypatch.setattr(bench, "ceilings", lambda *a, **k: dict(CEILINGS))
+    monkeypatch.setattr(bench, "gate_workers", lambda n, cpus=None: 1)  # gates here, on any host
 
 
 def test_interrupted_profile_leaves_nothing_partial(tmp_path, monkeypatch):

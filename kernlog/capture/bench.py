@@ -12,10 +12,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kernlog import timing
-from kernlog.capture import gate_runs, provenance
-from kernlog.capture.profiler import ceilings, require_gpu
+from kernlog.capture import costs, gate_runs, gated, provenance
+from kernlog.capture.profiler import GATE_TIMEOUT_S, ceilings, require_gpu
+from kernlog.capture.timed import loads_by_name
 from kernlog.errors import CannotRun, GateFailure, Unsupported
-from kernlog.run import gate, gatekey, ladder, picker
+from kernlog.run import gate, gatekey, ladder, parts, picker
+from kernlog.run.fanout import exclusive_compute_mode, gate_workers
 from kernlog.spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 
@@ -89,7 +91,7 @@ def combine(runs: list[list[float]]) -> dict:
 
 def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape], dtypes: list[str],
           budget_s: float = 0.5, progress: Callable[[str], None] = print, repeat: int = 1,
-          regate: bool = False) -> Path:
+          regate: bool = False, workers: int | None = None) -> Path:
     require_gpu()
     import torch
 
@@ -105,6 +107,17 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     reused = {} if regate else gate_runs.reused(root, kernel, revs, common, progress)
     launchers, failed, verdicts, unrun, passed = {}, [], [], [], []  # passed: known-wrong ones the gate let by
     keyed: dict[str, dict] = {}  # the key, seconds and check of each pass this run gated
+    # the gates left, side by side in processes of their own as `kernlog profile` runs them (a
+    # cold gate is mostly compiling, spread over the host's cores); one by one in this process
+    # where one core is all the host gives a gate, or the GPU admits one process at a time
+    apart = [r for r in revs if r.name not in reused and loads_by_name(kernel, r)]
+    workers = gate_workers(len(apart) * parts.MAX_PARTS) if workers is None else workers
+    mode = exclusive_compute_mode() if workers > 1 and apart else ""
+    if mode:
+        progress(f"the GPU's compute mode is {mode}: the gates run one by one in this process")
+        workers = 1
+    ran = gated.side_by_side(root, kernel, apart, workers, progress, None, costs.gate_seconds(
+        root, gpu["slug"], kernel, apart), device=DEVICE, timeout=GATE_TIMEOUT_S) if workers > 1 and apart else {}
     for rev in revs:
         g0 = time.perf_counter()
         try:
@@ -112,13 +125,24 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                 launchers[rev.name] = gate.load(kernel, rev)
                 progress(f"{rev.name}: {reused[rev.name][3]}")
                 continue
-            progress(f"{rev.name}: correctness gate at the check shapes")  # tens of seconds where Triton compiles
-            launchers[rev.name] = gate.load(kernel, rev)
-            # torch.compile: the gate's shapes through its shape-generic graph, not a graph each
-            gate_launch = gate.load(kernel, rev, for_gate=True) if rev.load_for_gate else launchers[rev.name]
-            # every declared dtype and case, whichever the sweep times: a revision wrong in one is refused whole
-            results = gate.check_revision(kernel, rev, DEVICE, dtypes=list(kernel.dtypes), launch=gate_launch)
-            bad = gate.first_failure(results)
+            if rev.name in ran:  # gated in its own process: its verdict as the gate there gave it
+                outcome, detail, seconds = ran[rev.name]
+                if outcome == "unsupported":
+                    raise Unsupported(detail)
+                if outcome == "cannot_run":
+                    raise CannotRun(detail)
+                launchers[rev.name] = gate.load(kernel, rev)
+                bad, check = (None, detail) if outcome == "ok" else (detail, None)
+            else:
+                progress(f"{rev.name}: correctness gate at the check shapes")  # tens of seconds where Triton compiles
+                launchers[rev.name] = gate.load(kernel, rev)
+                # torch.compile: the gate's shapes through its shape-generic graph, not a graph each
+                gate_launch = gate.load(kernel, rev, for_gate=True) if rev.load_for_gate else launchers[rev.name]
+                # every declared dtype and case, whichever the sweep times: a revision wrong in one is refused whole
+                results = gate.check_revision(kernel, rev, DEVICE, dtypes=list(kernel.dtypes), launch=gate_launch)
+                outcome, check = gate.summary(results)
+                bad, check = (None, check) if outcome == "ok" else (check, None)
+                seconds = time.perf_counter() - g0
         except Unsupported as exc:  # not installed, or the GPU lacks a feature: left out, not failed
             progress(f"{rev.name}: skipped: {exc}")
             launchers.pop(rev.name, None)
@@ -128,23 +152,21 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             launchers.pop(rev.name, None)
             unrun.append(rev.name)
             continue
-        verdicts.append((rev, None if bad is None else bad.line()))
+        verdicts.append((rev, bad))
         if rev.known_wrong:  # gated only to prove the gate rejects it: never timed or swept
             launchers.pop(rev.name)
-            ok, said = ladder.known_wrong(rev, bad and bad.line())
+            ok, said = ladder.known_wrong(rev, bad)
             progress(f"{rev.name}: {said}; never timed or swept")
             if not ok:
                 passed.append(rev.name)
             else:  # its rejection kept with its key: `kernlog profile` need not gate it again (todo.py)
-                keyed[rev.name] = {"key": gatekey.key(kernel, rev, gpu, vers), "seconds": time.perf_counter() - g0}
+                keyed[rev.name] = {"key": gatekey.key(kernel, rev, gpu, vers), "seconds": seconds}
         elif bad is not None:
-            progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad.line()}")
+            progress(f"{rev.name}: FAILED the gate, left out of the sweep: {bad}")
             failed.append(rev.name)
         else:
-            seconds = time.perf_counter() - g0
-            keyed[rev.name] = {"key": gatekey.key(kernel, rev, gpu, vers), "seconds": seconds,
-                               "check": gate.summary(results)[1]}
-            progress(f"{rev.name}: gate passed in {seconds:.1f} s")
+            keyed[rev.name] = {"key": gatekey.key(kernel, rev, gpu, vers), "seconds": seconds, "check": check}
+            progress(f"{rev.name}: gate passed in {seconds:.1f} s" + (" (its own process)" if rev.name in ran else ""))
     gate_runs.note(root, gpu["slug"], kernel, verdicts, "bench", git["commit"], keyed)  # marks its profiles
     rows, wrong = [], []
     shas = {r.name: r.sha256() for r in revs if r.name in launchers}  # once per revision: each reads its files

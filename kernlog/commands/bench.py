@@ -21,13 +21,17 @@ from kernlog.errors import KernlogError
 @click.option("--regate", is_flag=True,
               help="Gate every revision again, even one whose stored pass has the same source, check plan, "
                    "GPU and libraries (reused otherwise).")
+@click.option("--gate-workers", "workers", type=click.IntRange(min=1), metavar="N",
+              help="Gate N revisions at once, a process each, as profile does (default: half the cores, at most 8; "
+                   "1: one by one in this process).")
 @click.pass_context
 @handled
-def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat, regate):
+def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat, regate, workers):
     """Time every revision side by side over the kernel's bench shapes (needs a GPU).
 
-    Each revision is gated first, or its stored pass taken where nothing it depends on changed
-    (one line says "gate: reused"), as `kernlog profile` does; a known-wrong one (role="wrong")
+    Each revision is gated first, side by side in processes of their own, or its stored pass
+    taken where nothing it depends on changed (one line says "gate: reused"), as `kernlog
+    profile` does; a known-wrong one (role="wrong")
     is always gated, only to prove the gate rejects it, and never swept. Exit status 3 where a
     revision failed the gate or a known-wrong one passed it; else 2 where one could not be gated
     here (its import fails), the others swept."""
@@ -43,5 +47,5 @@ def bench(ctx, kernel_name, revs, shapes, families, dtype, budget, repeat, regat
             raise KernlogError(exc.args[0]) from None
     shapes = list(shapes) or list(kernel.bench_shapes)
     path = run(root, kernel, revisions(kernel, revs), shapes, list(dtype) or list(kernel.dtypes), budget,
-               progress=click.echo, repeat=repeat, regate=regate)
+               progress=click.echo, repeat=repeat, regate=regate, workers=workers)
     click.echo(str(path.relative_to(root)))
