@@ -119,17 +119,42 @@ def test_the_cuda_kernel_asked_for_where_it_cannot_run_is_an_error(rung, config)
 
 def test_v5_offers_its_kernel_then_v4s_candidates(monkeypatch):
     """On tensors the kernels take, v5's picker times its own kernel in each tile order that makes
-    another group at the shape, then v4's kernel and v3's loops, so it can keep the rung before it
-    wherever that is faster."""
+    another group at the shape, each with both of O's stores, then v4's kernel and v3's loops, so
+    it can keep the rung before it wherever that is faster."""
     monkeypatch.setattr(v4_wgmma, "takes", lambda *a: "")
     monkeypatch.setattr(v5_persistent, "_sms", lambda index: 132)
     q = torch.empty((4, 32, 2048, 128), dtype=torch.bfloat16)  # 128 heads of 16 tiles: groups 128, 8, 1
     got = v5_persistent.candidates(q, q, q, q)
-    assert got == [*v5_persistent.ORDERS, v4_wgmma.WGMMA, *v3_fma.candidates("bf16", 128)]
+    mine = [o + s for o in v5_persistent.ORDERS for s in ("", v5_persistent.WIDE_O)]
+    assert got == [*mine, v4_wgmma.WGMMA, *v3_fma.candidates("bf16", 128)]
     assert len(set(map(str, got))) == len(got)
     q = torch.empty((1, 2, 256, 64), dtype=torch.bfloat16)  # 2 heads: a round holds both
-    assert v5_persistent.candidates(q, q, q, q)[:3] == [v5_persistent.PERSISTENT, v5_persistent.BY_HEAD,
-                                                        v4_wgmma.WGMMA]
+    p, h, w = v5_persistent.PERSISTENT, v5_persistent.BY_HEAD, v5_persistent.WIDE_O
+    assert v5_persistent.candidates(q, q, q, q)[:5] == [p, p + w, h, h + w, v4_wgmma.WGMMA]
+
+
+def test_v5s_configs_name_an_order_and_a_store_and_nothing_else():
+    """Each config the picker may store names its order and O's store back; v4's configs, and any
+    other name, are not v5's (they go to v4_wgmma)."""
+    for order in v5_persistent.ORDERS:
+        assert v5_persistent.parsed(order) == (order, False)
+        assert v5_persistent.parsed(order + v5_persistent.WIDE_O) == (order, True)
+    for other in (v4_wgmma.WGMMA, *v3_fma.candidates("bf16", 64), "diagonal", None):
+        assert v5_persistent.parsed(other) is None
+
+
+def test_v5s_wide_o_store_launches_its_own_entries(monkeypatch):
+    """O's store picks the entry: fp_fwd_d<D>_wide_o where the config says 16-byte vectors, the
+    plain entry otherwise (the launcher would time one kernel twice under two names otherwise)."""
+    import kernels.matmul_relu.cuda_launch as cl
+
+    loaded = {}
+    monkeypatch.setattr(v5_persistent, "_KERNELS", {})
+    monkeypatch.setattr(cl, "load_sm90a", lambda src, names: loaded.setdefault("names", {n: n for n in names}))
+    monkeypatch.setattr(cl, "OptIn", lambda f: f)
+    for d in (64, 128):
+        assert v5_persistent._kernel(d) == f"fp_fwd_d{d}"
+        assert v5_persistent._kernel(d, True) == f"fp_fwd_d{d}_wide_o"
 
 
 @pytest.mark.parametrize("shape, groups", [
@@ -204,12 +229,14 @@ def test_what_the_kernel_does_not_take_runs_v3_on_gpu():
 @needs_sm90
 @pytest.mark.parametrize("shape", [(8, 32, 256, 64), (2, 8, 2048, 128), (3, 5, 129, 128), (1, 1, 40, 64),
                                    (7, 5, 600, 64)])
-@pytest.mark.parametrize("order", v5_persistent.ORDERS)
+@pytest.mark.parametrize("order", [o + s for o in v5_persistent.ORDERS for s in v5_persistent.STORES])
 def test_v5_is_v4_bit_for_bit_with_more_tiles_than_blocks_on_gpu(shape, order):
     """v5 runs v4's tile code: where each block takes many tiles (the ring's parities carried
     across tiles, Q released and reloaded), in every tile order (groups of all heads, of a
-    round's, of one; 35 heads of 5 tiles make a last group of fewer heads), its output and
-    log-sum-exp are v4's exactly: no tile skipped or taken twice."""
+    round's, of one; 35 heads of 5 tiles make a last group of fewer heads) and with either of O's
+    stores (16-byte vectors after the quad's transpose; 129 and 600 tokens end in a partial
+    tile), its output and log-sum-exp are v4's exactly: no tile skipped or taken twice, no
+    column moved."""
     gen = torch.Generator(device="cuda").manual_seed(7)
     q, k, v = (torch.randn(shape, generator=gen, device="cuda").to(torch.bfloat16) for _ in range(3))
     got = {}

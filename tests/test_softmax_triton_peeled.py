@@ -84,7 +84,7 @@ def test_configs_cut_every_row_into_at_most_split_cap_chunks(sp):
         assert kept, cols
         for c in kept:
             assert 1 <= -(-(cols + 7) // c["BLOCK"]) <= sp.base.SPLIT_CAP
-            assert c["SUB"] == 32 * c["num_warps"] >= sp.base.SPLIT_CAP
+            assert set(c) == {"BLOCK", "num_warps"}  # the meeting's width is a warp's, whatever the warps
 
 
 VECTORS = """
@@ -97,22 +97,25 @@ d16 = [["tt.divisibility", 16]]
 out = {}
 for dt, q in (("bf16", 8), ("fp32", 4)):
     sig = {"x_ptr": f"*{dt}", "y_ptr": f"*{dt}", "slots_ptr": "*i64", "cols": "i32", "x_stride": "i32",
-           "polls": "i32", "BLOCK": "constexpr", "SUB": "constexpr"}
+           "polls": "i32", "BLOCK": "constexpr"}
     attrs = {(0,): d16, (1,): d16, (2,): d16}  # cols and the stride odd: no hint on them
-    for name, fn, consts in (("triton", st._split_kernel, {}), ("peeled", sp._peeled_kernel, {"Q": q})):
+    for name, fn, consts in (("triton", st._split_kernel, {"SUB": 128}), ("peeled", sp._peeled_kernel,
+                                                                         {"Q": q, "TILE": sp.GPU_TILE})):
         s = dict(sig, **{k: "constexpr" for k in consts})
-        k = triton.compile(ASTSource(fn=fn, signature=s, constexprs={"BLOCK": 4096, "SUB": 128, **consts}, attrs=attrs),
+        k = triton.compile(ASTSource(fn=fn, signature=s, constexprs={"BLOCK": 4096, **consts}, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
-        out[f"{name} {dt}"] = dict(collections.Counter(re.findall(r"[ls][dt]\\.global[.\\w]*", k.asm["ptx"])))
+        ptx = k.asm["ptx"]
+        out[f"{name} {dt}"] = dict(collections.Counter(re.findall(r"[ls][dt]\\.global[.\\w]*|bar\\.sync", ptx)))
 print(json.dumps(out))
 """
 
 
 def test_the_body_moves_in_16_byte_vectors_where_triton_moves_elements():
-    """The claim behind the revision, in the PTX for sm_90 at an odd length and stride: triton's
+    """The claims behind the revision, in the PTX for sm_90 at an odd length and stride: triton's
     split kernel loads and stores element by element (2 bytes in bf16); the peeled kernel's body
     moves 16 bytes at a time (32 elements a thread at 4096 x 4 warps: 4 bf16 vectors, 8 fp32),
-    and only the head and tail, two elements a thread at most, are scalars."""
+    and only the head and tail, two elements a thread at most, are scalars; its meeting holds
+    no barrier of its own (a warp polls every slot)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", VECTORS], capture_output=True, text=True, cwd=ROOT, env=env,
                           timeout=300)
@@ -123,6 +126,9 @@ def test_the_body_moves_in_16_byte_vectors_where_triton_moves_elements():
         peeled = got[f"peeled {dt}"]
         assert peeled["ld.global.v4.b32"] == peeled["st.global.v4.b32"] == vectors, peeled
         assert peeled[f"ld.global.{scalar}"] <= 2 and peeled[f"st.global.{scalar}"] <= 2, peeled
+        # the meeting a warp's: only the chunk's own max and sum cross warps (5 barriers at 4096 x 4
+        # warps), where triton's split kernel, its slots spread over the program, crosses them at each poll
+        assert peeled["bar.sync"] <= 5 < got[f"triton {dt}"]["bar.sync"], (peeled, got[f"triton {dt}"])
 
 
 @pytest.mark.gpu

@@ -168,8 +168,9 @@ REVISIONS = (
              "v4_wgmma's kernel run persistently: a block per SM, the query tiles listed longest first within "
              "groups of heads (all heads, about a round's or one, picked per shape) and dealt in rounds of "
              "alternating direction; the K/V ring runs on across tiles and Q is released after a tile's last S "
-             "product, so the next tile's loads overlap this tile's last P V and its stores; timed per shape "
-             "(each order) beside v4's kernel and v3_fma's loops",
+             "product, so the next tile's loads overlap this tile's last P V and its stores; O stored as v4 "
+             "stores it or in 16-byte vectors (a quad's words transposed by shuffles); timed per shape (each "
+             "order and store) beside v4's kernel and v3_fma's loops",
              ">= v4_wgmma on every family member within noise; >= v3_fma's loop at the short and GPT-2 members",
              refuses=refuses_head_dim),
     *references(eager, HERE / "__init__.py",

@@ -6,12 +6,14 @@ v3_fma's Triton loop. cuda/v5_persistent.cu launches one block per SM (fewer whe
 are fewer), each taking query tiles longest first, dealt in rounds that alternate direction; the
 order runs over all heads at once, over groups of about a round's heads, or head by head (the
 picker times each: over all heads, a short sequence's head has its tiles in rounds far apart, and
-its K and V may leave L2 between them). Its
-K/V ring runs on across tiles and Q is released after a tile's last S product, so the loading
-warp fetches the next tile's Q and key blocks while the consumers finish this tile's last P V and
-store its O. The tile's work is v4's, in the same code (cuda/fa_wgmma.cuh), so outputs are v4's
-bit for bit. The picker times it in each order beside v4's kernel and v3_fma's loops at each shape; fp32, other
-head dims, other GPUs and the CPU run v3_fma, as in v4.
+its K and V may leave L2 between them). Its K/V ring runs on across tiles and Q is released
+after a tile's last S product, so the loading warp fetches the next tile's Q and key blocks while
+the consumers finish this tile's last P V and store its O, either as v4 does (4 bytes a thread)
+or in 16-byte vectors after a transpose inside each quad (its first profile at 16x16x512x128
+counted half of its store sectors as excess). The tile's work is v4's, in the same code
+(cuda/fa_wgmma.cuh), so outputs are v4's bit for bit. The picker times it in each order and store
+beside v4's kernel and v3_fma's loops at each shape; fp32, other head dims, other GPUs and the
+CPU run v3_fma, as in v4.
 Predicts: >= v4_wgmma on every family member within noise, and >= v3_fma's loop at the short and
 GPT-2 members, where v4's picker kept that loop.
 """
@@ -25,13 +27,18 @@ from kernels.common import tuning
 from . import v1_flash, v3_fma, v4_wgmma
 
 SOURCE = Path(__file__).resolve().parent / "cuda" / "v5_persistent.cu"
-ENTRIES = {64: "fp_fwd_d64", 128: "fp_fwd_d128"}
+ENTRIES = {(64, False): "fp_fwd_d64", (128, False): "fp_fwd_d128",  # (head dim, O in 16-byte vectors)
+           (64, True): "fp_fwd_d64_wide_o", (128, True): "fp_fwd_d128_wide_o"}
 # The picker's candidates for this kernel, beside v4's and v3_fma's: the same kernel with its tiles
 # in three orders (cuda/v5_persistent.cu's `group`, the heads whose tiles are ordered together).
 PERSISTENT = "persistent"  # every head's tiles in one order, longest first
 BY_ROUND = "persistent, a round's heads"  # heads in groups of about a round's tiles (one per block)
 BY_HEAD = "persistent, head by head"  # one head's tiles at a time, longest first
 ORDERS = (PERSISTENT, BY_ROUND, BY_HEAD)
+# ... each with O stored as v4 stores it (4 bytes a thread, a quad's 16 contiguous bytes of a row),
+# or transposed inside the quad first so each thread stores 16 bytes (fa_wgmma.cuh's WIDE_O).
+WIDE_O = ", O in 16-byte vectors"
+STORES = ("", WIDE_O)
 QBARS = 2  # Q's full and empty barriers (v4: its full one)
 
 
@@ -43,13 +50,13 @@ def smem_bytes(head_dim: int) -> int:
 _KERNELS: dict = {}
 
 
-def _kernel(head_dim: int):
+def _kernel(head_dim: int, wide_o: bool = False):
     if not _KERNELS:
         from kernels.matmul_relu.cuda_launch import OptIn, load_sm90a
 
         _KERNELS.update({d: OptIn(f) for d, f in zip(ENTRIES, load_sm90a(SOURCE, tuple(ENTRIES.values())).values(),
                                                      strict=True)})
-    return _KERNELS[head_dim]
+    return _KERNELS[head_dim, wide_o]
 
 
 @functools.lru_cache(maxsize=None)
@@ -87,9 +94,23 @@ def orders(shape, sms: int) -> list:
     return list(seen.values())
 
 
-def launch_persistent(q, k, v, scale, out, lse=None, order=PERSISTENT):
-    """The persistent kernel, its tiles in `order`, on (B, H, T, D) bf16 tensors that
-    v4_wgmma.takes accepts."""
+def configs(shape, sms: int) -> list:
+    """This kernel's candidates at `shape`: each of `orders`, with each of STORES."""
+    return [order + store for order in orders(shape, sms) for store in STORES]
+
+
+def parsed(config) -> tuple | None:
+    """(order, O in 16-byte vectors) of one of this kernel's configs; None for any other config."""
+    for order in ORDERS:
+        for store in STORES:
+            if config == order + store:
+                return order, store == WIDE_O
+    return None
+
+
+def launch_persistent(q, k, v, scale, out, lse=None, order=PERSISTENT, wide_o=False):
+    """The persistent kernel, its tiles in `order`, O stored in 16-byte vectors where `wide_o`, on
+    (B, H, T, D) bf16 tensors that v4_wgmma.takes accepts."""
     import numpy
 
     from kernlog import cuda
@@ -98,37 +119,39 @@ def launch_persistent(q, k, v, scale, out, lse=None, order=PERSISTENT):
     args = (cuda.ptr(v4_wgmma.tensor_maps(q, k, v)), cuda.ptr(out),
             numpy.uint64(0 if lse is None else lse.data_ptr()), numpy.int32(T), numpy.int32(B * H),
             numpy.int32(group(order, q.shape, _sms(q.device.index))), numpy.float32(scale * v4_wgmma.LOG2E))
-    cuda.launch(_kernel(D), (grid(q), 1, 1), (v4_wgmma.THREADS, 1, 1), args, shared_mem=smem_bytes(D))
+    cuda.launch(_kernel(D, wide_o), (grid(q), 1, 1), (v4_wgmma.THREADS, 1, 1), args, shared_mem=smem_bytes(D))
     return out
 
 
 def candidates(q, k, v, out) -> list:
-    """This kernel in its tile orders where it runs, then v4_wgmma's candidates (its kernel,
-    v3_fma's loops)."""
-    mine = [] if v4_wgmma.takes(q, k, v, out) else orders(q.shape, _sms(q.device.index))
+    """This kernel in its tile orders and O's stores where it runs (`configs`), then v4_wgmma's
+    candidates (its kernel, v3_fma's loops)."""
+    mine = [] if v4_wgmma.takes(q, k, v, out) else configs(q.shape, _sms(q.device.index))
     return mine + v4_wgmma.candidates(q, k, v, out)
 
 
 def attention(q, k, v, scale, out, config=None, lse=None):
-    """v1_flash.attention's contract; `config`: one of ORDERS, or what v4_wgmma.attention takes,
-    skips the pick."""
+    """v1_flash.attention's contract; `config`: one of this kernel's (`configs`), or what
+    v4_wgmma.attention takes, skips the pick."""
     v1_flash.check_args(q, k, v, out)
-    if config in ORDERS:
+    mine = parsed(config)
+    if mine is not None:
         why = v4_wgmma.takes(q, k, v, out)
         if why:
             raise ValueError(f"attention v5_persistent: the CUDA C kernel cannot run this call: {why}")
-        return launch_persistent(q, k, v, scale, out, lse, config)
+        return launch_persistent(q, k, v, scale, out, lse, *mine)
     if config is not None or not out.is_cuda:
         return v4_wgmma.attention(q, k, v, scale, out, config, lse)  # WGMMA or a v3_fma layout
     B, H, T, D = q.shape
 
     def run(pick):
-        if pick not in ORDERS:
+        mine = parsed(pick)
+        if mine is None:
             v4_wgmma.launch_pick(pick, q, k, v, scale, out, lse)
         elif v4_wgmma.takes(q, k, v, out):  # picked for this shape on tensors it could take; these it cannot
             v3_fma.attention(q, k, v, scale, out, None, lse)
         else:
-            launch_persistent(q, k, v, scale, out, lse, pick)
+            launch_persistent(q, k, v, scale, out, lse, *mine)
 
     tuning.launch_fastest(("attention.v5_persistent", B, H, T, D, q.dtype), lambda: candidates(q, k, v, out), run,
                           q.device)

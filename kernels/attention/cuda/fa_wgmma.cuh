@@ -197,8 +197,21 @@ __device__ __forceinline__ void fa_load_tile(const FaAddr<D, QBARS>& a, const un
 // pout alternate, so no register of an in-flight product is written (one array copied into the
 // other let ptxas share their registers and serialize). A persistent block (QBARS 2) releases Q
 // after the tile's last S product and the ring's last stage after its P V, so the loader moves on
-// to the next tile. O (and the log-sum-exp, where lse is not null) are stored from registers.
-template <int D, int QBARS>
+// to the next tile. O (and the log-sum-exp, where lse is not null) are stored from registers: each
+// thread's 4-byte pieces (a quad's 16 contiguous bytes of a row an instruction), or with WIDE_O
+// 16-byte vectors after a transpose inside the quad (64 contiguous bytes).
+// u[k] becomes u[k ^ c], c in 0..3: two conditional swaps, as selects (an index by c would put u in
+// local memory).
+__device__ __forceinline__ void fa_xor_perm(unsigned (&u)[4], int c) {
+    const bool s1 = c & 1, s2 = c & 2;
+    const unsigned t0 = s1 ? u[1] : u[0], t1 = s1 ? u[0] : u[1], t2 = s1 ? u[3] : u[2], t3 = s1 ? u[2] : u[3];
+    u[0] = s2 ? t2 : t0;
+    u[1] = s2 ? t3 : t1;
+    u[2] = s2 ? t0 : t2;
+    u[3] = s2 ? t1 : t3;
+}
+
+template <int D, int QBARS, bool WIDE_O = false>
 __device__ __forceinline__ void fa_tile(const FaAddr<D, QBARS>& a, int g0, int n, int nblocks, int m0, int row0,
                                         int T, bf16_t* __restrict__ O, float* __restrict__ lse, float scale2) {
     using L = FaSmem<D, QBARS>;
@@ -282,6 +295,31 @@ __device__ __forceinline__ void fa_tile(const FaAddr<D, QBARS>& a, int g0, int n
         sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
     }
     const float inv[2] = {1.f / sum[0], 1.f / sum[1]};
+    if constexpr (WIDE_O) {
+        // A row's D columns lie over its quad's 4 lanes, lane c holding columns 8i + 2c, 8i + 2c + 1:
+        // each group of 4 words (i = 4b..4b+3) is transposed inside the quad (3 shuffles), so lane c
+        // stores the 8 columns 8(4b + c).. as one 16-byte vector, and the quad 64 contiguous bytes.
+        const int c = lane % 4;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = r_lo + 8 * h;
+            bf16_t* orow = O + (long long)(row0 + row) * D;
+#pragma unroll
+            for (int b = 0; b < D / 32; ++b) {
+                unsigned u[4];
+#pragma unroll
+                for (int k = 0; k < 4; ++k)
+                    u[k] = fa_pack(oacc[4 * (4 * b + k) + 2 * h] * inv[h], oacc[4 * (4 * b + k) + 2 * h + 1] * inv[h]);
+                fa_xor_perm(u, c);  // u[k]: this lane's word of column group 4b + (c ^ k)
+#pragma unroll
+                for (int r = 1; r < 4; ++r) u[r] = __shfl_xor_sync(0xffffffffu, u[r], r);  // lane c ^ r's, of 4b + c
+                fa_xor_perm(u, c);  // u[p]: lane p's word of column group 4b + c
+                if (row < T) *reinterpret_cast<uint4*>(orow + 8 * (4 * b + c)) = make_uint4(u[0], u[1], u[2], u[3]);
+            }
+            if (row < T && lse != nullptr && c == 0) lse[row0 + row] = (mx[h] + log2f(sum[h])) * 0.6931471805599453f;
+        }
+        return;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int row = r_lo + 8 * h;

@@ -2,18 +2,19 @@
 // tiles where fewer), each taking query tiles in turn. The tiles are ordered in groups of `group`
 // heads, each group's longest first (query block nmb-1 of each of its heads, then nmb-2, ...), and
 // dealt in rounds of one tile per block, each round in the opposite direction of the last (block b
-// takes round r's tile b, then round r+1's tile grid-1-b), so a block dealt one of a round's longest
-// tiles gets one of the next round's shortest. One group of every head orders all tiles longest
-// first; groups of about a round's tiles read each head's K and V while they are in L2. The K/V
-// ring runs on across tiles (its blocks counted from the block's first tile), and Q has an empty
-// barrier as well as a full one: the consumers release Q after the tile's last S product and each
-// stage after its P V, so the loading warp fetches the next tile's Q and first key blocks while the
-// consumers finish this tile's last P V and store its O.
+// takes round r's tile b, then round r+1's tile grid-1-b). With one group of every head, all tiles
+// run longest first, so a block dealt one of a round's longest tiles gets one of the next round's
+// shortest; groups of about a round's tiles, or of one head, read each head's K and V while they
+// are in L2. The K/V ring runs on across tiles (its blocks counted from the block's first tile), and
+// Q has an empty barrier as well as a full one: the consumers release Q after the tile's last S
+// product and each stage after its P V, so the loading warp fetches the next tile's Q and first key
+// blocks while the consumers finish this tile's last P V and store its O. Each entry comes twice: O
+// stored as v4 stores it, or in 16-byte vectors (fa_tile's WIDE_O); the launcher's picker times both.
 //
 // CHANGE (from v4_wgmma's profile and the family sweep: at 256-1024 tokens a block per tile spends
-// much of its life loading its first tiles, 96 blocks on 132 SMs at the profile shape, and v4 lost
-// there to v3_fma's Triton loop): the next tile's loads overlap this tile's end, and no block starts
-// cold after the first. The order of the tiles is picked per shape (the launcher's `group`).
+// much of its life loading its first tiles, and v4 lost there to v3_fma's Triton loop): the next
+// tile's loads overlap this tile's end, and no block starts cold after the first. The order of the
+// tiles and O's store are picked per shape (the launcher's `group`, the entry).
 // EXPECTED: >= v4_wgmma on every family member within noise, and >= v3_fma's loop at the short and
 // GPT-2 members, where v4's picker ran v3's loop.
 #include "fa_wgmma.cuh"
@@ -36,7 +37,7 @@ __device__ __forceinline__ bool fp_tile(int r, int grid, int nmb, int BH, int gr
 // group of the tiles' order (1..BH). The loading thread
 // and the consumers walk the same tiles in their own loops (one shared loop with the roles apart in
 // its body made ptxas serialize the wgmma products and spill).
-template <int D>
+template <int D, bool WIDE_O>
 __device__ __forceinline__ void fp_fwd(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ O,
                                        float* __restrict__ lse, int T, int BH, int group, float scale2) {
     extern __shared__ unsigned char fa_smem_raw[];
@@ -64,7 +65,7 @@ __device__ __forceinline__ void fp_fwd(const unsigned long long* __restrict__ tm
     for (int r = 0; r * grid < ntiles; ++r) {
         if (!fp_tile(r, grid, nmb, BH, group, qb, bh)) continue;
         const int m0 = qb * FA_BM, nblocks = fa_nblocks(T, m0);
-        fa_tile<D, 2>(a, g0, n++, nblocks, m0, bh * T, T, O, lse, scale2);
+        fa_tile<D, 2, WIDE_O>(a, g0, n++, nblocks, m0, bh * T, T, O, lse, scale2);
         g0 += nblocks;
     }
 }
@@ -72,11 +73,23 @@ __device__ __forceinline__ void fp_fwd(const unsigned long long* __restrict__ tm
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1)
 fp_fwd_d64(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ O, float* __restrict__ lse, int T,
            int BH, int group, float scale2) {
-    fp_fwd<64>(tmaps, O, lse, T, BH, group, scale2);
+    fp_fwd<64, false>(tmaps, O, lse, T, BH, group, scale2);
 }
 
 extern "C" __global__ void __launch_bounds__(FA_THREADS, 1)
 fp_fwd_d128(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ O, float* __restrict__ lse, int T,
             int BH, int group, float scale2) {
-    fp_fwd<128>(tmaps, O, lse, T, BH, group, scale2);
+    fp_fwd<128, false>(tmaps, O, lse, T, BH, group, scale2);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1)
+fp_fwd_d64_wide_o(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ O, float* __restrict__ lse, int T,
+                  int BH, int group, float scale2) {
+    fp_fwd<64, true>(tmaps, O, lse, T, BH, group, scale2);
+}
+
+extern "C" __global__ void __launch_bounds__(FA_THREADS, 1)
+fp_fwd_d128_wide_o(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ O, float* __restrict__ lse, int T,
+                   int BH, int group, float scale2) {
+    fp_fwd<128, true>(tmaps, O, lse, T, BH, group, scale2);
 }
