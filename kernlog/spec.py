@@ -158,6 +158,9 @@ class Kernel:
     bench_shapes: tuple[Shape, ...]
     profile_shape: Shape
     dtypes: tuple[str, ...] = ("fp32", "bf16")
+    # What `kernlog bench` sweeps where its --dtype is not given (empty: every dtype above, each
+    # still gated): the dtypes the log's sweep tables and speed bar judge.
+    sweep_dtypes: tuple[str, ...] = ()
     cases: tuple[str, ...] = ("random",)  # input families the gate draws; the first is timed and profiled
     flops: Callable[[Shape], int] = _no_flops
     flops_per_element: float = 0.0  # a model of the arithmetic per output element, for the roofline only
@@ -189,6 +192,9 @@ class Kernel:
         missing = [r for r in self.speed_bar.against if r not in names]
         if missing:
             raise ValueError(f"kernel {self.name}: the speed bar names {missing[0]!r}, not one of its revisions")
+        extra = [d for d in self.sweep_dtypes if d not in self.dtypes]
+        if extra:
+            raise ValueError(f"kernel {self.name}: sweep_dtypes names {extra[0]!r}, not one of its dtypes")
         if self.ceiling not in ("copy", "matmul"):
             raise ValueError(f"kernel {self.name}: ceiling must be 'copy' or 'matmul'")
         rank = len(self.profile_shape)

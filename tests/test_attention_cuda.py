@@ -157,6 +157,29 @@ def test_v5s_wide_o_store_launches_its_own_entries(monkeypatch):
         assert v5_persistent._kernel(d, True) == f"fp_fwd_d{d}_wide_o"
 
 
+def test_a_v5_config_launches_its_order_s_group_and_its_store_s_entry(monkeypatch):
+    """attention(config=...) with one of v5's configs launches the entry of that store and passes
+    that order's group: the store and the order each reach the kernel, not just its name."""
+    import numpy
+
+    from kernlog import cuda as kcuda
+
+    launched = []
+    monkeypatch.setattr(v4_wgmma, "takes", lambda *a: "")
+    monkeypatch.setattr(v4_wgmma, "tensor_maps", lambda *a: None)
+    monkeypatch.setattr(kcuda, "ptr", lambda x: numpy.uint64(0))
+    monkeypatch.setattr(v5_persistent, "_sms", lambda index: 132)
+    monkeypatch.setattr(v5_persistent, "_kernel", lambda d, wide_o=False: (d, wide_o))
+    monkeypatch.setattr(kcuda, "launch", lambda kernel, grid, block, args, shared_mem: launched.append((kernel, args)))
+    q = torch.zeros((16, 16, 512, 128), dtype=torch.bfloat16)
+    for order in v5_persistent.ORDERS:
+        for store, wide in (("", False), (v5_persistent.WIDE_O, True)):
+            launched.clear()
+            v5_persistent.attention(q, q, q, 0.1, q, config=order + store)
+            (kernel, args), = launched
+            assert kernel == (128, wide) and int(args[5]) == v5_persistent.group(order, q.shape, 132)
+
+
 @pytest.mark.parametrize("shape, groups", [
     ((16, 16, 512, 128), (256, 33, 1)),  # 4 tiles a head: 33 heads make a round of 132 blocks
     ((1, 16, 8192, 128), (16, 2, 1)),  # 64 tiles a head

@@ -439,6 +439,31 @@ def test_bench_gates_side_by_side_in_processes_of_their_own_as_profile_does(tmp_
     assert kept["bf16_wrong"]["passed"] is False
 
 
+def test_bench_sweeps_the_kernel_s_sweep_dtypes_unless_told(monkeypatch):
+    """With no --dtype, `kernlog bench attention` sweeps bf16 alone (its sweep_dtypes: the dtype its
+    tables and bar judge), a kernel without sweep_dtypes every dtype it declares; --dtype wins."""
+    from click.testing import CliRunner
+
+    from kernlog.commands.main import main
+
+    asked = []
+    monkeypatch.setattr(bench, "bench", lambda root, kernel, revs, shapes, dtypes, *a, **k:
+                        asked.append((kernel.name, dtypes)) or Path(root) / "x")
+    root = str(Path(__file__).resolve().parents[1])
+    for args in (["attention"], ["softmax"], ["attention", "--dtype", "fp32"]):
+        result = CliRunner().invoke(main, ["--root", root, "bench", *args])
+        assert result.exit_code == 0, result.output
+    assert asked == [("attention", ["bf16"]), ("softmax", ["fp32", "bf16"]), ("attention", ["fp32"])]
+
+
+def test_a_sweep_dtype_the_kernel_does_not_declare_is_refused():
+    from kernlog.registry import load_kernel
+
+    k = load_kernel(Path(__file__).resolve().parents[1], "attention")
+    with pytest.raises(ValueError, match="sweep_dtypes names 'fp16'"):
+        dataclasses.replace(k, sweep_dtypes=("fp16",))
+
+
 def test_the_front_page_line_takes_the_first_dtype_the_sweep_has():
     """A kernel whose steps were swept only in its second dtype (attention: bf16 only) still gets
     its front-page figures, from that dtype, not dashes; a reference swept in the first does not count."""

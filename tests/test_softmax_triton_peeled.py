@@ -131,6 +131,38 @@ def test_the_body_moves_in_16_byte_vectors_where_triton_moves_elements():
         assert peeled["bar.sync"] <= 5 < got[f"triton {dt}"]["bar.sync"], (peeled, got[f"triton {dt}"])
 
 
+MEETING = """
+import json, re
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernels.softmax import softmax_triton_peeled as sp
+d16 = [["tt.divisibility", 16]]
+sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "slots_ptr": "*i64", "cols": "i32", "x_stride": "i32",
+       "polls": "i32", "BLOCK": "constexpr", "Q": "constexpr", "TILE": "constexpr"}
+out = {}
+for c in sp.configs(50257, 8):
+    k = triton.compile(ASTSource(fn=sp._peeled_kernel, signature=sig, attrs={(0,): d16, (1,): d16, (2,): d16},
+                                 constexprs={"BLOCK": c["BLOCK"], "Q": 8, "TILE": sp.GPU_TILE}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": c["num_warps"]})
+    ptx = k.asm["ptx"]
+    out[f"{c['BLOCK']}/{c['num_warps']}"] = len(re.findall(r"bar\\.sync", ptx[ptx.index("atom.global"):]))
+print(json.dumps(out))
+"""
+
+
+def test_no_config_meets_at_a_barrier_after_it_publishes():
+    """After a chunk publishes its (max, sum) (the slot's atomic exchange), nothing crosses warps in
+    any config the picker may time, 4 to 32 warps: the polls, the pairs' reduction and the fallback
+    are each warp's own, so warps that decide apart never wait at a barrier another warp skips."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", MEETING], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(got) >= 10 and set(got.values()) == {0}, got
+
+
 @pytest.mark.gpu
 def test_every_peeled_config_passes_the_gate_on_gpu(sp):
     """Each config the picker may time, at rows of 2 and 4 chunks (a ragged last one), met through

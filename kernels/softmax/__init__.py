@@ -157,12 +157,13 @@ TRITON_PEELED = Revision(
     _load_triton_peeled,
     "rows off the 16-byte boundary (odd lengths: GPT-2's 50257) are addressed from the boundary below their "
     "start, so the body moves in 16-byte vectors under a mask Triton knows is constant over 16 bytes, and a "
-    "head and a tail of under 16 bytes move as scalars (v9's peel, in Triton); every other row takes "
+    "head and a tail of under 16 bytes move as scalars (v9's peel, in Triton), and a row's chunks meet a warp "
+    "at a time (each warp polls the row's slots itself, no barrier between warps); every other row takes "
     "triton's kernels",
     "bf16 4096x50257 from triton's 76% of copy (H100) to >= 95%, fp32 4096x50257 to >= 95%; rows on the "
     "boundary unchanged (triton's kernels)",
     role="counterpart",
-    deterministic=False,  # as triton: a program that polls too long sums its row in another order
+    deterministic=False,  # as triton: a warp that polls too long sums its row in another order
 )
 
 REFERENCES = (

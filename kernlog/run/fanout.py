@@ -4,8 +4,8 @@ that sees only its GPU (CUDA_VISIBLE_DEVICES), so every profile names the GPU it
 `kernlog profile KERNEL` deals the revisions out to the GPUs (one process and one ncu
 report per GPU); `--range` gives each GPU the next commit to profile. Processes of one
 kernel write into one folder; store.save_profiles holds the folder's lock while it writes.
-On one GPU, `kernlog profile` gates revisions in processes side by side (gate_workers), where
-the GPU admits more than one (exclusive_compute_mode).
+On one GPU, `kernlog profile` and `kernlog bench` gate revisions in processes side by side
+(gate_workers), where the GPU admits more than one (exclusive_compute_mode).
 """
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ GATE_WORKERS_MAX = 8
 
 
 def gate_workers(revisions: int, cpus: int | None = None) -> int:
-    """How many revisions `kernlog profile` gates at once: a process each, half the host's
+    """How many revisions `kernlog profile` (and `kernlog bench`) gates at once: a process each, half the host's
     cores (each compiles: NVRTC, Triton, Inductor), at most GATE_WORKERS_MAX. On the H100 the
     softmax ladder's 13 gates took 112 s one after another (nearly all compiling), the
     timing passes 5 s, its ncu process 56 s."""
