@@ -303,7 +303,7 @@ MUTANTS = [
            '*(["-i", first] if by_id else [])', "*[]",
            "the GPU named without CUDA_VISIBLE_DEVICES' first", ("tests/test_provenance.py",)),
     Mutant("one-gate-in-process", "kernlog/capture/profiler.py",
-           "        if workers > 1 and jobs:", "        if workers > 1 and jobs > 1:",
+           "        if workers > 1 and apart:", "        if workers > 1 and len(apart) > 1:",
            "the edit loop's one gate run here, its ncu process started only after it", ("tests/test_profiler.py",)),
     Mutant("decide-no-quick-skip", "kernlog/capture/todo.py",
            "quick, said = provenance.quick_gpu_slug(), []", "quick, said = None, []",

@@ -15,7 +15,7 @@ import pytest
 from kernlog.capture import ncurun, options, profiler, timed
 from kernlog.errors import KernlogError, NoGpu
 from kernlog.registry import load_kernel
-from kernlog.run import parts, picker
+from kernlog.run import fanout, parts, picker
 from kernlog.store import gates, reports
 from kernlog.store import profiles as store
 
@@ -111,7 +111,7 @@ class FakeTimer:
 
 
 def _cpu_profiler(monkeypatch, run_ncu, ncu="ncu"):
-    monkeypatch.setattr(profiler, "gate_workers", lambda n, cpus=None: 1)  # gates here, on any host
+    monkeypatch.setattr(profiler.gated, "gate_workers", lambda n, cpus=None: 1)  # gates here, on any host
     monkeypatch.setattr(profiler, "DEVICE", "cpu")
     monkeypatch.setattr(profiler, "require_gpu", lambda: ncu)
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
@@ -139,7 +139,7 @@ def _cpu_bench(monkeypatch):
     monkeypatch.setattr(bench.provenance, "versions", lambda *a: {"torch": "2.11", "triton": "3.6"})
     monkeypatch.setattr(bench.timing, "Timer", FakeTimer)
     monkeypatch.setattr(bench, "ceilings", lambda *a, **k: dict(CEILINGS))
-    monkeypatch.setattr(bench, "gate_workers", lambda n, cpus=None: 1)  # gates here, on any host
+    monkeypatch.setattr(bench.gated, "gate_workers", lambda n, cpus=None: 1)  # gates here, on any host
 
 
 def test_interrupted_profile_leaves_nothing_partial(tmp_path, monkeypatch):
@@ -426,7 +426,7 @@ def _fake_profile(monkeypatch, fail=lambda names: False):
             raise KernlogError(f"ncu exited with 1: {names}")
         shutil.copyfile(FULL_REP, cmd[cmd.index("--export") + 1])
 
-    monkeypatch.setattr(profiler, "gate_workers", lambda n, cpus=None: 1)
+    monkeypatch.setattr(profiler.gated, "gate_workers", lambda n, cpus=None: 1)
     monkeypatch.setattr(profiler, "require_gpu", lambda: "ncu")
     monkeypatch.setattr(profiler.provenance, "gpu_info", lambda: GPU)
     monkeypatch.setattr(profiler.provenance, "quick_gpu_slug", lambda: GPU["slug"])
@@ -892,12 +892,10 @@ def test_warming_the_references_leaves_the_code_under_test_alone_and_a_failure_t
 
 @pytest.mark.parametrize("revisions, cpus, want", [(13, 16, 8), (13, 2, 1), (3, 16, 3), (1, 16, 1), (5, 1, 1)])
 def test_gate_workers_take_half_the_cores_at_most_eight(revisions, cpus, want):
-    assert profiler.gate_workers(revisions, cpus) == want
+    assert fanout.gate_workers(revisions, cpus) == want
 
 
 def test_profile_on_two_gpus_hands_each_process_the_shape_dtype_and_what_is_left_to_do(tmp_path, monkeypatch):
-    from kernlog.run import fanout
-
     root = scratch_repo(tmp_path)
     put(root, make_record("torch", shape=(4, 64)))  # profiled already: not handed out
     monkeypatch.setattr(fanout, "visible_gpus", lambda: ["0", "1"])
@@ -944,14 +942,14 @@ def test_a_gpu_that_admits_one_process_is_found(monkeypatch, smi, visible, want)
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    assert profiler.exclusive_compute_mode() == want
+    assert fanout.exclusive_compute_mode() == want
 
 
 def test_on_an_exclusive_gpu_the_gates_run_here_one_by_one(tmp_path, monkeypatch, own_kernels_package, toy_picker):
     """Gate processes beside this one could not create a context: every revision would fail."""
     root = _toy_repo(tmp_path)
     _cpu_profiler(monkeypatch, lambda cmd, timeout, env=None: None)
-    monkeypatch.setattr(profiler, "exclusive_compute_mode", lambda: "Exclusive_Process")
+    monkeypatch.setattr(profiler.gated, "exclusive_compute_mode", lambda: "Exclusive_Process")
     monkeypatch.setattr(profiler, "parallel_gates", lambda *a, **k: pytest.fail("gated in other processes"))
     monkeypatch.setattr(profiler, "_ncu_pass", lambda *a: [])
     kernel = load_kernel(root, "toy")

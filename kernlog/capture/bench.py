@@ -16,8 +16,7 @@ from kernlog.capture import costs, gate_runs, gated, provenance
 from kernlog.capture.profiler import GATE_TIMEOUT_S, ceilings, require_gpu
 from kernlog.capture.timed import loads_by_name
 from kernlog.errors import CannotRun, GateFailure, Unsupported
-from kernlog.run import gate, gatekey, ladder, parts, picker
-from kernlog.run.fanout import exclusive_compute_mode, gate_workers
+from kernlog.run import gate, gatekey, ladder, picker
 from kernlog.spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 
@@ -111,11 +110,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     # cold gate is mostly compiling, spread over the host's cores); one by one in this process
     # where one core is all the host gives a gate, or the GPU admits one process at a time
     apart = [r for r in revs if r.name not in reused and loads_by_name(kernel, r)]
-    workers = gate_workers(len(apart) * parts.MAX_PARTS) if workers is None else workers
-    mode = exclusive_compute_mode() if workers > 1 and apart else ""
-    if mode:
-        progress(f"the GPU's compute mode is {mode}: the gates run one by one in this process")
-        workers = 1
+    workers = gated.workers(workers, apart, progress)
     ran = gated.side_by_side(root, kernel, apart, workers, progress, None, costs.gate_seconds(
         root, gpu["slug"], kernel, apart), device=DEVICE, timeout=GATE_TIMEOUT_S) if workers > 1 and apart else {}
     for rev in revs:

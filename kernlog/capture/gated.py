@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kernlog.capture.ncurun import last_line
 from kernlog.run import gate, parts
+from kernlog.run.fanout import exclusive_compute_mode, gate_workers
 from kernlog.spec import Kernel, Revision
 
 # A gate's CPU work (inputs, float64 references, comparisons) is many small torch ops; each
@@ -25,6 +26,18 @@ from kernlog.spec import Kernel, Revision
 # exit cost them more than the pool saves (kernlog.capture.profiler sets it where unset).
 ONE_COMPILE_PROCESS = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
 GATE_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **ONE_COMPILE_PROCESS}
+
+
+def workers(asked: int | None, revs: list[Revision], progress) -> int:
+    """How many of `revs`' gates run at once (`profile` and `bench`): `asked` (--gate-workers),
+    else gate_workers' share of the host for them in parts; one, in the calling process, where
+    the GPU admits one process (gate processes beside it could not create a context)."""
+    n = asked if asked is not None else gate_workers(len(revs) * parts.MAX_PARTS)
+    mode = exclusive_compute_mode() if n > 1 and revs else ""
+    if mode:
+        progress(f"the GPU's compute mode is {mode}: the gates run one by one in this process")
+        return 1
+    return n
 
 
 def in_process(root: Path, kernel: Kernel, rev: Revision, workdir: Path, part: gate.Part | None, seed: int | None,

@@ -21,9 +21,8 @@ from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
 from kernlog.capture.todo import decide
 from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, Unsupported
-from kernlog.run import fanout, gate, ladder, parts, picker
+from kernlog.run import fanout, gate, ladder, picker
 from kernlog.run.clocks import Clocks
-from kernlog.run.fanout import exclusive_compute_mode, gate_workers
 from kernlog.spec import Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 from kernlog.store.keys import ceilings_json
@@ -283,16 +282,11 @@ def profile(root: Path, kernel: Kernel, revs: list[Revision], opts: Options,
     reused = {} if opts.regate else gate_runs.reused(root, kernel, todo, common, progress)  # passed, nothing changed
     apart = [r for r in todo if r.name not in reused and loads_by_name(kernel, r) and not r.refusal(shape)]
     gate_s = costs.gate_seconds(root, gpu["slug"], kernel, apart)
-    workers = opts.gate_workers if opts.gate_workers is not None else gate_workers(len(apart) * parts.MAX_PARTS)
     # One gate runs in a process of its own too, so the ncu process starts beside it (the edit loop)
-    jobs = len(parts.jobs(kernel, apart, workers, gate_s)) if workers > 1 else len(apart)
-    mode = exclusive_compute_mode() if workers > 1 and jobs else ""
-    if mode:
-        progress(f"the GPU's compute mode is {mode}: the gates run one by one in this process")
-        workers = 1
+    workers = gated.workers(opts.gate_workers, apart, progress)
     verdicts, early = dict(reused), None
     try:
-        if workers > 1 and jobs:
+        if workers > 1 and apart:
             to_gate = {r.name for r in apart} | set(reused)
             names = [r.name for r in todo if r.name in to_gate and not r.known_wrong]  # known-wrong: never profiled
             early = start_ncu(root, kernel, names, shape, dtype, opts, ncu) if names else None
