@@ -116,6 +116,19 @@ def kernel_page(root: Path, name: str = "softmax", sections: list | None = None)
     return report.pages(root, sections)[report.page_path(name)]
 
 
+def without_interpreter(script: str, *args: str, stdin: str | None = None, timeout: float = 600):
+    """`python -c script args` at the repository's root in a fresh interpreter without
+    TRITON_INTERPRET: the interpreter patches triton.language in its own process, and Triton's
+    compiler cannot run beside it. The finished process (subprocess.CompletedProcess, text)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-c", script, *args], input=stdin, capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=timeout)
+
+
 def compile_report(source: Path, arch: str) -> str:
     """kernlog.cuda.compile_report, kept on disk under the digest of everything the compile reads:
     nvcc's version, kernlog/cuda.py (its command line), the source and each file it includes, the

@@ -13,6 +13,7 @@ from kernlog.registry import find_root, load_kernel
 from kernlog.run import gate
 from kernlog.spec import Revision
 
+from .helpers import without_interpreter
 from .test_gate_all_kernels import _cpu_shapes
 
 ROOT = find_root()
@@ -189,16 +190,11 @@ def test_gpu_layouts_compile_for_sm90_within_shared_memory(profile_only):
     """The CPU gate runs 16- and 32-row blocks; the GPU table's layouts compile here (about 1-4 s
     each: the profile shape's by default, every one in the slow suite)."""
     import json
-    import os
-    import subprocess
-    import sys
 
     if torch.cuda.is_available():
         pytest.skip("on a GPU the gate compiles and runs them")
     which = [("bf16", 64)] if profile_only else sorted(_v0().GPU_CONFIGS)
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", COMPILE], input=json.dumps(which), capture_output=True, text=True,
-                          cwd=ROOT, env=env, timeout=600)
+    done = without_interpreter(COMPILE, stdin=json.dumps(which))
     assert done.returncode == 0, done.stderr[-3000:]
     compiled = json.loads(done.stdout.splitlines()[-1])
     assert len(compiled) == 2 * len(which)

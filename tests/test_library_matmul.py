@@ -15,7 +15,7 @@ from kernlog.registry import find_root, load_kernel
 from kernlog.run import gate
 from kernlog.spec import Revision
 
-from .helpers import A100, H100, L4, fake_gpu
+from .helpers import A100, H100, L4, fake_gpu, without_interpreter
 
 KERNEL = load_kernel(find_root(), "matmul_relu")
 TOL = gate.TOLERANCE["bf16"]
@@ -171,16 +171,8 @@ sys.exit(1 if bad else 0)
 
 @pytest.mark.slow
 def test_every_config_compiles_and_takes_the_shared_memory_its_pruning_assumes():
-    import os
-    import subprocess
-    import sys
-
-    from kernlog.registry import find_root
-
     gpus = [(10 * c.capability[0] + c.capability[1], c.sm_count, c.smem_per_block_optin) for c in (H100, A100, L4)]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", _COMPILE_ALL, json.dumps(gpus)], capture_output=True, text=True,
-                          cwd=find_root(), env=env, timeout=900)
+    done = without_interpreter(_COMPILE_ALL, json.dumps(gpus), timeout=900)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
 
 

@@ -4,14 +4,14 @@ body's loads and stores are 16-byte vectors in the PTX for sm_90, and on the GPU
 picker times passes the gate, met, mixed and fallen back."""
 import dataclasses
 import json
-import os
-import subprocess
-import sys
+from functools import lru_cache
 
 import pytest
 
 from kernlog.registry import find_root, load_kernel
 from kernlog.run import gate
+
+from .helpers import without_interpreter
 
 ROOT = find_root()
 KERNEL = load_kernel(ROOT, "softmax")
@@ -106,8 +106,25 @@ for dt, q in (("bf16", 8), ("fp32", 4)):
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
         ptx = k.asm["ptx"]
         out[f"{name} {dt}"] = dict(collections.Counter(re.findall(r"[ls][dt]\\.global[.\\w]*|bar\\.sync", ptx)))
+# every config the picker may time at GPT-2's bf16 rows: the barriers after the chunk publishes
+sig = dict(sig, x_ptr="*bf16", y_ptr="*bf16", Q="constexpr", TILE="constexpr")
+out["after publishing"] = {}
+for c in sp.configs(50257, 8):
+    k = triton.compile(ASTSource(fn=sp._peeled_kernel, signature=sig, attrs=attrs,
+                                 constexprs={"BLOCK": c["BLOCK"], "Q": 8, "TILE": sp.GPU_TILE}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": c["num_warps"]})
+    after = k.asm["ptx"][k.asm["ptx"].index("atom.global"):]
+    out["after publishing"][f"{c['BLOCK']}/{c['num_warps']}"] = len(re.findall(r"bar\\.sync", after))
 print(json.dumps(out))
 """
+
+
+@lru_cache(maxsize=None)
+def _ptx() -> dict:
+    """VECTORS' counts, compiled once for the tests that read them."""
+    done = without_interpreter(VECTORS, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_body_moves_in_16_byte_vectors_where_triton_moves_elements():
@@ -116,11 +133,7 @@ def test_the_body_moves_in_16_byte_vectors_where_triton_moves_elements():
     moves 16 bytes at a time (32 elements a thread at 4096 x 4 warps: 4 bf16 vectors, 8 fp32),
     and only the head and tail, two elements a thread at most, are scalars; its meeting holds
     no barrier of its own (a warp polls every slot)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", VECTORS], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = _ptx()
     for dt, scalar, vectors in (("bf16", "b16", 4), ("fp32", "b32", 8)):
         assert "ld.global.v4.b32" not in got[f"triton {dt}"] and got[f"triton {dt}"][f"ld.global.{scalar}"] >= 32
         peeled = got[f"peeled {dt}"]
@@ -131,35 +144,11 @@ def test_the_body_moves_in_16_byte_vectors_where_triton_moves_elements():
         assert peeled["bar.sync"] <= 5 < got[f"triton {dt}"]["bar.sync"], (peeled, got[f"triton {dt}"])
 
 
-MEETING = """
-import json, re
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-from kernels.softmax import softmax_triton_peeled as sp
-d16 = [["tt.divisibility", 16]]
-sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "slots_ptr": "*i64", "cols": "i32", "x_stride": "i32",
-       "polls": "i32", "BLOCK": "constexpr", "Q": "constexpr", "TILE": "constexpr"}
-out = {}
-for c in sp.configs(50257, 8):
-    k = triton.compile(ASTSource(fn=sp._peeled_kernel, signature=sig, attrs={(0,): d16, (1,): d16, (2,): d16},
-                                 constexprs={"BLOCK": c["BLOCK"], "Q": 8, "TILE": sp.GPU_TILE}),
-                       target=GPUTarget("cuda", 90, 32), options={"num_warps": c["num_warps"]})
-    ptx = k.asm["ptx"]
-    out[f"{c['BLOCK']}/{c['num_warps']}"] = len(re.findall(r"bar\\.sync", ptx[ptx.index("atom.global"):]))
-print(json.dumps(out))
-"""
-
-
 def test_no_config_meets_at_a_barrier_after_it_publishes():
     """After a chunk publishes its (max, sum) (the slot's atomic exchange), nothing crosses warps in
     any config the picker may time, 4 to 32 warps: the polls, the pairs' reduction and the fallback
     are each warp's own, so warps that decide apart never wait at a barrier another warp skips."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", MEETING], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = _ptx()["after publishing"]
     assert len(got) >= 10 and set(got.values()) == {0}, got
 
 

@@ -7,6 +7,8 @@ import pytest
 from kernlog.registry import find_root, kernel_names, load_kernel
 from kernlog.run import gate
 
+from .helpers import without_interpreter
+
 ROOT = find_root()
 # The gate before the compile runs the last two check shapes through the interpreter: for these
 # it took 5-16 s each on the 2-core CPU machine (softmax's 131072-long rows, the norms' 8-wide
@@ -106,13 +108,8 @@ sys.exit(1 if failed else 0)
 
 def _compile_all(specs):
     import json
-    import os
-    import subprocess
-    import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", COMPILER], input=json.dumps(specs), capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=600)
+    done = without_interpreter(COMPILER, stdin=json.dumps(specs))
     return done.returncode, (done.stdout + done.stderr).strip()
 
 
@@ -201,13 +198,8 @@ def test_v2_vectorizes_lengths_that_v1_reads_element_by_element():
     divisible by 16, loads 16-byte vectors, and only its tail is scalar. LayerNorm's rows of 1000
     (0.84x torch.compile in bf16): scalar in v0, vectors once the sizes are known multiples of 8."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", VECTOR_PTX], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=300)
+    done = without_interpreter(VECTOR_PTX, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     loads = json.loads(done.stdout.strip().splitlines()[-1])
     for op in ("gelu", "dropout"):
@@ -251,13 +243,8 @@ def test_layernorm_v3_issues_every_load_before_the_first_barrier_where_it_fits()
     statistics' first barrier (v2 loads b after them, v0 w and b: a DRAM round trip each on a
     lone row); at 32768 fp32 over 32 warps (32 a thread) w and b stay after it (registers)."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", EARLY_PTX], capture_output=True, text=True, cwd=ROOT, env=env,
-                          timeout=300)
+    done = without_interpreter(EARLY_PTX, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     after = json.loads(done.stdout.strip().splitlines()[-1])
     assert after == {"bf16 4096 16": [True, 0], "fp32 4096 8": [True, 0], "fp32 32768 32": [False, 16]}
