@@ -41,10 +41,12 @@ def _gate(launch, shapes, dtypes=None, device="cpu", cases=None):
 def test_rows_off_the_boundary_take_the_peeled_kernel(sp, monkeypatch):
     """Odd lengths (every row but the first off the boundary, each at another offset) in chunks of
     256: rows of 5 chunks with a head and a tail each, a last chunk that holds only a tail (1025
-    columns), rows of -inf and NaN; triton's kernels refused."""
+    columns), rows whose body ends a vector short of a chunk's end, the chunk after it empty (1277:
+    row 0's body ends at 1272 in bf16, 1276 in fp32, and its fifth chunk must mask), rows of -inf
+    and NaN; triton's kernels refused."""
     monkeypatch.setattr(sp.base, "softmax", lambda *a, **k: (_ for _ in ()).throw(AssertionError("wrong path")))
     launch = lambda inputs, out: sp.softmax(inputs[0], out, block=256)  # noqa: E731
-    assert not _gate(launch, ((5, 1037), (4, 1025)), cases=("random", "neg_inf", "nan"))
+    assert not _gate(launch, ((5, 1037), (4, 1025), (3, 1277)), cases=("random", "neg_inf", "nan"))
 
 
 def test_rows_on_the_boundary_take_triton(sp, monkeypatch):
@@ -100,18 +102,19 @@ for dt, q in (("bf16", 8), ("fp32", 4)):
            "polls": "i32", "BLOCK": "constexpr"}
     attrs = {(0,): d16, (1,): d16, (2,): d16}  # cols and the stride odd: no hint on them
     for name, fn, consts in (("triton", st._split_kernel, {"SUB": 128}), ("peeled", sp._peeled_kernel,
-                                                                         {"Q": q, "TILE": sp.GPU_TILE})):
+                                                                         sp.constants(q, gpu=True))):
         s = dict(sig, **{k: "constexpr" for k in consts})
         k = triton.compile(ASTSource(fn=fn, signature=s, constexprs={"BLOCK": 4096, **consts}, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
         ptx = k.asm["ptx"]
-        out[f"{name} {dt}"] = dict(collections.Counter(re.findall(r"[ls][dt]\\.global[.\\w]*|bar\\.sync", ptx)))
+        out[f"{name} {dt}"] = dict(collections.Counter(re.findall(r"[ls][dt]\\.global[.\\w]*|bar\\.sync|ex2[.\\w]*",
+                                                             ptx)))
 # every config the picker may time at GPT-2's bf16 rows: the barriers after the chunk publishes
 sig = dict(sig, x_ptr="*bf16", y_ptr="*bf16", Q="constexpr", TILE="constexpr")
 out["after publishing"] = {}
 for c in sp.configs(50257, 8):
     k = triton.compile(ASTSource(fn=sp._peeled_kernel, signature=sig, attrs=attrs,
-                                 constexprs={"BLOCK": c["BLOCK"], "Q": 8, "TILE": sp.GPU_TILE}),
+                                 constexprs={"BLOCK": c["BLOCK"], **sp.constants(8, gpu=True)}),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": c["num_warps"]})
     after = k.asm["ptx"][k.asm["ptx"].index("atom.global"):]
     out["after publishing"][f"{c['BLOCK']}/{c['num_warps']}"] = len(re.findall(r"bar\\.sync", after))
@@ -130,18 +133,23 @@ def _ptx() -> dict:
 def test_the_body_moves_in_16_byte_vectors_where_triton_moves_elements():
     """The claims behind the revision, in the PTX for sm_90 at an odd length and stride: triton's
     split kernel loads and stores element by element (2 bytes in bf16); the peeled kernel's body
-    moves 16 bytes at a time (32 elements a thread at 4096 x 4 warps: 4 bf16 vectors, 8 fp32),
+    moves 16 bytes at a time (32 elements a thread at 4096 x 4 warps: 4 bf16 vectors, 8 fp32, in
+    each of its two paths),
     and only the head and tail, two elements a thread at most, are scalars; its meeting holds
     no barrier of its own (a warp polls every slot)."""
     got = _ptx()
     for dt, scalar, vectors in (("bf16", "b16", 4), ("fp32", "b32", 8)):
         assert "ld.global.v4.b32" not in got[f"triton {dt}"] and got[f"triton {dt}"][f"ld.global.{scalar}"] >= 32
         peeled = got[f"peeled {dt}"]
-        assert peeled["ld.global.v4.b32"] == peeled["st.global.v4.b32"] == vectors, peeled
+        # twice: a chunk inside the row's body and one at its edge each have their own loads and stores
+        assert peeled["ld.global.v4.b32"] == peeled["st.global.v4.b32"] == 2 * vectors, peeled
         assert peeled[f"ld.global.{scalar}"] <= 2 and peeled[f"st.global.{scalar}"] <= 2, peeled
         # the meeting a warp's: only the chunk's own max and sum cross warps (5 barriers at 4096 x 4
         # warps), where triton's split kernel, its slots spread over the program, crosses them at each poll
         assert peeled["bar.sync"] <= 5 < got[f"triton {dt}"]["bar.sync"], (peeled, got[f"triton {dt}"])
+        # each of a thread's 32 elements takes one ex2.approx.ftz (no denormal range fix around it);
+        # only the meeting's and the fallback's few exps are tl.exp's
+        assert peeled["ex2.approx.ftz.f32"] >= 32 and peeled.get("ex2.approx.f32", 0) <= 5, peeled
 
 
 def test_no_config_meets_at_a_barrier_after_it_publishes():
@@ -163,7 +171,9 @@ def test_every_peeled_config_passes_the_gate_on_gpu(sp):
             def launch(inputs, out, c=cfg, p=polls):
                 sp.launch(inputs[0].contiguous(), out, p, **c)
                 return out
-            shapes = [(s, c) for s, c in ((5, 3 * block + 5), (3, block + 1)) if -(-(c + 7) // block) <= 32]
+            # (3, 2 * block - 3): rows whose last chunk holds nothing but -inf padding
+            shapes = [(s, c) for s, c in ((5, 3 * block + 5), (3, block + 1), (3, 2 * block - 3))
+                      if -(-(c + 7) // block) <= 32]
             failed += [f"{cfg} polls={polls}: {line}" for line in
                        _gate(launch, shapes, device="cuda", cases=("random", "neg_inf", "nan"))]
     assert not failed, "\n".join(failed)

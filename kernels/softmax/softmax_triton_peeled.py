@@ -19,15 +19,21 @@ it can), and rows past SPLIT_CAP chunks. The chunks of a row meet through the sa
 and protocol as softmax_triton.py's docstring says; a row has cdiv(cols + Q - 1, BLOCK)
 chunks, the last of which may hold nothing of a row whose offset is small.
 
-The meeting is a warp's: each warp polls all SPLIT_CAP slots itself (a tensor of 32, one lane
-a slot, each warp holding a copy), so the poll's reductions stay in the warp with no barrier
-between warps; spread over the program's threads, as triton's split kernel has them, each poll
-crossed warps at 3 barriers and the pairs' reduction after it at 6 (20 `bar.sync` in the
-program against 5, compiled for sm_90a at 4096 bf16 columns and 4 warps). Warps may then
-decide apart to fall back, so the fallback reads the row a warp at a time too (TILE = 32
-columns on the GPU), with no barrier either: a warp that fell back scales its share of the
-chunk by the row's statistics as it computed them, which differ from the met ones only in
-their rounding.
+The meeting is a warp's: each warp polls the row's live slots itself (a tensor of MAX_SPLIT =
+32, one lane a slot, each warp holding a copy), so the poll's reductions stay in the warp with no
+barrier between warps. Spread over the program's threads, as triton's split kernel has them,
+the meeting crossed warps at 15 `bar.sync` (each poll 3, the pairs' reduction after it 6, the
+fallback's row read 6), 20 in the program with the chunk's own max and sum; compiled for sm_90a
+at 4096 bf16 columns and 4 warps it has those 5 alone. Warps may then decide apart to fall back,
+so the fallback reads the row a warp at a time too (TILE = 32 columns on the GPU), with no
+barrier either: each warp that falls back reads the whole row, and scales its share of the chunk
+by the row's statistics as it computed them, which differ from the met ones only in rounding.
+
+A bf16 chunk keeps the issue slots as busy as the memory (at 4096x50257 on the H200 both were
+70% busy in its profile before this), so each element costs as few instructions as its result allows: its exponential
+one ex2.approx.ftz after a subtract and a multiply (tl.exp2, not tl.exp), its output one multiply
+by a factor that folds the row's rescale and 1 / sum, and a chunk wholly inside the row's body
+loads and stores without a mask.
 """
 from __future__ import annotations
 
@@ -39,10 +45,13 @@ from kernels.common import tuning
 from . import softmax_triton as base
 from .softmax_triton import EPOCH, MAX_SPLIT, NEG_MAX, SUM_BITS, _row_stats
 
+LOG2E = tl.constexpr(1.4426950408889634)
+
 
 @triton.jit
 def _peeled_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.constexpr, TILE: tl.constexpr,
                    Q: tl.constexpr):
+    tl.static_assert(MAX_SPLIT == 32)  # a slot a lane: each warp polls the row's slots itself
     split = tl.cdiv(cols + Q - 1, BLOCK)
     t = tl.program_id(0)
     row = t // split
@@ -54,8 +63,11 @@ def _peeled_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.con
     lo = (a + Q - 1) // Q * Q  # products with Q: Triton sees the bounds as multiples of Q
     hi = (a + cols) // Q * Q
     j = k * BLOCK + tl.arange(0, BLOCK)
-    body = (j >= lo) & (j < hi)
-    x = tl.load(x_base + j, mask=body, other=float("-inf")).to(tl.float32)
+    inside = (k * BLOCK >= lo) & (k * BLOCK + BLOCK <= hi)  # the whole chunk in the body: no mask
+    if inside:
+        x = tl.load(x_base + j).to(tl.float32)
+    else:
+        x = tl.load(x_base + j, mask=(j >= lo) & (j < hi), other=float("-inf")).to(tl.float32)
     # The edges: lanes [0, Q) the head, held by chunk 0; lanes [Q, 2Q) the tail, by its chunk.
     lane = tl.arange(0, 2 * Q)
     head = lane < Q
@@ -67,9 +79,13 @@ def _peeled_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.con
     if split > 1:  # as softmax_triton._split_kernel: the other epoch than the last launch left
         epoch = (tl.load(slots + k, volatile=True) & EPOCH) ^ EPOCH
     m = tl.maximum(tl.maximum(tl.max(x, axis=0), tl.max(xe, axis=0)), NEG_MAX)
-    e = tl.exp(x - m)
-    ee = tl.exp(xe - m)
+    # tl.exp2 is one ex2.approx.ftz; tl.exp's ex2.approx keeps denormal results, and ptxas wraps it in
+    # a range fix (an FSETP and two FMULs). (x - m) * LOG2E, not an FMA of x * LOG2E and m * LOG2E: m
+    # is NEG_MAX in a chunk of nothing but -inf, and NEG_MAX * LOG2E overflows (-inf - -inf: NaN).
+    e = tl.exp2((x - m) * LOG2E)
+    ee = tl.exp2((xe - m) * LOG2E)
     s = tl.sum(e, axis=0) + tl.sum(ee, axis=0)
+    scale = 1.0 / s
     if split > 1:  # the meeting, as softmax_triton._split_kernel's, a warp at a time (the docstring)
         sub = tl.arange(0, MAX_SPLIT)  # a warp's lanes: each warp polls every slot itself
         live = sub < split
@@ -85,16 +101,18 @@ def _peeled_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.con
         pm = tl.where(live, (v >> 32).to(tl.int32).to(tl.float32, bitcast=True), NEG_MAX)
         ps = tl.where(live, (v & SUM_BITS).to(tl.int32).to(tl.float32, bitcast=True), 0.0)
         m_row = tl.max(pm, axis=0)
-        s = tl.sum(ps * tl.exp(pm - m_row), axis=0)
+        s_row = tl.sum(ps * tl.exp(pm - m_row), axis=0)
         if missing > 0:  # this warp's alone: TILE columns a step, a warp's lanes on the GPU
-            m_row, s = _row_stats(x_ptr + start, cols, TILE)
-        e = e * tl.exp(m - m_row)
-        ee = ee * tl.exp(m - m_row)
+            m_row, s_row = _row_stats(x_ptr + start, cols, TILE)
+        scale = tl.exp(m - m_row) / s_row  # the chunk's exponentials to the row's, and 1 / sum: one factor
         if k == 0:
             tl.store(slots + sub, tl.zeros([MAX_SPLIT], tl.int64) + epoch, mask=sub >= split)
-    inv = 1.0 / s
-    tl.store(y_base + j, (e * inv).to(y_ptr.dtype.element_ty), mask=body)
-    tl.store(y_base + ej, (ee * inv).to(y_ptr.dtype.element_ty), mask=edge)
+    out = (e * scale).to(y_ptr.dtype.element_ty)
+    if inside:
+        tl.store(y_base + j, out)
+    else:
+        tl.store(y_base + j, out, mask=(j >= lo) & (j < hi))
+    tl.store(y_base + ej, (ee * scale).to(y_ptr.dtype.element_ty), mask=edge)
 
 
 def peels(x, out, block: int | None = None) -> bool:
@@ -118,6 +136,11 @@ CHUNKS = (2048, 4096, 8192, 16384)
 GPU_TILE = 32
 
 
+def constants(q: int, gpu: bool) -> dict:
+    """The kernel's constexprs besides the config: Q elements in 16 bytes, and the fallback's TILE."""
+    return {"Q": q, "TILE": GPU_TILE if gpu else 1024}
+
+
 def configs(cols: int, q: int) -> list[dict]:
     """Launch kwargs to time for rows of `cols` columns, over the row's span (cols + Q - 1): one
     chunk a row up to MAX_FUSED columns (softmax_triton's rule), and for rows of more than
@@ -139,8 +162,8 @@ def launch(x, out, polls, **config):
     rows, cols = x.shape
     q = 16 // x.element_size()
     grid = (rows * triton.cdiv(cols + q - 1, config["BLOCK"]),)
-    _peeled_kernel[grid](x, out, base._workspace(rows, x.device), cols, x.stride(0), polls, Q=q,
-                         TILE=GPU_TILE if x.is_cuda else 1024, **config)
+    _peeled_kernel[grid](x, out, base._workspace(rows, x.device), cols, x.stride(0), polls,
+                         **constants(q, x.is_cuda), **config)
 
 
 def softmax(x, out, block: int | None = None, polls: int | None = None):
