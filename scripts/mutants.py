@@ -405,7 +405,7 @@ MUTANTS = [
            "the peeled softmax's chunk takes tl.exp, a denormal range fix around every element's ex2",
            ("tests/test_softmax_triton_peeled.py",)),
     Mutant("peeled-inside-past-the-body", "kernels/softmax/softmax_triton_peeled.py",
-           "inside = (k * BLOCK >= lo) & (k * BLOCK + BLOCK <= hi)", "inside = (k * BLOCK >= lo) & (k * BLOCK + BLOCK <= hi + Q)",
+           "(k * BLOCK + BLOCK <= hi)  # the whole", "(k * BLOCK + BLOCK <= hi + Q)  # the whole",
            "a chunk that reaches up to Q elements past the row's body loads and stores them without a mask",
            ("tests/test_softmax_triton_peeled.py", "tests/test_softmax_triton.py")),
     Mutant("bench-sweeps-every-dtype", "kernlog/commands/bench.py",

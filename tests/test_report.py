@@ -386,6 +386,16 @@ def test_a_sweep_is_one_table_per_shape_family_and_names_what_is_not_measured():
     assert [g["name"] for g in sweeps._groups(rows, ())] == [None]  # no families: one table, no heading
 
 
+def test_the_points_outside_every_family_are_counted_and_their_misses_named_by_shape_and_dtype():
+    a, b, c = ({"shape": "1024x32768", "dtype": d} for d in ("bf16", "fp32", "fp16"))
+    assert sweeps.others_line([a], []) == "The other bench point, 1024x32768 bf16, is in the CSV."
+    assert sweeps.others_line([a], [a]) == "The other bench point, 1024x32768 bf16, is in the CSV; it misses a bar."
+    assert sweeps.others_line([a, b, c], []) == "The 3 other bench points are in the CSV."
+    assert sweeps.others_line([a, b, c], [c, a]) == ("The 3 other bench points are in the CSV; of them, "
+                                                     "1024x32768 bf16, 1024x32768 fp16 miss a bar.")
+    assert sweeps.others_line([a, b], [b]).endswith("of them, 1024x32768 fp32 misses a bar.")
+
+
 def test_a_prediction_with_no_claim_about_the_shape_says_so_rather_than_an_empty_list(tmp_path):
     """v8's claims are about fp32 at the profile shape; a ladder of bf16 4096x50257 profiles
     once said "on this profile: ." (an empty list of claims)."""

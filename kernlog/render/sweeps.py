@@ -47,6 +47,19 @@ def _groups(rows: list[dict], families) -> list[dict]:
 # where the tensor holds COPY_BAR_BYTES or more (at least COPY_BAR of it; kernlog.judge.verdicts).
 
 
+def others_line(rows: list[dict], missed: list[dict]) -> str:
+    """The sentence under a sweep's family tables for its bench points outside every family:
+    how many, and which of them miss a bar, each named by shape and dtype."""
+    name = lambda r: f"{r['shape']} {r['dtype']}"  # noqa: E731
+    miss = [name(r) for r in rows if r in missed]
+    if len(rows) == 1:
+        return f"The other bench point, {name(rows[0])}, is in the CSV{'; it misses a bar' if miss else ''}."
+    if not miss:
+        return f"The {len(rows)} other bench points are in the CSV."
+    return f"The {len(rows)} other bench points are in the CSV; of them, {', '.join(miss)} " \
+           f"{'misses' if len(miss) == 1 else 'miss'} a bar."
+
+
 def bar_cell(row: dict, name: str | None, refs: list, band: float, need: float = 1.0) -> dict:
     """One bar cell pair; "apart_ref" / "apart_copy": the ratio's two points were timed in
     different runs (`kernlog bench --rev` merges a run into bench.csv), so it carries the
@@ -188,8 +201,11 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
     for row in rows:
         for r in row["stale"]:
             stale_at.setdefault(r, []).append(f"{row['dtype']} {row['shape']}")
+    groups = _groups(rows, families)
+    missed = [r for r in rows if any(b["ref_met"] is False or b["copy_met"] is False for b in r["bars"])]
+    rest = [g["rows"] for g in groups if not g["family"] and g["name"] and g["rows"]]
     return {"revisions": revs, "rows": rows,
-            "groups": _groups(rows, families), "metric": metric_name, "ceiling": ceiling,
+            "groups": groups, "metric": metric_name, "ceiling": ceiling,
             "stale": sorted(stale_at, key=by_rank),
             "stale_at": stale_at,
             "fails_now": sorted({(r, why) for row in rows for r, why in row["fails_now"].items()},
@@ -203,7 +219,7 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
             "band": band, "band_pct": band_pct(band), "bar_label": bar.label,
             "has_refs": any(roles.get(r) == "reference" for r in revs),
             "bar_labels": ["best step", "counterpart"][:max((len(r["bars"]) for r in rows), default=1)],
-            "missed": [r for r in rows if any(b["ref_met"] is False or b["copy_met"] is False for b in r["bars"])],
+            "missed": missed, "others": others_line(rest[0], missed) if rest else None,
             "apart": _apart(rows, by_rank), "medians": medians,
             "gpu": str(df["gpu"].iloc[0])}
 
