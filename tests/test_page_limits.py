@@ -121,6 +121,21 @@ def test_check_names_the_file_line_and_rule_of_each_and_counts_the_rest(tmp_path
     limits.check(root)
 
 
+def test_a_relative_link_must_name_a_file_from_the_page_s_own_folder(tmp_path):
+    """A kernel's notes render into reports/: their `history.md` link, right beside notes.md, is
+    broken on the page; the same link written from reports/ holds. URLs, anchors, links in code
+    and in comments are not read."""
+    page = ("# softmax\n\nSee [history](history.md) and [plot](softmax_sweep.svg#top).\n\n"
+            "Also [history](../kernels/softmax/history.md), [docs](https://x.org/a.md), [here](#next), "
+            "`[code](nowhere.md)` <!-- [gone](gone.md) -->.\n\n```\n[fenced](nowhere.md)\n```\n")
+    root = _repo(tmp_path, page)
+    (root / "kernels" / "softmax").mkdir(parents=True)
+    (root / "kernels" / "softmax" / "history.md").write_text("# history\n")
+    (root / "reports" / "softmax_sweep.svg").write_text("<svg/>")
+    found = [(v.path, v.line, v.rule, v.message) for v in limits.violations(root) if v.rule == "link"]
+    assert found == [("reports/softmax.md", 3, "link", "link to history.md: no file reports/history.md")]
+
+
 def test_report_check_fails_on_a_broken_rule(tmp_path):
     root = _repo(tmp_path, "# softmax\n\nBy hand.\n")
     (root / "kernels" / "__init__.py").write_text("")  # a kernels package with no operator yet

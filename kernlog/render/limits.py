@@ -30,6 +30,9 @@ Markdown page it links (`check`), each broken rule named with its page and line:
   tables or code) holds at most MAX_PARAGRAPH visible characters: HTML comments dropped, figure
   markers read as their value, links as their text, Markdown emphasis and backticks not counted.
 - table: a table has at most MAX_COLUMNS columns.
+- link: a relative link or image on the page (outside code and comments) names a file that
+  exists, resolved from the page's folder, as a reader's viewer resolves it: a kernel's notes
+  are rendered into reports/, so they link from there.
 
 Pure string work but for `published`, `stored_ceilings` and `check`, which read the repository.
 """
@@ -63,7 +66,7 @@ CEILING_QUANTITIES = ("copy_gbps", "matmul_bf16_tflops", "ceiling")
 class Violation:
     path: str  # as the repository names it
     line: int
-    rule: str  # ceiling, cross-run, size, paragraph, table
+    rule: str  # ceiling, cross-run, size, paragraph, table, link
     message: str
 
     def __str__(self) -> str:
@@ -328,6 +331,24 @@ def ceiling_mismatches(text: str, ceilings: dict[str, dict], files: dict[str, st
     return sorted(out)
 
 
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def broken_links(page: str, text: str, exists) -> list[tuple[int, str]]:
+    """(line, message) for each relative link target on `page` (the repository's name for it)
+    that `exists` (a repository-relative path -> bool) denies; URLs and in-page anchors pass."""
+    out = []
+    for n, line in _outside_fences(_without_comments(text)):
+        for target in _LINK.findall(re.sub(r"`[^`]*`", "", line or "")):
+            path = target.split("#")[0]
+            if not path or "://" in target or target.startswith("mailto:"):
+                continue
+            rel = posixpath.normpath(posixpath.join(posixpath.dirname(page), path))
+            if not exists(rel):
+                out.append((n, f"link to {target}: no file {rel}"))
+    return out
+
+
 # --- the repository ------------------------------------------------------------------------
 
 def stored_ceilings(root: Path) -> tuple[dict[str, dict], dict[str, str]]:
@@ -371,6 +392,7 @@ def violations(root: Path, generated: bool = False) -> list[Violation]:
     out = []
     for rel, text in published(root).items():
         out += page_violations(rel, text, ceilings, files, generated)
+        out += [Violation(rel, n, "link", msg) for n, msg in broken_links(rel, text, lambda p: (root / p).exists())]
     lay = layout(root)
     for path in sorted(lay.kernels.glob(f"*/{NOTES}")):
         out += [Violation(lay.rel(path), n, "ceiling", msg)
