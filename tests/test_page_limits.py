@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from kernlog.commands.main import main
 from kernlog.errors import KernlogError
-from kernlog.render import limits
+from kernlog.render import limits, paths
 
 H100 = "nvidia-h100-80gb-hbm3"
 CEILINGS = {H100: {"copy_gbps": 3001.29, "matmul_bf16_tflops": 776.08, "matmul_shape": [8192, 8192, 8192],
@@ -107,7 +107,7 @@ def test_check_names_the_file_line_and_rule_of_each_and_counts_the_rest(tmp_path
     wide = "| " + " | ".join("c" * 13) + " |\n|" + "---|" * 13 + "\n"
     page = "# softmax\n\nOn the H100 the copy ceiling of 2.5 TB/s.\n\n" + (wide + "\n") * 9
     root = _repo(tmp_path, page)
-    assert list(limits.published(root)) == ["KERNEL_LOG.md", "reports/softmax.md"]
+    assert list(paths.published(root)) == ["KERNEL_LOG.md", "reports/softmax.md"]
     found = limits.violations(root)
     assert [(v.path, v.line, v.rule) for v in found][:2] == [("reports/softmax.md", 3, "ceiling"),
                                                              ("reports/softmax.md", 5, "table")]

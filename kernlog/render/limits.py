@@ -34,12 +34,12 @@ Markdown page it links (`check`), each broken rule named with its page and line:
   exists, resolved from the page's folder, as a reader's viewer resolves it: a kernel's notes
   are rendered into reports/, so they link from there.
 
-Pure string work but for `published`, `stored_ceilings` and `check`, which read the repository.
+Pure string work but for `stored_ceilings`, `violations` and `check`, which read the repository
+(its published pages: paths.published).
 """
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -343,7 +343,7 @@ def broken_links(page: str, text: str, exists) -> list[tuple[int, str]]:
             path = target.split("#")[0]
             if not path or "://" in target or target.startswith("mailto:"):
                 continue
-            rel = posixpath.normpath(posixpath.join(posixpath.dirname(page), path))
+            rel = where.Paths.resolve(path, page)
             if not exists(rel):
                 out.append((n, f"link to {target}: no file {rel}"))
     return out
@@ -357,20 +357,6 @@ def stored_ceilings(root: Path) -> tuple[dict[str, dict], dict[str, str]]:
     found = sorted(keys.profiles_dir(root).glob("*/ceilings.json"))
     return ({p.parent.name: json.loads(p.read_text()) for p in found},
             {p.parent.name: lay.rel(p) for p in found})
-
-
-def published(root: Path) -> dict[str, str]:
-    """The log and every Markdown file it links (relative links), as the repository names them -> text."""
-    log = where.of(root).log
-    text = (root / log).read_text() if (root / log).exists() else ""
-    out = {log: text} if text else {}
-    for target in re.findall(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)", text):
-        if "://" in target:
-            continue
-        rel = posixpath.normpath(posixpath.join(posixpath.dirname(log), target))
-        if rel not in out and (root / rel).is_file():
-            out[rel] = (root / rel).read_text()
-    return out
 
 
 def page_violations(path: str, text: str, ceilings: dict[str, dict] | None = None,
@@ -390,7 +376,7 @@ def violations(root: Path, generated: bool = False) -> list[Violation]:
     `generated`: read ceilings in the pages' generated blocks too."""
     ceilings, files = stored_ceilings(root)
     out = []
-    for rel, text in published(root).items():
+    for rel, text in where.published(root).items():
         out += page_violations(rel, text, ceilings, files, generated)
         out += [Violation(rel, n, "link", msg) for n, msg in broken_links(rel, text, lambda p: (root / p).exists())]
     lay = layout(root)

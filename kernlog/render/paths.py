@@ -6,6 +6,7 @@ the relative links between them, so a log at docs/KERNEL_LOG.md links docs/perf/
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,11 @@ class Paths:
         """`target` as a Markdown link written in the file `source` (both named from the root)."""
         return posixpath.relpath(target, posixpath.dirname(source) or ".")
 
+    @staticmethod
+    def resolve(target: str, source: str) -> str:
+        """A relative link `target` written in `source`, named from the root: link's inverse."""
+        return posixpath.normpath(posixpath.join(posixpath.dirname(source), target))
+
     def from_log(self, target: str) -> str:
         return self.link(target, self.log)
 
@@ -49,3 +55,15 @@ def of(root: Path | None) -> Paths:
         return Paths()
     lay = config.layout(root)
     return Paths(log=lay.rel(lay.log), reports=lay.rel(lay.reports), profiles=lay.rel(lay.profiles))
+
+
+def published(root: Path) -> dict[str, str]:
+    """The log and every Markdown file it links (relative links), as the repository names them -> text."""
+    log = of(root).log
+    text = (root / log).read_text() if (root / log).exists() else ""
+    out = {log: text} if text else {}
+    for target in re.findall(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)", text):
+        rel = Paths.resolve(target, log)
+        if "://" not in target and rel not in out and (root / rel).is_file():
+            out[rel] = (root / rel).read_text()
+    return out
