@@ -222,6 +222,25 @@ def test_the_trainable_attention_gives_autograd_the_float64_gradients(dtype, tol
     assert ((o.double() - o64).norm() / o64.norm()).item() < (1e-5 if dtype == torch.float32 else 1e-2)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2, 3, 300, 64), (1, 2, 257, 128)])
+def test_the_trainable_attention_on_the_gpu_takes_the_kernels_and_gives_the_float64_gradients(shape):
+    """On the GPU, under bf16 autocast as MiniGPT's training step runs it: the forward through
+    attention's persistent CUDA C kernel, the backward through v2_split's picks, at odd lengths."""
+    from kernels.attention_backward.trainable import attention
+
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    q, k, v, do = (torch.randn(shape, generator=gen, device="cuda") for _ in range(4))
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        o = attention(*leaves)
+    o.backward(do.to(o.dtype))
+    want = KERNEL.reference((*(t.detach().bfloat16() for t in leaves), do.bfloat16(), shape[-1] ** -0.5))
+    got = torch.cat([t.grad.double() for t in leaves], dim=-1)
+    assert o.dtype == torch.bfloat16 and all(t.grad.dtype == torch.float32 for t in leaves)
+    assert ((got - want).norm() / want.norm()).item() < 3e-2
+
+
 def test_the_compiled_reference_compiles_its_graph_and_takes_the_eager_gradients(monkeypatch):
     """torch_compile's function, loaded as the revision loads it, compiles the forward into one
     graph with no break (compiled whole, the eager math with its autograd.grad compiled nothing

@@ -1,6 +1,6 @@
-"""Causal attention that trains: v1_tuned's forward (attention's v2_tuned, keeping each row's
-log-sum-exp) and its backward from it (v0_fused's kernels, each one's layout picked per shape),
-as one torch.autograd.Function.
+"""Causal attention that trains: v2_split's forward (attention's v5_persistent, keeping each
+row's log-sum-exp) and its backward from it (v2_split's kernels, each one's loop form and layout
+picked per shape), as one torch.autograd.Function.
 
     from kernels.attention_backward.trainable import attention
     o = attention(q, k, v)           # (B, H, T, D), bf16 or fp32, differentiable in q, k and v
@@ -12,13 +12,13 @@ training step runs it (models.triage_examples.minigpt_train_fused_attention: Min
 with kernlog's attention forward and backward, for `kernlog triage --verify`). Under CUDA
 autocast the inputs are cast to bf16, as F.scaled_dot_product_attention's are.
 On the CPU (tests) the kernels run in Triton's interpreter, on fp32 copies as v0_fused's do,
-in v0_fused's fixed interpreter layouts.
+in v0_fused's fixed interpreter layouts (the backward's split loops, as v2_split's CPU path).
 """
 from __future__ import annotations
 
 import torch
 
-from kernels.attention_backward import v0_fused, v1_tuned
+from kernels.attention_backward import v0_fused, v1_tuned, v2_split
 from kernels.common import tuning
 
 
@@ -31,7 +31,7 @@ class _Attention(torch.autograd.Function):
         like = q.new_empty(()).expand(*q.shape[:3], 3 * q.shape[-1])
         v0_fused.check_args(q, k, v, q, like)
         qd, kd, vd, _ = (t if t.stride(-1) == 1 else t.contiguous() for t in v0_fused.on_device(q, k, v, q, like))
-        o, lse = v1_tuned.forward(qd, kd, vd, scale)
+        o, lse = v2_split.forward(qd, kd, vd, scale)
         ctx.save_for_backward(qd, kd, vd, o, lse)  # as the kernels take them (fp32 copies on the CPU)
         ctx.scale, ctx.dtype = scale, q.dtype
         return o.to(q.dtype)
@@ -43,16 +43,18 @@ class _Attention(torch.autograd.Function):
         out = torch.empty((*q.shape[:3], 3 * q.shape[-1]), dtype=ctx.dtype, device=q.device)
         do = (do.float() if not out.is_cuda else do.to(q.dtype)).contiguous()
         delta = v0_fused.preprocess(o, do, out)
+        dkdv, dq = v2_split._launches(q, k, v, do, ctx.scale, lse, delta, out)
         if not out.is_cuda:
-            v0_fused.backward(q, k, v, do, ctx.scale, lse, delta, out)
-        else:  # v1_tuned's picks, under its keys
+            cpu_dkdv, cpu_dq = v0_fused.CPU_CONFIG
+            dkdv((v2_split.SPLIT, cpu_dkdv))
+            dq((v2_split.SPLIT, cpu_dq))
+        else:  # v2_split's picks, under its keys
             key = (*q.shape, q.dtype)
             dkdv_layouts, dq_layouts = v1_tuned.CANDIDATES[v0_fused.dtype_name(q)]
-            dkdv, dq = v1_tuned._launches(q, k, v, do, ctx.scale, lse, delta, out)
-            tuning.launch_fastest(("attention_backward_dkdv", *key), lambda: v1_tuned.fitting(dkdv, dkdv_layouts),
-                                  dkdv, q.device)
-            tuning.launch_fastest(("attention_backward_dq", *key), lambda: v1_tuned.fitting(dq, dq_layouts), dq,
-                                  q.device)
+            tuning.launch_fastest(("attention_backward_v2_dkdv", *key),
+                                  lambda: v1_tuned.fitting(dkdv, v2_split.candidates(dkdv_layouts)), dkdv, q.device)
+            tuning.launch_fastest(("attention_backward_v2_dq", *key),
+                                  lambda: v1_tuned.fitting(dq, v2_split.candidates(dq_layouts)), dq, q.device)
         D = q.shape[-1]
         return out[..., :D], out[..., D:2 * D], out[..., 2 * D:], None
 
