@@ -152,7 +152,7 @@ def minigpt_train_attention(batch: int = 8):
 
 def minigpt_train_fused_attention(batch: int = 8):
     """minigpt_train with attention forward and backward through kernlog's kernels
-    (kernels/attention_backward/trainable.py: attention_backward v1_tuned's forward, which keeps
+    (kernels/attention_backward/trainable.py: attention_backward v2_split's forward, which keeps
     each row's log-sum-exp, and its backward from it). Against
     minigpt_train_attention, the backward's T x T recomputed scores and probabilities never
     reach DRAM either."""
