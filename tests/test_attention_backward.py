@@ -202,10 +202,17 @@ def test_gpu_layouts_compile_for_sm90_within_shared_memory(profile_only):
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
-def test_the_trainable_attention_gives_autograd_the_float64_gradients(dtype, tol):
+def test_the_trainable_attention_gives_autograd_the_float64_gradients(dtype, tol, monkeypatch):
     """kernels/attention_backward/trainable.py: a training step's forward and backward, the
-    backward taking the forward's saved o and log-sum-exp, against float64 autograd."""
+    backward taking the forward's saved o and log-sum-exp, against float64 autograd; through
+    v2_split's kernels (v1_tuned's forward and launches refused)."""
+    from kernels.attention_backward import v1_tuned
     from kernels.attention_backward.trainable import attention
+
+    def refused(*args, **kwargs):
+        raise AssertionError("trainable took v1_tuned's kernels")
+    monkeypatch.setattr(v1_tuned, "forward", refused)
+    monkeypatch.setattr(v1_tuned, "_launches", refused)
 
     gen = torch.Generator().manual_seed(5)
     shape = (1, 2, 37, 32)  # T crosses the CPU blocks and their diagonal
@@ -226,7 +233,8 @@ def test_the_trainable_attention_gives_autograd_the_float64_gradients(dtype, tol
 @pytest.mark.parametrize("shape", [(2, 3, 300, 64), (1, 2, 257, 128)])
 def test_the_trainable_attention_on_the_gpu_takes_the_kernels_and_gives_the_float64_gradients(shape):
     """On the GPU, under bf16 autocast as MiniGPT's training step runs it: the forward through
-    attention's persistent CUDA C kernel, the backward through v2_split's picks, at odd lengths."""
+    v2_split's (attention's v5_persistent, its kernel picked per shape), the backward through
+    v2_split's picks, at odd lengths."""
     from kernels.attention_backward.trainable import attention
 
     gen = torch.Generator(device="cuda").manual_seed(7)

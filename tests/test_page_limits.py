@@ -134,6 +134,15 @@ def test_a_relative_link_must_name_a_file_from_the_page_s_own_folder(tmp_path):
     (root / "reports" / "softmax_sweep.svg").write_text("<svg/>")
     found = [(v.path, v.line, v.rule, v.message) for v in limits.violations(root) if v.rule == "link"]
     assert found == [("reports/softmax.md", 3, "link", "link to history.md: no file reports/history.md")]
+    # a title, <brackets>, an escaped space, a link from the root and a protocol-relative URL are
+    # read as a viewer reads them; a link that leaves the repository, or with a title, still fails
+    (root / "reports" / "a b.md").write_text("x\n")
+    fine = ('[t](../kernels/softmax/history.md "the history") [s](<a b.md>) [e](a%20b.md) '
+            "[r](/kernels/softmax/history.md) [c](//cdn.example/x.svg) [m](mailto:a@b.c)")
+    assert limits.broken_links("reports/softmax.md", fine, lambda p: (root / p).exists()) == []
+    bad = '[o](../../outside.md) [t](gone.md "a title")'
+    assert limits.broken_links("reports/softmax.md", bad, lambda p: (root / p).exists()) == [
+        (1, "link to ../../outside.md: outside the repository"), (1, "link to gone.md: no file reports/gone.md")]
 
 
 def test_report_check_fails_on_a_broken_rule(tmp_path):

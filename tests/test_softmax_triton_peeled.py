@@ -41,7 +41,7 @@ def _gate(launch, shapes, dtypes=None, device="cpu", cases=None):
 def test_rows_off_the_boundary_take_the_peeled_kernel(sp, monkeypatch):
     """Odd lengths (every row but the first off the boundary, each at another offset) in chunks of
     256: rows of 5 chunks with a head and a tail each, a last chunk that holds only a tail (1025
-    columns), rows whose body ends a vector short of a chunk's end, the chunk after it empty (1277:
+    columns), rows whose body ends a vector short of a chunk's end, in bf16 the chunk after it empty (1277:
     row 0's body ends at 1272 in bf16, 1276 in fp32, and its fifth chunk must mask), rows of -inf
     and NaN; triton's kernels refused."""
     monkeypatch.setattr(sp.base, "softmax", lambda *a, **k: (_ for _ in ()).throw(AssertionError("wrong path")))

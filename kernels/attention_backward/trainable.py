@@ -11,8 +11,9 @@ launch, the backward here takes the forward's o and log-sum-exp as autograd save
 training step runs it (models.triage_examples.minigpt_train_fused_attention: MiniGPT's step
 with kernlog's attention forward and backward, for `kernlog triage --verify`). Under CUDA
 autocast the inputs are cast to bf16, as F.scaled_dot_product_attention's are.
-On the CPU (tests) the kernels run in Triton's interpreter, on fp32 copies as v0_fused's do,
-in v0_fused's fixed interpreter layouts (the backward's split loops, as v2_split's CPU path).
+On the CPU (tests) the kernels run in Triton's interpreter, on fp32 copies as v0_fused's do: the
+forward v5_persistent's CPU path (v3_fma's loop), the backward v2_split's split loops in v0_fused's
+fixed interpreter layouts.
 """
 from __future__ import annotations
 

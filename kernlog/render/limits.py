@@ -30,12 +30,10 @@ Markdown page it links (`check`), each broken rule named with its page and line:
   tables or code) holds at most MAX_PARAGRAPH visible characters: HTML comments dropped, figure
   markers read as their value, links as their text, Markdown emphasis and backticks not counted.
 - table: a table has at most MAX_COLUMNS columns.
-- link: a relative link or image on the page (outside code and comments) names a file that
-  exists, resolved from the page's folder, as a reader's viewer resolves it: a kernel's notes
-  are rendered into reports/, so they link from there.
+- link: a relative link or image (outside code and comments) names a file of the repository,
+  resolved from the page's folder as a viewer does (a kernel's notes render into reports/).
 
-Pure string work but for `stored_ceilings`, `violations` and `check`, which read the repository
-(its published pages: paths.published).
+Pure string work but for `stored_ceilings`, `violations` and `check`, which read the repository.
 """
 from __future__ import annotations
 
@@ -43,6 +41,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from kernlog.config import layout
 from kernlog.errors import KernlogError
@@ -331,20 +330,24 @@ def ceiling_mismatches(text: str, ceilings: dict[str, dict], files: dict[str, st
     return sorted(out)
 
 
-_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_LINK = re.compile(r"\]\(\s*(<[^>]*>|[^)\s]+)(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:|//")
 
 
 def broken_links(page: str, text: str, exists) -> list[tuple[int, str]]:
-    """(line, message) for each relative link target on `page` (the repository's name for it)
-    that `exists` (a repository-relative path -> bool) denies; URLs and in-page anchors pass."""
+    """(line, message) for each relative link target on `page` (the repository's name for it,
+    titles and <brackets> allowed, %-escapes read) that `exists` (a repository-relative path ->
+    bool) denies, or that leaves the repository; URLs, anchors and links from the root pass."""
     out = []
     for n, line in _outside_fences(_without_comments(text)):
         for target in _LINK.findall(re.sub(r"`[^`]*`", "", line or "")):
-            path = target.split("#")[0]
-            if not path or "://" in target or target.startswith("mailto:"):
+            path = unquote(target.strip("<>").split("#")[0])
+            if not path or _SCHEME.match(path):
                 continue
-            rel = where.Paths.resolve(path, page)
-            if not exists(rel):
+            rel = path.lstrip("/") if path.startswith("/") else where.Paths.resolve(path, page)
+            if rel == ".." or rel.startswith("../"):
+                out.append((n, f"link to {target}: outside the repository"))
+            elif not exists(rel):
                 out.append((n, f"link to {target}: no file {rel}"))
     return out
 

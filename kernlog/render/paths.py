@@ -63,7 +63,9 @@ def published(root: Path) -> dict[str, str]:
     text = (root / log).read_text() if (root / log).exists() else ""
     out = {log: text} if text else {}
     for target in re.findall(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)", text):
+        if "://" in target:
+            continue
         rel = Paths.resolve(target, log)
-        if "://" not in target and rel not in out and (root / rel).is_file():
+        if rel not in out and (root / rel).is_file():
             out[rel] = (root / rel).read_text()
     return out

@@ -203,7 +203,7 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
             stale_at.setdefault(r, []).append(f"{row['dtype']} {row['shape']}")
     groups = _groups(rows, families)
     missed = [r for r in rows if any(b["ref_met"] is False or b["copy_met"] is False for b in r["bars"])]
-    rest = [g["rows"] for g in groups if not g["family"] and g["name"] and g["rows"]]
+    other = next((g for g in groups if not g["family"] and g["name"] and g["rows"]), None)  # outside every family
     return {"revisions": revs, "rows": rows,
             "groups": groups, "metric": metric_name, "ceiling": ceiling,
             "stale": sorted(stale_at, key=by_rank),
@@ -219,7 +219,7 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
             "band": band, "band_pct": band_pct(band), "bar_label": bar.label,
             "has_refs": any(roles.get(r) == "reference" for r in revs),
             "bar_labels": ["best step", "counterpart"][:max((len(r["bars"]) for r in rows), default=1)],
-            "missed": missed, "others": others_line(rest[0], missed) if rest else None,
+            "missed": missed, "others_group": other, "others": others_line(other["rows"], missed) if other else None,
             "apart": _apart(rows, by_rank), "medians": medians,
             "gpu": str(df["gpu"].iloc[0])}
 
