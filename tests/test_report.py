@@ -129,6 +129,11 @@ def test_sweep_table_and_plot_from_bench_csv(tmp_path):
     (svg,) = plots.plot_sweeps(root, report.collect(root, kernels))
     text = svg.read_text()
     assert "softmax decode fp32" in text and "softmax other bench shapes fp32" in text and "64x50257" in text
+    # the page: the measured family with its description, the ones with nothing measured in one line
+    page = kernel_page(root)
+    assert "- **decode**: " in page and "(not measured yet: 1x50257, 8x128256, 32x151936)" in page
+    assert "- Not measured on NVIDIA H100 80GB HBM3 yet: vocab, long_rows, short_rows." in page
+    assert "- **vocab**" not in page
     # the plot's digest is that of the data: current now; a value, a shape or a family grouping
     # moved in bench.csv makes it stale (report --check), drawing it again mends it
     sections = report.collect(root, kernels)
