@@ -127,7 +127,6 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                 if outcome == "cannot_run":
                     raise CannotRun(detail)
                 launchers[rev.name] = gate.load(kernel, rev)
-                bad, check = (None, detail) if outcome == "ok" else (detail, None)
             else:
                 progress(f"{rev.name}: correctness gate at the check shapes")  # tens of seconds where Triton compiles
                 launchers[rev.name] = gate.load(kernel, rev)
@@ -135,9 +134,9 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                 gate_launch = gate.load(kernel, rev, for_gate=True) if rev.load_for_gate else launchers[rev.name]
                 # every declared dtype and case, whichever the sweep times: a revision wrong in one is refused whole
                 results = gate.check_revision(kernel, rev, DEVICE, dtypes=list(kernel.dtypes), launch=gate_launch)
-                outcome, check = gate.summary(results)
-                bad, check = (None, check) if outcome == "ok" else (check, None)
+                outcome, detail = gate.summary(results)
                 seconds = time.perf_counter() - g0
+            bad, check = (None, detail) if outcome == "ok" else (detail, None)
         except Unsupported as exc:  # not installed, or the GPU lacks a feature: left out, not failed
             progress(f"{rev.name}: skipped: {exc}")
             launchers.pop(rev.name, None)

@@ -340,7 +340,7 @@ def broken_links(page: str, text: str, exists) -> list[tuple[int, str]]:
     bool) denies, or that leaves the repository; URLs, anchors and links from the root pass."""
     out = []
     for n, line in _outside_fences(_without_comments(text)):
-        for target in _LINK.findall(re.sub(r"`[^`]*`", "", line or "")):
+        for target in _LINK.findall(CODE.sub("", line or "")):
             path = unquote(target.strip("<>").split("#")[0])
             if not path or _SCHEME.match(path):
                 continue
