@@ -205,14 +205,16 @@ def test_gpu_layouts_compile_for_sm90_within_shared_memory(profile_only):
 def test_the_trainable_attention_gives_autograd_the_float64_gradients(dtype, tol, monkeypatch):
     """kernels/attention_backward/trainable.py: a training step's forward and backward, the
     backward taking the forward's saved o and log-sum-exp, against float64 autograd; through
-    v2_split's kernels (v1_tuned's forward and launches refused)."""
-    from kernels.attention_backward import v1_tuned
+    v2_split's kernels (v1_tuned's forward and launches refused), its backward once."""
+    from kernels.attention_backward import v1_tuned, v2_split
     from kernels.attention_backward.trainable import attention
 
     def refused(*args, **kwargs):
         raise AssertionError("trainable took v1_tuned's kernels")
     monkeypatch.setattr(v1_tuned, "forward", refused)
     monkeypatch.setattr(v1_tuned, "_launches", refused)
+    calls, backward = [], v2_split.backward
+    monkeypatch.setattr(v2_split, "backward", lambda *args: calls.append(args[5]) or backward(*args))
 
     gen = torch.Generator().manual_seed(5)
     shape = (1, 2, 37, 32)  # T crosses the CPU blocks and their diagonal
@@ -224,6 +226,7 @@ def test_the_trainable_attention_gives_autograd_the_float64_gradients(dtype, tol
     got = torch.cat([t.grad.double() for t in leaves], dim=-1)
     assert o.dtype == dtype and all(t.grad.dtype == dtype for t in leaves)
     assert ((got - want).norm() / want.norm()).item() < tol
+    assert len(calls) == 1 and calls[0].shape == shape  # the saved o, not a forward run again
     # the forward's o too, against the attention operator's float64 reference
     o64 = load_kernel(ROOT, "attention").reference((*(t.detach() for t in leaves), 32 ** -0.5))
     assert ((o.double() - o64).norm() / o64.norm()).item() < (1e-5 if dtype == torch.float32 else 1e-2)

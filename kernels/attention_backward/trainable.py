@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.attention_backward import v0_fused, v1_tuned, v2_split
-from kernels.common import tuning
+from kernels.attention_backward import v0_fused, v2_split
 
 
 class _Attention(torch.autograd.Function):
@@ -43,19 +42,7 @@ class _Attention(torch.autograd.Function):
         q, k, v, o, lse = ctx.saved_tensors
         out = torch.empty((*q.shape[:3], 3 * q.shape[-1]), dtype=ctx.dtype, device=q.device)
         do = (do.float() if not out.is_cuda else do.to(q.dtype)).contiguous()
-        delta = v0_fused.preprocess(o, do, out)
-        dkdv, dq = v2_split._launches(q, k, v, do, ctx.scale, lse, delta, out)
-        if not out.is_cuda:
-            cpu_dkdv, cpu_dq = v0_fused.CPU_CONFIG
-            dkdv((v2_split.SPLIT, cpu_dkdv))
-            dq((v2_split.SPLIT, cpu_dq))
-        else:  # v2_split's picks, under its keys
-            key = (*q.shape, q.dtype)
-            dkdv_layouts, dq_layouts = v1_tuned.CANDIDATES[v0_fused.dtype_name(q)]
-            tuning.launch_fastest(("attention_backward_v2_dkdv", *key),
-                                  lambda: v1_tuned.fitting(dkdv, v2_split.candidates(dkdv_layouts)), dkdv, q.device)
-            tuning.launch_fastest(("attention_backward_v2_dq", *key),
-                                  lambda: v1_tuned.fitting(dq, v2_split.candidates(dq_layouts)), dq, q.device)
+        v2_split.backward(q, k, v, do, ctx.scale, o, lse, out)
         D = q.shape[-1]
         return out[..., :D], out[..., D:2 * D], out[..., 2 * D:], None
 

@@ -179,6 +179,13 @@ def attention_backward(q, k, v, do, scale, out):
     v0.check_args(q, k, v, do, out)
     q, k, v, do = (t if t.stride(-1) == 1 else t.contiguous() for t in v0.on_device(q, k, v, do, out))
     o, lse = forward(q, k, v, scale)
+    return backward(q, k, v, do, scale, o, lse, out)
+
+
+def backward(q, k, v, do, scale, o, lse, out):
+    """dq | dk | dv into out from the forward's o and lse (`forward`'s): delta, then the dk/dv and
+    dq kernels, each one's loop form and layout picked per shape on the GPU, the split loops in
+    v0_fused's interpreter layouts on the CPU. trainable.py's backward is this call."""
     delta = v0.preprocess(o, do, out)
     dkdv, dq = _launches(q, k, v, do, scale, lse, delta, out)
     if not out.is_cuda:
