@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kernlog import config
 from kernlog.errors import KernlogError
-from kernlog.spec import NAME_RE, Kernel
+from kernlog.spec import DTYPE_BYTES, NAME_RE, Kernel
 
 
 def find_root(start: Path | None = None) -> Path:
@@ -35,10 +35,51 @@ def load_kernel(root: Path, name: str) -> Kernel:
         raise KernlogError(f"{init}: {e}") from None
     except ImportError as e:
         raise KernlogError(f"{init}: cannot import {e.name or 'a module'} ({e})") from None
+    except SyntaxError as e:
+        where = f"{lay.rel(Path(e.filename)) if e.filename else init}:{e.lineno}"
+        raise KernlogError(f"{where}: syntax error: {e.msg}; `python -m py_compile {where.split(':')[0]}` "
+                           "shows it") from None
+    except Exception as e:  # noqa: BLE001 -- any other error in the operator's own code: its line, not a traceback
+        raise KernlogError(f"{_where(e, lay.kernels / name, init, lay)}: {type(e).__name__}: {e}") from None
     kernel = getattr(module, "KERNEL", None)
     if not isinstance(kernel, Kernel):
         raise KernlogError(f"{init} defines no KERNEL = Kernel(...)")
+    why = declared_wrongly(kernel, name)
+    if why:
+        raise KernlogError(f"{init}: {why}")
     return kernel
+
+
+def _where(exc: BaseException, folder: Path, init: str, lay) -> str:
+    """file:line of the innermost frame of `exc`'s traceback inside the operator's folder (`init`
+    where none is)."""
+    import traceback
+
+    inside = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve().is_relative_to(
+        folder.resolve())]
+    return f"{lay.rel(Path(inside[-1].filename))}:{inside[-1].lineno}" if inside else init
+
+
+def _shape_ok(shape) -> bool:
+    return isinstance(shape, tuple) and bool(shape) and all(isinstance(d, int) and d > 0 for d in shape)
+
+
+def declared_wrongly(kernel: Kernel, folder: str) -> str:
+    """What in a Kernel(...) a run would trip over later, in one line with the fix; "" where
+    nothing: its name is its folder's, its shapes tuples of positive ints, its dtypes known ones."""
+    if kernel.name != folder:
+        return f"Kernel(name={kernel.name!r}) in the folder {folder!r}: the name is the folder's (name={folder!r})"
+    for field in ("check_shapes", "bench_shapes"):
+        shapes = getattr(kernel, field)
+        bad = [s for s in shapes if not _shape_ok(s)] if isinstance(shapes, tuple) and shapes else [shapes]
+        if bad:
+            return f"{field}={shapes!r}: a tuple of shapes, each a tuple of positive ints: {field}=((1024, 4096),)"
+    if not _shape_ok(kernel.profile_shape):
+        return f"profile_shape={kernel.profile_shape!r}: a tuple of positive ints, e.g. profile_shape=(8192, 4096)"
+    unknown = [d for d in kernel.dtypes if d not in DTYPE_BYTES]
+    if unknown or not kernel.dtypes:
+        return f"dtypes={kernel.dtypes!r}: {unknown[0] + ' is not ' if unknown else ''}one of {', '.join(DTYPE_BYTES)}"
+    return ""
 
 
 def picker(load: bool = False):

@@ -169,7 +169,7 @@ def test_a_failing_case_names_its_case_first_bad_element_and_seed_and_the_seed_r
                      r"expected (\S+), got (\S+); seed (\d+) \(rel err \S+\)", case)
     assert m and float(m[2]) - float(m[1]) == pytest.approx(0.5, abs=1e-5), case
     seed = m[3]
-    again = f"the same inputs again: kernlog check myop --rev v2_off --seed {seed}"
+    again = f"the same inputs again: kernlog check myop --rev v2_off --device cpu --seed {seed}"
     assert first.stdout.splitlines()[2].strip() == again
     assert check(repo, "--rev", "v2_off", "--seed", seed).stdout == first.stdout  # its seed: the same inputs again
     assert check(repo, "--rev", "v2_off").stdout != first.stdout  # no seed: another fresh draw
@@ -187,3 +187,44 @@ def test_the_gate_draws_from_its_seed_and_names_it(repo):
     (seed,) = {r.seed for r in default}  # one fresh seed for every case, named on each result
     assert default == gate.check_revision(kernel, rev, "cpu", seed=seed)
     assert [r.line() for r in gate.check_revision(kernel, rev, "cpu", seed=7)] != [r.line() for r in default]
+
+
+@pytest.mark.parametrize("edit, said", [
+    (("    make_output=lambda inputs: torch.empty_like(inputs[0]),\n", ""),
+     r"ops/myop/__init__\.py:\d+: TypeError: Kernel\.__init__\(\) missing 1 required positional argument: "
+     r"'make_output'"),
+    (("check_shapes=((3, 5), (7, 33))", "check_shapes=(3, 5)"),
+     r"ops/myop/__init__\.py: check_shapes=\(3, 5\): a tuple of shapes, each a tuple of positive ints: "),
+    (("profile_shape=(7, 33)", 'profile_shape="7x33"'),
+     r"ops/myop/__init__\.py: profile_shape='7x33': a tuple of positive ints"),
+    (('dtypes=("fp32", "bf16")', 'dtypes=("fp64",)'), r"ops/myop/__init__\.py: dtypes=\('fp64',\): fp64 is not one of"),
+    (('    "myop",\n', '    "my_op",\n'), r"ops/myop/__init__\.py: Kernel\(name='my_op'\) in the folder 'myop'"),
+    (("def _needs_mypkg():", "def _needs_mypkg()"), r"ops/myop/__init__\.py:\d+: syntax error: "),
+    (("IMPORTED = 1", "IMPORTED = 1 / 0"), r"ops/myop/__init__\.py:\d+: ZeroDivisionError: division by zero"),
+])
+def test_a_declaration_mistake_is_one_line_naming_the_file_not_a_traceback(repo, edit, said):
+    """What a team gets wrong first in its operator's __init__.py (a field left out, a shape not
+    nested, a dtype kernlog does not know, a name that is not the folder's, a syntax error, any
+    error its own code raises): one line with the file (and line), exit 2, for every command."""
+    init = repo / "ops" / "myop" / "__init__.py"
+    text = init.read_text() + "IMPORTED = 1\n"
+    assert edit[0] in text
+    init.write_text(text.replace(edit[0], edit[1]))
+    for args in (["list"], ["check", "myop", "--device", "cpu"], ["report", "--check"]):
+        _forget_ops()
+        got = CliRunner().invoke(main, ["--root", str(repo), *args])
+        assert got.exit_code == 2 and "Traceback" not in got.output, (args, got.output)
+        assert len(got.stderr.splitlines()) == 1 and re.match("kernlog: " + said, got.stderr), (args, got.stderr)
+
+
+def test_the_same_inputs_command_runs_where_the_failure_ran(repo):
+    """Pasted as printed it runs: on the CPU with --device cpu, and a Triton revision under the
+    interpreter (bare, it would stop at "no GPU"); on the GPU as it was."""
+    from kernlog.run.ladder import again
+
+    kernel = load_kernel(repo, "myop")
+    assert again(kernel, kernel.revision("v3_triton"), "cpu", 9) == \
+        "TRITON_INTERPRET=1 kernlog check myop --rev v3_triton --device cpu --seed 9"
+    plain = "kernlog check myop --rev v0_naive --device cpu --seed 9"
+    assert again(kernel, kernel.revision("v0_naive"), "cpu", 9) == plain
+    assert again(kernel, kernel.revision("v3_triton"), "cuda", 9) == "kernlog check myop --rev v3_triton --seed 9"

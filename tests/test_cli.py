@@ -161,6 +161,8 @@ def test_report_check_fails_on_a_plot_missing_stale_or_without_its_digest(repo, 
     (["show", "nosuch/torch"], 2, "no kernel 'nosuch'; kernels: "),
     (["show", "softmax/v9_nothing"], 2, "no revision 'v9_nothing' in softmax; revisions: v0_naive, "),
     (["show", "softmax/v0_naive"], 2, "softmax/v0_naive has no stored profile: run `kernlog profile softmax"),
+    (["show", "attention_backward/wrong_no_delta"], 2, "attention_backward/wrong_no_delta is a known-wrong revision, "
+     "never profiled: `kernlog check attention_backward --rev wrong_no_delta` shows the gate rejecting it"),
     (["show", "softmax/torch@4096x1024"], 2, "no profile of softmax/torch@4096x1024; stored: softmax/torch@"),
     (["show", "softmax/torch@fp33"], 2, "no profile of softmax/torch@fp33; stored: "),
     (["show", "softmax/torch@8192x4096.fp3!"], 2, "bad selector part 'fp3!'"),
@@ -255,6 +257,19 @@ def test_check_on_the_cpu_skips_cuda_revisions_and_says_so(repo):
     result = run(repo, "check", "softmax", "--rev", "v0_naive", "--device", "cpu")
     assert result.exit_code == 0, result.output
     assert result.output == "v0_naive: skipped on the CPU\n"
+
+
+def test_only_cuda_and_torch_compile_revisions_are_skipped_on_the_cpu():
+    """A Triton revision whose name says compile is gated on the CPU like any other (a wrong one
+    named so passed `check` unseen); torch.compile's references, by name and kind, are skipped."""
+    from kernlog.run.ladder import skipped_on_cpu
+    from kernlog.spec import Revision
+
+    def rev(name, kind):
+        return Revision(name, kind, (), lambda: None, "a revision")
+    assert skipped_on_cpu(rev("v0_naive", "cuda")) and skipped_on_cpu(rev("torch_compile", "torch"))
+    assert not skipped_on_cpu(rev("v4_compile", "triton")) and not skipped_on_cpu(rev("v3_precompiled", "triton"))
+    assert not skipped_on_cpu(rev("torch", "torch"))
 
 
 def test_compress_then_open_gives_the_recorded_report_back(repo):

@@ -54,6 +54,12 @@ def test_init_writes_the_section_the_example_the_ignores_the_log_and_the_workflo
     assert "git add profiles\n" in flow and "git add KERNEL_LOG.md reports\n" in flow
     assert not re.search(r"(?<!\$)\{\{", flow), "a template expression left unrendered"
     assert CliRunner().invoke(main, ["--root", str(repo), "report", "--check"]).exit_code == 0
+    # kernlog is not on PyPI: the workflow's `pip install kernlog` would stop CI, and init says so
+    assert "\n  KERNLOG: kernlog\n" in flow and "note: .github/workflows/kernlog.yml installs kernlog by its " \
+        "KERNLOG line" in done.output
+    flow_path = repo / ".github" / "workflows" / "kernlog.yml"
+    flow_path.write_text(flow.replace("KERNLOG: kernlog\n", 'KERNLOG: "kernlog @ git+https://example.org/k"\n'))
+    assert "installs kernlog by its KERNLOG line" not in init(repo, "--kernels-dir", "ops").output  # set: no note
 
 
 def test_init_keeps_every_file_that_exists_unless_forced(repo):

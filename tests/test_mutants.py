@@ -348,8 +348,8 @@ def test_without_torch_a_gpu_or_ncu_profiling_says_which_is_missing(monkeypatch)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(NoGpu) as exc:
         profiler.require_gpu()
-    assert str(exc.value) == ("no CUDA GPU visible: `kernlog profile` and `kernlog bench` run on a GPU machine "
-                              "(diff, show, list and report work here from profiles/)")
+    assert str(exc.value) == ("no CUDA GPU visible: this command runs on a GPU machine "
+                              "(check --device cpu, diff, show, list and report work here)")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(provenance, "find_ncu", lambda: None)
     with pytest.raises(NoGpu) as exc:

@@ -208,3 +208,18 @@ def test_links_between_log_pages_and_plots_are_relative_to_each_file():
     assert team.from_log(team.page("toy")) == "perf/toy.md" and team.front == "../LOG.md"
     apart = paths.Paths(log="LOG.md", reports="site/kernels")
     assert apart.from_log(apart.triage) == "site/kernels/triage.md" and apart.front == "../../LOG.md"
+
+
+def test_the_page_of_an_operator_gone_fails_the_check_and_report_removes_it(shop):
+    """A kernel page kernlog wrote whose operator folder is gone (removed, renamed) is named by the
+    check and removed by report; a page of the team's own in that folder is neither."""
+    assert run(shop, "report").exit_code == 0
+    page = shop / "docs" / "perf" / "softmax.md"
+    gone, own = page.with_name("old_op.md"), page.with_name("design.md")
+    gone.write_text(page.read_text())
+    own.write_text("# How we tune\n")
+    got = run(shop, "report", "--check")
+    assert got.exit_code == 2 and "docs/perf/old_op.md is the page of no operator" in got.output
+    assert "design.md" not in got.output
+    assert run(shop, "report").exit_code == 0 and not gone.exists() and own.exists() and page.exists()
+    assert run(shop, "report", "--check").exit_code == 0

@@ -36,8 +36,8 @@ def require_gpu() -> str:
     except ImportError:
         raise NoGpu("torch is not installed: profiling needs torch with CUDA") from None
     if not torch.cuda.is_available():
-        raise NoGpu("no CUDA GPU visible: `kernlog profile` and `kernlog bench` run on a GPU machine "
-                    "(diff, show, list and report work here from profiles/)")
+        raise NoGpu("no CUDA GPU visible: this command runs on a GPU machine "
+                    "(check --device cpu, diff, show, list and report work here)")
     ncu = provenance.find_ncu()
     if ncu is None:
         raise NoGpu("ncu (Nsight Compute) not found on PATH")

@@ -270,6 +270,7 @@ def out_of_date(root: Path, sections: list[dict]) -> list[str]:
                     for n, fig in prose.unsourced(path.read_text())]
     out += plots.stale_plots(root, sections)
     out += [f"{rel} is linked from nowhere" for rel in plots.orphans(root, sections)]
+    out += [f"{rel} is the page of no operator (its folder is gone)" for rel in orphan_pages(root, sections)]
     out += [f"contradiction: {c}" for c in contradictions(sections)]
     return out
 
@@ -280,6 +281,15 @@ def plot_all(root: Path, sections: list[dict], redraw: bool = False) -> list[Pat
     for rel, text in pages(root, sections).items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    for rel in plots.orphans(root, sections):
+    for rel in plots.orphans(root, sections) + orphan_pages(root, sections):
         (root / rel).unlink()
     return plots.plot_all(root, sections, redraw)
+
+
+def orphan_pages(root: Path, sections: list[dict]) -> list[str]:
+    """Kernel pages kernlog wrote (they open with its head block) in the reports folder whose
+    operator is no longer one: a folder removed or renamed. git keeps them."""
+    paths = where.of(root)
+    mine = set(pages(root, sections))
+    return sorted(rel for rel, p in ((paths.under_reports(p.name), p) for p in (root / paths.reports).glob("*.md"))
+                  if rel not in mine and p.read_text(errors="replace").startswith(PAGE.split("\n")[0]))

@@ -49,6 +49,22 @@ def ended(kernel: Kernel, failed: list[str], wrong_passed: list[str], unchecked:
         raise CannotRun("; ".join(unchecked.values()))
 
 
+def skipped_on_cpu(rev: Revision) -> bool:
+    """CUDA C, and torch.compile (a "torch" revision whose name says compile, as frameworks.references
+    names it): Inductor's CPU code needs a C++ toolchain and minutes. A Triton or torch revision
+    of any other name is gated on the CPU."""
+    return rev.kind == "cuda" or (rev.kind == "torch" and "compile" in rev.name)
+
+
+def again(kernel: Kernel, rev: Revision, device: str, seed: int) -> str:
+    """The command that checks `rev` on the same inputs, where it just ran: on the CPU a Triton
+    revision runs under the interpreter, and the command says so (pasted bare, it would stop at
+    "no GPU")."""
+    interp = "TRITON_INTERPRET=1 " if device == "cpu" and rev.kind == "triton" else ""
+    where = " --device cpu" if device == "cpu" else ""
+    return f"{interp}kernlog check {kernel.name} --rev {rev.name}{where} --seed {seed}"
+
+
 def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
               dtypes: list[str] | None = None, done=None, seed: int | None = None) -> Iterator[str]:
     """`kernlog check`: the gate of each revision, a line each as it ends (ok or FAIL, its cases
@@ -64,7 +80,7 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
     seed = gate.fresh_seed() if seed is None else seed  # one for the ladder: a failure's command repeats it
     failed, wrong_passed, unchecked = [], [], {}
     for rev in revs:
-        if device == "cpu" and (rev.kind == "cuda" or "compile" in rev.name):
+        if device == "cpu" and skipped_on_cpu(rev):
             yield f"{rev.name}: skipped on the CPU"
             continue
         t0 = time.perf_counter()
@@ -88,7 +104,7 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
                 wrong_passed.append(rev.name)
             continue
         yield f"{rev.name}: {'ok' if bad is None else 'FAIL'} {counted}" + ("" if bad is None else (
-            f"\n  {bad.line()}\n  the same inputs again: kernlog check {kernel.name} --rev {rev.name} --seed {seed}"))
+            f"\n  {bad.line()}\n  the same inputs again: {again(kernel, rev, device, seed)}"))
         if bad is not None:
             failed.append(rev.name)
     ended(kernel, failed, wrong_passed, unchecked)

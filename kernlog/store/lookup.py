@@ -161,6 +161,9 @@ def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Ph
     if not recs and side.ref:
         raise KernlogError(f"{side.kernel}/{side.revision} has no profile at {side.ref} "
                            "(`kernlog history` lists the commits that stored one)")
+    if not recs and side.revision in names and kernel.revision(side.revision).known_wrong:
+        raise KernlogError(f"{side.kernel}/{side.revision} is a known-wrong revision, never profiled: "
+                           f"`kernlog check {side.kernel} --rev {side.revision}` shows the gate rejecting it")
     if not recs:
         raise KernlogError(f"{side.kernel}/{side.revision} has no stored profile: run "
                            f"`kernlog profile {side.kernel} --rev {side.revision}` on a GPU machine")
