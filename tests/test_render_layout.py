@@ -182,19 +182,26 @@ def test_the_legend_names_cublas_only_beside_a_matmul_kernels_figures(tmp_path):
     assert broken(root) == []
 
 
-def test_a_plot_in_the_configured_reports_folder_that_no_page_links_fails_the_check(shop):
-    """A plot kernlog drew (its data digest in it) that no page links is named and removed; an
-    image of the team's own in that folder is neither."""
+@pytest.mark.parametrize("kernlogs, stray, own, own_text, said", [
+    ("softmax_arc_*.svg", "old_sweep.svg", "diagram.svg", "<svg xmlns='http://www.w3.org/2000/svg'/>",
+     "docs/perf/old_sweep.svg is linked from nowhere"),
+    ("softmax.md", "old_op.md", "design.md", "# How we tune\n", "docs/perf/old_op.md is the page of no operator"),
+])
+def test_a_file_kernlog_wrote_that_nothing_names_fails_the_check_and_report_removes_it(shop, kernlogs, stray, own,
+                                                                                        own_text, said):
+    """A plot kernlog drew (its data digest in it) that no page links, or a kernel page it wrote
+    (its head block) whose operator folder is gone, is named by the check and removed by report;
+    the team's own image or page in that folder is neither."""
     put(shop, make_record("torch", median_ms=0.12))
     assert run(shop, "report").exit_code == 0
-    drawn = next((shop / "docs" / "perf").glob("softmax_arc_*.svg"))
-    stray, own = drawn.with_name("old_sweep.svg"), drawn.with_name("diagram.svg")
-    stray.write_text(drawn.read_text())
-    own.write_text("<svg xmlns='http://www.w3.org/2000/svg'/>")
+    written = next((shop / "docs" / "perf").glob(kernlogs))
+    stray, own = written.with_name(stray), written.with_name(own)
+    stray.write_text(written.read_text())
+    own.write_text(own_text)
     got = run(shop, "report", "--check")
-    assert got.exit_code == 2 and "docs/perf/old_sweep.svg is linked from nowhere" in got.output
-    assert "diagram.svg" not in got.output
-    assert run(shop, "report").exit_code == 0 and not stray.exists() and own.exists()
+    assert got.exit_code == 2 and said in got.output
+    assert own.name not in got.output
+    assert run(shop, "report").exit_code == 0 and not stray.exists() and own.exists() and written.exists()
     assert run(shop, "report", "--check").exit_code == 0
 
 
@@ -209,17 +216,3 @@ def test_links_between_log_pages_and_plots_are_relative_to_each_file():
     apart = paths.Paths(log="LOG.md", reports="site/kernels")
     assert apart.from_log(apart.triage) == "site/kernels/triage.md" and apart.front == "../../LOG.md"
 
-
-def test_the_page_of_an_operator_gone_fails_the_check_and_report_removes_it(shop):
-    """A kernel page kernlog wrote whose operator folder is gone (removed, renamed) is named by the
-    check and removed by report; a page of the team's own in that folder is neither."""
-    assert run(shop, "report").exit_code == 0
-    page = shop / "docs" / "perf" / "softmax.md"
-    gone, own = page.with_name("old_op.md"), page.with_name("design.md")
-    gone.write_text(page.read_text())
-    own.write_text("# How we tune\n")
-    got = run(shop, "report", "--check")
-    assert got.exit_code == 2 and "docs/perf/old_op.md is the page of no operator" in got.output
-    assert "design.md" not in got.output
-    assert run(shop, "report").exit_code == 0 and not gone.exists() and own.exists() and page.exists()
-    assert run(shop, "report", "--check").exit_code == 0
