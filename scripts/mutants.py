@@ -581,6 +581,13 @@ MUTANTS = [
            "    if False:\n",
            "show tells a user to profile a known-wrong revision, which kernlog never profiles",
            ("tests/test_cli.py",)),
+    Mutant("list-stops-at-a-broken-operator", "kernlog/render/listing.py",
+           "        except KernlogError as exc:  # its folder's own mistake: named below, the others listed\n"
+           "            lines.append(f\"{name}  CANNOT LOAD (below)\")\n"
+           "            bad.append(exc)\n            continue\n",
+           "        except KernlogError:  # its folder's own mistake\n            raise\n",
+           "one operator's mistake hides every other operator from `kernlog list`",
+           ("tests/test_check_errors.py",)),
     Mutant("trainable-forward-again", "kernels/attention_backward/trainable.py",
            "        v2_split.backward(q, k, v, do, ctx.scale, o, lse, out)\n",
            "        v2_split.attention_backward(q, k, v, do, ctx.scale, out)\n",

@@ -215,6 +215,8 @@ def test_a_declaration_mistake_is_one_line_naming_the_file_not_a_traceback(repo,
         got = CliRunner().invoke(main, ["--root", str(repo), *args])
         assert got.exit_code == 2 and "Traceback" not in got.output, (args, got.output)
         assert len(got.stderr.splitlines()) == 1 and re.match("kernlog: " + said, got.stderr), (args, got.stderr)
+    assert got.stdout == "" and CliRunner().invoke(main, ["--root", str(repo), "list"]).stdout == \
+        "myop  CANNOT LOAD (below)\n"  # list names it among the others (none here), report --check stops
 
 
 def test_the_same_inputs_command_runs_where_the_failure_ran(repo):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kernlog import snapshot
+from kernlog.errors import KernlogError
 from kernlog.judge.gate_marks import fails_gate, mark
 from kernlog.judge.verdicts import stale
 from kernlog.registry import kernel_names, load_kernel
@@ -33,16 +34,17 @@ def _by_gpu(recs: list, current: dict, revision: str, gates_of=lambda gpu: {}) -
     return [f"{gpu}: {', '.join(sorted(points))}" for gpu, points in sorted(groups.items())]
 
 
-def listing(root: Path) -> tuple[str, list[ProfileError], list[str]]:
-    """(the listing, the profiles that fail verification, a line per lost or damaged report
-    file of the profiles listed: kernlog.store.integrity.notes_of). A bad file is marked
+def listing(root: Path) -> tuple[str, list[KernlogError], list[str]]:
+    """(the listing, the profiles that fail verification and the operators that do not load, a
+    line per lost or damaged report file of the profiles listed: kernlog.store.integrity.notes_of).
+    An operator that does not load is listed as such; a bad file is marked
     UNREADABLE where its name says which revision it is of; the caller names each with its
     fix. The repository is held still meanwhile (kernlog.snapshot)."""
     with snapshot.held():
         return _listing(root)
 
 
-def _listing(root: Path) -> tuple[str, list[ProfileError], list[str]]:
+def _listing(root: Path) -> tuple[str, list[KernlogError], list[str]]:
     stored, lines, bad, unhashed, loaded = {}, [], [], 0, []
     for rec in summaries(root):
         if isinstance(rec, ProfileError):
@@ -57,7 +59,12 @@ def _listing(root: Path) -> tuple[str, list[ProfileError], list[str]]:
             loaded.append(load_profile(root, root / rec.path))
         stored.setdefault((rec.kernel, rec.revision), []).append(rec)
     for name in kernel_names(root):
-        kernel = load_kernel(root, name)
+        try:
+            kernel = load_kernel(root, name)
+        except KernlogError as exc:  # its folder's own mistake: named below, the others listed
+            lines.append(f"{name}  CANNOT LOAD (below)")
+            bad.append(exc)
+            continue
         lines.append(f"{name}  (profile shape {format_shape(kernel.profile_shape)}, dtypes {', '.join(kernel.dtypes)})")
         swept = bench_hashes(root, name)
         current = {rev.name: rev.sha256() for rev in kernel.revisions}
