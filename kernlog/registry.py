@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import operator
 import sys
 from pathlib import Path
 
 from kernlog import config
-from kernlog.errors import KernlogError
+from kernlog.errors import KernlogError, said
 from kernlog.spec import DTYPE_BYTES, NAME_RE, Kernel
 
 
@@ -39,8 +40,10 @@ def load_kernel(root: Path, name: str) -> Kernel:
         where = f"{lay.rel(Path(e.filename)) if e.filename else init}:{e.lineno}"
         raise KernlogError(f"{where}: syntax error: {e.msg}; `python -m py_compile {where.split(':')[0]}` "
                            "shows it") from None
-    except Exception as e:  # noqa: BLE001 -- any other error in the operator's own code: its line, not a traceback
-        raise KernlogError(f"{_where(e, lay.kernels / name, init, lay)}: {type(e).__name__}: {e}") from None
+    except KernlogError:
+        raise  # kernlog's own one line, its exit status kept (NoGpu's 4)
+    except Exception as e:  # noqa: BLE001 -- any other error in the operator's code: its line, not a traceback
+        raise KernlogError(f"{_where(e, lay, init)}: {said(e)}") from None
     kernel = getattr(module, "KERNEL", None)
     if not isinstance(kernel, Kernel):
         raise KernlogError(f"{init} defines no KERNEL = Kernel(...)")
@@ -50,30 +53,49 @@ def load_kernel(root: Path, name: str) -> Kernel:
     return kernel
 
 
-def _where(exc: BaseException, folder: Path, init: str, lay) -> str:
-    """file:line of the innermost frame of `exc`'s traceback inside the operator's folder (`init`
-    where none is)."""
+def _where(exc: BaseException, lay, init: str) -> str:
+    """file:line of the innermost frame of `exc`'s traceback in the repository's own code (not
+    kernlog's, not an installed package's): the operator's line, or a helper module's it imports;
+    `init` where none is. Where the innermost frame of all is kernlog's, that place follows."""
     import traceback
 
-    inside = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve().is_relative_to(
-        folder.resolve())]
-    return f"{lay.rel(Path(inside[-1].filename))}:{inside[-1].lineno}" if inside else init
+    pkg = Path(__file__).resolve().parent
+    frames = traceback.extract_tb(exc.__traceback__)
+
+    def own(f) -> bool:
+        p = Path(f.filename).resolve()
+        return p.is_relative_to(lay.root.resolve()) and not p.is_relative_to(pkg) and "site-packages" not in p.parts
+    mine = [f for f in frames if own(f)]
+    where = f"{lay.rel(Path(mine[-1].filename))}:{mine[-1].lineno}" if mine else init
+    if frames and Path(frames[-1].filename).resolve().is_relative_to(pkg):
+        where += f" (raised in kernlog/{Path(frames[-1].filename).resolve().relative_to(pkg)}:{frames[-1].lineno})"
+    return where
+
+
+def _dim(d) -> bool:
+    try:
+        return not isinstance(d, bool) and operator.index(d) > 0
+    except TypeError:
+        return False
 
 
 def _shape_ok(shape) -> bool:
-    return isinstance(shape, tuple) and bool(shape) and all(isinstance(d, int) and d > 0 for d in shape)
+    """A shape: a tuple (or list) of positive ints (numpy's too)."""
+    return isinstance(shape, (tuple, list)) and bool(shape) and all(_dim(d) for d in shape)
 
 
 def declared_wrongly(kernel: Kernel, folder: str) -> str:
     """What in a Kernel(...) a run would trip over later, in one line with the fix; "" where
-    nothing: its name is its folder's, its shapes tuples of positive ints, its dtypes known ones."""
+    nothing: its name is its folder's, its shapes tuples of positive ints (at least one to check),
+    its dtypes known ones."""
     if kernel.name != folder:
         return f"Kernel(name={kernel.name!r}) in the folder {folder!r}: the name is the folder's (name={folder!r})"
     for field in ("check_shapes", "bench_shapes"):
         shapes = getattr(kernel, field)
-        bad = [s for s in shapes if not _shape_ok(s)] if isinstance(shapes, tuple) and shapes else [shapes]
-        if bad:
+        if not isinstance(shapes, (tuple, list)) or not all(_shape_ok(s) for s in shapes):
             return f"{field}={shapes!r}: a tuple of shapes, each a tuple of positive ints: {field}=((1024, 4096),)"
+    if not kernel.check_shapes:
+        return "check_shapes=(): the gate needs at least one shape to check, e.g. check_shapes=((7, 33),)"
     if not _shape_ok(kernel.profile_shape):
         return f"profile_shape={kernel.profile_shape!r}: a tuple of positive ints, e.g. profile_shape=(8192, 4096)"
     unknown = [d for d in kernel.dtypes if d not in DTYPE_BYTES]

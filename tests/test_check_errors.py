@@ -4,6 +4,7 @@ machine with no GPU and no interpreter; the other revisions are still checked an
 exits 2, not 3. A real failure names its case, its first bad element and its seed, and the same
 seed draws the same inputs again."""
 import re
+import shutil
 import sys
 
 import pytest
@@ -230,3 +231,40 @@ def test_the_same_inputs_command_runs_where_the_failure_ran(repo):
     plain = "kernlog check myop --rev v0_naive --device cpu --seed 9"
     assert again(kernel, kernel.revision("v0_naive"), "cpu", 9) == plain
     assert again(kernel, kernel.revision("v3_triton"), "cuda", 9) == "kernlog check myop --rev v3_triton --seed 9"
+
+
+def test_an_error_in_a_module_the_operator_imports_names_that_module_and_the_others_are_listed(repo):
+    """The line names the innermost place in the team's own code (a helper module the operator
+    imports, not the operator's import line), says the first line of a message of several, keeps
+    kernlog's own errors as they are (their exit status too), and `list` still lists the others."""
+    (repo / "ops" / "common").mkdir()
+    (repo / "ops" / "common" / "__init__.py").write_text("")
+    (repo / "ops" / "common" / "helper.py").write_text('X = 1\nraise RuntimeError("bad table\\nsecond line")\n')
+    init = repo / "ops" / "myop" / "__init__.py"
+    init.write_text("from ops.common import helper  # noqa: F401\n" + init.read_text())
+    shutil.copytree(repo / "ops" / "myop", repo / "ops" / "zop")  # listed after it, and fine
+    (repo / "ops" / "zop" / "__init__.py").write_text(OP.replace('"myop"', '"zop"'))
+    _forget_ops()
+    got = CliRunner().invoke(main, ["--root", str(repo), "list"])
+    assert got.exit_code == 2 and "Traceback" not in got.output
+    assert got.stderr == "kernlog: ops/common/helper.py:2: RuntimeError: bad table\n", got.stderr
+    assert got.stdout.startswith("myop  CANNOT LOAD (below)\nzop  (profile shape 7x33"), got.stdout
+
+    (repo / "ops" / "common" / "helper.py").write_text(
+        "from kernlog.errors import NoGpu\nraise NoGpu('this machine has no GPU for the table')\n")
+    _forget_ops()
+    got = CliRunner().invoke(main, ["--root", str(repo), "check", "myop", "--device", "cpu"])
+    assert got.exit_code == 4 and got.stderr == "kernlog: this machine has no GPU for the table\n", got.stderr
+
+
+def test_shapes_as_lists_numpy_ints_and_no_bench_shapes_are_declarations_kernlog_takes(repo):
+    init = repo / "ops" / "myop" / "__init__.py"
+    text = init.read_text().replace("check_shapes=((3, 5), (7, 33)), bench_shapes=((7, 33),)",
+                                    "check_shapes=[(3, 5), [7, numpy.int64(33)]], bench_shapes=()")
+    init.write_text("import numpy\n" + text)
+    _forget_ops()
+    assert load_kernel(repo, "myop").name == "myop"
+    init.write_text("import numpy\n" + text.replace("check_shapes=[(3, 5), [7, numpy.int64(33)]]", "check_shapes=()"))
+    _forget_ops()
+    got = CliRunner().invoke(main, ["--root", str(repo), "list"])
+    assert got.exit_code == 2 and "check_shapes=(): the gate needs at least one shape" in got.stderr

@@ -162,7 +162,8 @@ def test_report_check_fails_on_a_plot_missing_stale_or_without_its_digest(repo, 
     (["show", "softmax/v9_nothing"], 2, "no revision 'v9_nothing' in softmax; revisions: v0_naive, "),
     (["show", "softmax/v0_naive"], 2, "softmax/v0_naive has no stored profile: run `kernlog profile softmax"),
     (["show", "attention_backward/wrong_no_delta"], 2, "attention_backward/wrong_no_delta is a known-wrong revision, "
-     "never profiled: `kernlog check attention_backward --rev wrong_no_delta` shows the gate rejecting it"),
+     "never profiled: `TRITON_INTERPRET=1 kernlog check attention_backward --rev wrong_no_delta --device cpu` shows "
+     "the gate rejecting it"),
     (["show", "softmax/torch@4096x1024"], 2, "no profile of softmax/torch@4096x1024; stored: softmax/torch@"),
     (["show", "softmax/torch@fp33"], 2, "no profile of softmax/torch@fp33; stored: "),
     (["show", "softmax/torch@8192x4096.fp3!"], 2, "bad selector part 'fp3!'"),

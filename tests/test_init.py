@@ -54,12 +54,14 @@ def test_init_writes_the_section_the_example_the_ignores_the_log_and_the_workflo
     assert "git add profiles\n" in flow and "git add KERNEL_LOG.md reports\n" in flow
     assert not re.search(r"(?<!\$)\{\{", flow), "a template expression left unrendered"
     assert CliRunner().invoke(main, ["--root", str(repo), "report", "--check"]).exit_code == 0
-    # kernlog is not on PyPI: the workflow's `pip install kernlog` would stop CI, and init says so
-    assert "\n  KERNLOG: kernlog\n" in flow and "note: .github/workflows/kernlog.yml installs kernlog by its " \
-        "KERNLOG line" in done.output
+    # kernlog is not on PyPI: KERNLOG starts empty, each job stops before `pip install ""`, and init says so
+    assert '\n  KERNLOG: ""\n' in flow
+    assert "note: set KERNLOG at the top of .github/workflows/kernlog.yml" in done.output
+    installs = flow.count('- run: pip install "$KERNLOG"')
+    assert installs == 3 and flow.count('- run: test -n "$KERNLOG" || {') == installs
     flow_path = repo / ".github" / "workflows" / "kernlog.yml"
-    flow_path.write_text(flow.replace("KERNLOG: kernlog\n", 'KERNLOG: "kernlog @ git+https://example.org/k"\n'))
-    assert "installs kernlog by its KERNLOG line" not in init(repo, "--kernels-dir", "ops").output  # set: no note
+    flow_path.write_text(flow.replace('KERNLOG: ""\n', 'KERNLOG: "kernlog @ git+https://example.org/k"\n'))
+    assert "note: set KERNLOG" not in init(repo, "--kernels-dir", "ops").output  # set: no note
 
 
 def test_init_keeps_every_file_that_exists_unless_forced(repo):

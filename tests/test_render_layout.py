@@ -205,6 +205,19 @@ def test_a_file_kernlog_wrote_that_nothing_names_fails_the_check_and_report_remo
     assert run(shop, "report", "--check").exit_code == 0
 
 
+def test_the_page_of_an_operator_gone_that_holds_prose_of_its_own_is_named_and_kept(shop):
+    """Prose a team wrote on its page, outside kernlog's blocks, is never deleted with the page."""
+    assert run(shop, "report").exit_code == 0
+    page = shop / "docs" / "perf" / "softmax.md"
+    old = page.with_name("renamed_op.md")
+    old.write_text(page.read_text() + "\n## Our findings\n\nThe tail matters.\n")
+    for _ in range(2):
+        got = run(shop, "report", "--check")
+        assert got.exit_code == 2 and "docs/perf/renamed_op.md is the page of no operator (its folder is gone), " \
+            "and holds prose of its own: move that prose, then delete the page" in got.output, got.output
+        assert run(shop, "report").exit_code == 0 and "The tail matters." in old.read_text()
+
+
 def test_links_between_log_pages_and_plots_are_relative_to_each_file():
     from kernlog.render import paths
 

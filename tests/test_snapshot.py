@@ -36,6 +36,8 @@ def test_an_operator_added_between_two_lists_is_listed_by_the_second(toy):
     first = CliRunner().invoke(main, ["--root", str(root), "list"])
     assert first.exit_code == 0 and first.output.startswith("toy  (") and "\ntwin  (" not in first.output
     (root / "kernels" / "twin").mkdir()
-    (root / "kernels" / "twin" / "__init__.py").write_text((root / "kernels" / "toy" / "__init__.py").read_text())
+    toy_init = (root / "kernels" / "toy" / "__init__.py").read_text()
+    assert toy_init.count('"toy"') == 1  # its name, which must be its folder's
+    (root / "kernels" / "twin" / "__init__.py").write_text(toy_init.replace('"toy"', '"twin"'))
     second = CliRunner().invoke(main, ["--root", str(root), "list"])
     assert second.exit_code == 0 and "\ntwin  (" in second.output, second.output

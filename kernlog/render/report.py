@@ -270,7 +270,9 @@ def out_of_date(root: Path, sections: list[dict]) -> list[str]:
                     for n, fig in prose.unsourced(path.read_text())]
     out += plots.stale_plots(root, sections)
     out += [f"{rel} is linked from nowhere" for rel in plots.orphans(root, sections)]
-    out += [f"{rel} is the page of no operator (its folder is gone)" for rel in orphan_pages(root, sections)]
+    out += [f"{rel} is the page of no operator (its folder is gone)" + (
+        "" if gone else ", and holds prose of its own: move that prose, then delete the page")
+        for rel, gone in orphan_pages(root, sections)]
     out += [f"contradiction: {c}" for c in contradictions(sections)]
     return out
 
@@ -281,15 +283,17 @@ def plot_all(root: Path, sections: list[dict], redraw: bool = False) -> list[Pat
     for rel, text in pages(root, sections).items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    for rel in plots.orphans(root, sections) + orphan_pages(root, sections):
+    for rel in plots.orphans(root, sections) + [rel for rel, gone in orphan_pages(root, sections) if gone]:
         (root / rel).unlink()
     return plots.plot_all(root, sections, redraw)
 
 
-def orphan_pages(root: Path, sections: list[dict]) -> list[str]:
+def orphan_pages(root: Path, sections: list[dict]) -> list[tuple[str, bool]]:
     """Kernel pages kernlog wrote (they open with its head block) in the reports folder whose
-    operator is no longer one: a folder removed or renamed. git keeps them."""
+    operator is no longer one (a folder removed or renamed), each with whether it holds nothing
+    but kernlog's blocks: only such a page `report` removes; prose of the team's own is kept."""
     paths = where.of(root)
     mine = set(pages(root, sections))
-    return sorted(rel for rel, p in ((paths.under_reports(p.name), p) for p in (root / paths.reports).glob("*.md"))
-                  if rel not in mine and p.read_text(errors="replace").startswith(PAGE.split("\n")[0]))
+    found = ((paths.under_reports(p.name), p.read_text(errors="replace")) for p in (root / paths.reports).glob("*.md"))
+    return sorted((rel, not BLOCK.sub("", text).strip()) for rel, text in found
+                  if rel not in mine and text.startswith(PAGE.split("\n")[0]))

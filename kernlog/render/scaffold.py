@@ -51,8 +51,8 @@ def repository_root(start: Path) -> Path:
 def section(kernels: str) -> str:
     return ("[tool.kernlog]\n"
             "# Where kernlog finds the operators and keeps what it writes (kernlog's docs: \"Use kernlog in\n"
-            "# your repository\"). Every key is optional; kernels, profiles, reports and log below are\n"
-            "# where they are when the key is left out (kernels: where `kernlog init --kernels-dir` put them).\n"
+            "# your repository\"). Every key is optional: profiles, reports and log below are the defaults,\n"
+            "# and kernels is the folder `kernlog init` wrote the operators into (by default kernels).\n"
             f'kernels = "{kernels}"\n'
             'profiles = "profiles"\n'
             'reports = "reports"\n'
@@ -155,8 +155,8 @@ def init(start: Path, kernels_dir: str | None, kernel: str, force: bool,
         echo(f"{s.path}: {s.what}")
     if not (root / ".git").exists():
         echo(f"note: {root} is not a git repository: `git init` it for `kernlog compare` and `history`")
-    if "\n  KERNLOG: kernlog\n" in (root / WORKFLOW).read_text():
-        echo(f"note: {WORKFLOW} installs kernlog by its KERNLOG line, `pip install kernlog`: kernlog is not on "
-             "PyPI yet, so set it to a wheel or git URL your CI can reach")
+    if '\n  KERNLOG: ""\n' in (root / WORKFLOW).read_text():
+        echo(f"note: set KERNLOG at the top of {WORKFLOW} to a wheel or git URL your CI installs kernlog from "
+             "(it is not on PyPI): its jobs stop until then")
     echo(f"next: TRITON_INTERPRET=1 kernlog check {kernel} --device cpu   (on a GPU machine: kernlog profile {kernel})")
     return said

@@ -162,8 +162,12 @@ def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Ph
         raise KernlogError(f"{side.kernel}/{side.revision} has no profile at {side.ref} "
                            "(`kernlog history` lists the commits that stored one)")
     if not recs and side.revision in names and kernel.revision(side.revision).known_wrong:
-        raise KernlogError(f"{side.kernel}/{side.revision} is a known-wrong revision, never profiled: "
-                           f"`kernlog check {side.kernel} --rev {side.revision}` shows the gate rejecting it")
+        rev = kernel.revision(side.revision)
+        see = (f"`kernlog check {side.kernel} --rev {rev.name}` on a GPU machine" if rev.kind == "cuda" else
+               f"`{'TRITON_INTERPRET=1 ' if rev.kind == 'triton' else ''}kernlog check {side.kernel} --rev "
+               f"{rev.name} --device cpu`")
+        raise KernlogError(f"{side.kernel}/{side.revision} is a known-wrong revision, never profiled: {see} shows "
+                           "the gate rejecting it")
     if not recs:
         raise KernlogError(f"{side.kernel}/{side.revision} has no stored profile: run "
                            f"`kernlog profile {side.kernel} --rev {side.revision}` on a GPU machine")
