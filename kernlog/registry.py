@@ -32,8 +32,6 @@ def load_kernel(root: Path, name: str) -> Kernel:
     init = f"{lay.rel(lay.kernels)}/{name}/__init__.py"
     try:
         module = lay.import_operator(name)
-    except ValueError as e:  # a Kernel(...) or Revision(...) that spec rejects
-        raise KernlogError(f"{init}: {e}") from None
     except ImportError as e:
         raise KernlogError(f"{init}: cannot import {e.name or 'a module'} ({e})") from None
     except SyntaxError as e:
@@ -43,7 +41,10 @@ def load_kernel(root: Path, name: str) -> Kernel:
     except KernlogError:
         raise  # kernlog's own one line, its exit status kept (NoGpu's 4)
     except Exception as e:  # noqa: BLE001 -- any other error in the operator's code: its line, not a traceback
-        raise KernlogError(f"{_where(e, lay, init)}: {said(e)}") from None
+        where, inner = _where(e, lay, init)
+        if isinstance(e, ValueError) and inner.startswith("spec.py:"):  # a Kernel(...) or Revision(...) spec rejects
+            raise KernlogError(f"{where}: {e}") from None
+        raise KernlogError(f"{where}: {said(e)}" + (f" (raised in kernlog/{inner})" if inner else "")) from None
     kernel = getattr(module, "KERNEL", None)
     if not isinstance(kernel, Kernel):
         raise KernlogError(f"{init} defines no KERNEL = Kernel(...)")
@@ -53,10 +54,10 @@ def load_kernel(root: Path, name: str) -> Kernel:
     return kernel
 
 
-def _where(exc: BaseException, lay, init: str) -> str:
-    """file:line of the innermost frame of `exc`'s traceback in the repository's own code (not
-    kernlog's, not an installed package's): the operator's line, or a helper module's it imports;
-    `init` where none is. Where the innermost frame of all is kernlog's, that place follows."""
+def _where(exc: BaseException, lay, init: str) -> tuple[str, str]:
+    """(file:line of the innermost frame of `exc`'s traceback in the repository's own code, not
+    kernlog's nor an installed package's: the operator's line, or a helper module's it imports,
+    `init` where none is; where the innermost frame of all is kernlog's, its place in kernlog, else "")."""
     import traceback
 
     pkg = Path(__file__).resolve().parent
@@ -67,9 +68,9 @@ def _where(exc: BaseException, lay, init: str) -> str:
         return p.is_relative_to(lay.root.resolve()) and not p.is_relative_to(pkg) and "site-packages" not in p.parts
     mine = [f for f in frames if own(f)]
     where = f"{lay.rel(Path(mine[-1].filename))}:{mine[-1].lineno}" if mine else init
-    if frames and Path(frames[-1].filename).resolve().is_relative_to(pkg):
-        where += f" (raised in kernlog/{Path(frames[-1].filename).resolve().relative_to(pkg)}:{frames[-1].lineno})"
-    return where
+    last = Path(frames[-1].filename).resolve() if frames else None
+    inner = f"{last.relative_to(pkg).as_posix()}:{frames[-1].lineno}" if last and last.is_relative_to(pkg) else ""
+    return where, inner
 
 
 def _dim(d) -> bool:
@@ -132,7 +133,8 @@ def split_rev(text: str) -> tuple[str, str]:
     revision can never name a path outside profiles/."""
     kernel, sep, rev = text.partition("/")
     if not sep or not NAME_RE.match(kernel) or not NAME_RE.match(rev):
-        raise KernlogError(f"bad revision {text!r}: expected KERNEL/REVISION, e.g. softmax/v0_naive")
+        raise KernlogError(f"bad revision {text!r}: expected KERNEL/REVISION, e.g. add_relu/v1_fused (`kernlog list` "
+                           "names them)")
     return kernel, rev
 
 

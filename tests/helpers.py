@@ -3,6 +3,7 @@ whose kernels/ is this repository's."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from functools import lru_cache
 from pathlib import Path
@@ -68,9 +69,15 @@ def make_profile(revision: str, **kw) -> Profile:
     return profile_of(make_record(revision, **kw))
 
 
-def scratch_repo(tmp_path: Path) -> Path:
-    """A repository root with this repo's kernels/ and an empty profiles/."""
-    (tmp_path / "kernels").symlink_to(ROOT / "kernels")
+def scratch_repo(tmp_path: Path, notes: bool = False) -> Path:
+    """A repository root with this repo's kernels/ and an empty profiles/: the kernels' files each
+    linked but for their notes and history pages, whose links are written from this repository's
+    reports/ (to its triage page, say) and resolve nowhere else; notes=True links the folder whole."""
+    if notes:
+        (tmp_path / "kernels").symlink_to(ROOT / "kernels")
+    else:
+        shutil.copytree(ROOT / "kernels", tmp_path / "kernels", copy_function=os.symlink,
+                        ignore=shutil.ignore_patterns("notes.md", "history.md", "__pycache__"))
     (tmp_path / "profiles").mkdir()
     return tmp_path
 

@@ -202,6 +202,9 @@ def test_the_gate_draws_from_its_seed_and_names_it(repo):
     (('    "myop",\n', '    "my_op",\n'), r"ops/myop/__init__\.py: Kernel\(name='my_op'\) in the folder 'myop'"),
     (("def _needs_mypkg():", "def _needs_mypkg()"), r"ops/myop/__init__\.py:\d+: syntax error: "),
     (("IMPORTED = 1", "IMPORTED = 1 / 0"), r"ops/myop/__init__\.py:\d+: ZeroDivisionError: division by zero"),
+    (("IMPORTED = 1", "IMPORTED = int('x')"), r"ops/myop/__init__\.py:\d+: ValueError: invalid literal for int"),
+    (('Revision("v0_naive", "torch"', 'Revision("v0_naive", "torchy"'),
+     r"ops/myop/__init__\.py:\d+: revision v0_naive: kind must be one of"),  # spec's own check: its words
 ])
 def test_a_declaration_mistake_is_one_line_naming_the_file_not_a_traceback(repo, edit, said):
     """What a team gets wrong first in its operator's __init__.py (a field left out, a shape not

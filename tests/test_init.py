@@ -57,6 +57,8 @@ def test_init_writes_the_section_the_example_the_ignores_the_log_and_the_workflo
     # kernlog is not on PyPI: KERNLOG starts empty, each job stops before `pip install ""`, and init says so
     assert '\n  KERNLOG: ""\n' in flow
     assert "note: set KERNLOG at the top of .github/workflows/kernlog.yml" in done.output
+    # an empty or failed listing stops the job, where a loop over $(...) would gate nothing and pass
+    assert flow.count('ops=$(kernlog list --names) && test -n "$ops" || exit 1\n') == 2
     installs = flow.count('- run: pip install "$KERNLOG"')
     assert installs == 3 and flow.count('- run: test -n "$KERNLOG" || {') == installs
     flow_path = repo / ".github" / "workflows" / "kernlog.yml"
@@ -92,3 +94,17 @@ def test_another_kernels_folder_than_the_configured_one_needs_force(repo):
     done = init(repo, "--kernels-dir", "gpu")
     assert done.exit_code == 2 and "already names kernels = 'ops'" in done.output
     assert not (repo / "gpu").exists()
+
+
+def test_the_notes_of_an_operator_not_profiled_yet_are_on_its_page(repo):
+    """A team writes its notes before its first GPU run: the story and each revision's note are on
+    the page from the first `kernlog report`, beside the declared ladder."""
+    assert init(repo).exit_code == 0
+    (repo / "kernels" / "add_relu" / "notes.md").write_text(
+        "## story\n\nWe fuse the add into the ReLU.\n\n## v1_fused\n\nOne kernel: one read of each input.\n")
+    done = CliRunner().invoke(main, ["--root", str(repo), "report"])
+    assert done.exit_code == 0, done.output
+    page = (repo / "reports" / "add_relu.md").read_text()
+    assert "We fuse the add into the ReLU." in page and "**v1_fused.** One kernel: one read of each input." in page
+    assert page.index("We fuse") < page.index("| v0_two_kernels |")
+    assert CliRunner().invoke(main, ["--root", str(repo), "report", "--check"]).exit_code == 0

@@ -45,6 +45,9 @@ def _publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: bo
         if not bad and (not path.exists() or path.read_text() != text):
             raise KernlogError(f"{log} is out of date: run `kernlog report` and commit the result")
         prose.check(text)
+        kept = kept_pages(root, sections)
+        if kept:
+            raise KernlogError(kept[0])
         problems = [] if bad else rpt.out_of_date(root, sections)
         if problems:
             raise KernlogError(f"the log's pages and plots disagree with {paths.profiles}/ ({'; '.join(problems)}): "
@@ -62,6 +65,8 @@ def _publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: bo
             echo(f"warning: {log} line {n}: the figure {fig!r} comes from no profile "
                  "(`report --check` fails on it)", err=True)
         echo(f"wrote {log}" + (f" and drew {len(plots)} plot(s) in {paths.reports}/" if plots else ""))
+        for line in kept_pages(root, sections):
+            echo(f"warning: {line}", err=True)
     for line in rpt.stale_figures(sections):
         echo(f"warning: {line} (marked stale in the log)", err=True)
     for line in rpt.gate_failures(sections):
@@ -69,3 +74,11 @@ def _publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: bo
     for err in bad:
         echo(f"kernlog: {'' if check_only else f'left out of {log}: '}{err}", err=True)
     return bad[0].exit_code if bad else KernlogError.exit_code if damaged else 0
+
+
+def kept_pages(root: Path, sections: list[dict]) -> list[str]:
+    """A line for each page of an operator gone that `report` keeps for the prose the team wrote
+    on it (report.orphan_pages), with what to do: report cannot."""
+    return [f"{rel} is the page of no operator (its folder is gone) and holds prose of its own, which "
+            f"`kernlog report` keeps: move that prose, then `git rm {rel}`"
+            for rel, gone in rpt.orphan_pages(root, sections) if not gone]

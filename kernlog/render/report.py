@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jinja2
 
-from kernlog import snapshot
+from kernlog import hints, snapshot
 from kernlog.judge.verdicts import COPY_BAR, HOT_MIN_SAMPLES, LAUNCH_BOUND_US
 from kernlog.render import dispatch, facts, limits, notes, plots, prose, steps, triage
 from kernlog.render import paths as where
@@ -49,6 +49,7 @@ def _templates() -> jinja2.Environment:
     env.filters["here"] = _here
     env.filters["gpu"] = lambda name: (name or "–").removeprefix("NVIDIA ")  # a table cell's GPU: "H100 80GB HBM3"
     env.filters["lead"] = lead
+    env.globals["check_command"] = hints.check_command  # a revision's check, runnable where the page is read
     return env
 
 
@@ -162,7 +163,8 @@ def page_blocks(s: dict, paths: where.Paths | None = None, root: Path | None = N
             profiles=paths.profiles, story=told.get("story"))
     blocks["evidence"] = env.get_template("kernel.md.j2").render(
         link_from_page=link_from_page, s=s, copy_bar=COPY_BAR, profiles=paths.profiles, others=steps.others(s),
-        story=told.get("story"), dispatch=dispatch.page_md(root, s["kernel"]) if root is not None else None)
+        story=told.get("story"), told=told,
+        dispatch=dispatch.page_md(root, s["kernel"]) if root is not None else None)
     return blocks
 
 
@@ -270,9 +272,8 @@ def out_of_date(root: Path, sections: list[dict]) -> list[str]:
                     for n, fig in prose.unsourced(path.read_text())]
     out += plots.stale_plots(root, sections)
     out += [f"{rel} is linked from nowhere" for rel in plots.orphans(root, sections)]
-    out += [f"{rel} is the page of no operator (its folder is gone)" + (
-        "" if gone else ", and holds prose of its own: move that prose, then delete the page")
-        for rel, gone in orphan_pages(root, sections)]
+    out += [f"{rel} is the page of no operator (its folder is gone)"
+            for rel, gone in orphan_pages(root, sections) if gone]
     out += [f"contradiction: {c}" for c in contradictions(sections)]
     return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from kernlog import hints
 from kernlog.errors import CannotRun, GateFailure, Unsupported
 from kernlog.run import gate
 from kernlog.spec import Kernel, Revision
@@ -57,12 +58,8 @@ def skipped_on_cpu(rev: Revision) -> bool:
 
 
 def again(kernel: Kernel, rev: Revision, device: str, seed: int) -> str:
-    """The command that checks `rev` on the same inputs, where it just ran: on the CPU a Triton
-    revision runs under the interpreter, and the command says so (pasted bare, it would stop at
-    "no GPU")."""
-    interp = "TRITON_INTERPRET=1 " if device == "cpu" and rev.kind == "triton" else ""
-    where = " --device cpu" if device == "cpu" else ""
-    return f"{interp}kernlog check {kernel.name} --rev {rev.name}{where} --seed {seed}"
+    """The command that checks `rev` on the same inputs, where it just ran (kernlog.hints)."""
+    return hints.check_command(kernel.name, rev, device, seed)
 
 
 def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,

@@ -37,7 +37,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernlog import config
+from kernlog import config, hints
 from kernlog.errors import KernlogError
 from kernlog.identity import gpu_slug
 from kernlog.registry import kernel_names, load_kernel
@@ -163,9 +163,7 @@ def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Ph
                            "(`kernlog history` lists the commits that stored one)")
     if not recs and side.revision in names and kernel.revision(side.revision).known_wrong:
         rev = kernel.revision(side.revision)
-        see = (f"`kernlog check {side.kernel} --rev {rev.name}` on a GPU machine" if rev.kind == "cuda" else
-               f"`{'TRITON_INTERPRET=1 ' if rev.kind == 'triton' else ''}kernlog check {side.kernel} --rev "
-               f"{rev.name} --device cpu`")
+        see = f"`{hints.check_command(side.kernel, rev)}`" + (" on a GPU machine" if rev.kind == "cuda" else "")
         raise KernlogError(f"{side.kernel}/{side.revision} is a known-wrong revision, never profiled: {see} shows "
                            "the gate rejecting it")
     if not recs:
