@@ -271,3 +271,17 @@ def test_shapes_as_lists_numpy_ints_and_no_bench_shapes_are_declarations_kernlog
     _forget_ops()
     got = CliRunner().invoke(main, ["--root", str(repo), "list"])
     assert got.exit_code == 2 and "check_shapes=(): the gate needs at least one shape" in got.stderr
+
+
+def test_a_suggested_check_runs_where_it_is_read():
+    """kernlog.hints: on a page or in `show`, read anywhere, a check is written in its CPU form, but
+    a CUDA C revision's, which runs on a GPU alone; torch's needs no interpreter."""
+    from kernlog.hints import check_command
+    from kernlog.spec import Revision
+
+    def rev(name, kind):
+        return Revision(name, kind, (), lambda: None, "a revision")
+    assert check_command("op", rev("v1", "triton")) == "TRITON_INTERPRET=1 kernlog check op --rev v1 --device cpu"
+    assert check_command("op", rev("cu8", "cuda")) == "kernlog check op --rev cu8"
+    assert check_command("op", rev("torch", "torch")) == "kernlog check op --rev torch --device cpu"
+    assert check_command("op", rev("v1", "triton"), "cuda", 3) == "kernlog check op --rev v1 --seed 3"
