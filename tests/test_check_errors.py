@@ -226,14 +226,15 @@ def test_a_declaration_mistake_is_one_line_naming_the_file_not_a_traceback(repo,
 def test_the_same_inputs_command_runs_where_the_failure_ran(repo):
     """Pasted as printed it runs: on the CPU with --device cpu, and a Triton revision under the
     interpreter (bare, it would stop at "no GPU"); on the GPU as it was."""
-    from kernlog.run.ladder import again
+    from kernlog.hints import check_command
 
-    kernel = load_kernel(repo, "myop")
-    assert again(kernel, kernel.revision("v3_triton"), "cpu", 9) == \
+    kernel = load_kernel(repo, "myop")  # the failure line's command is check_command(kernel, rev, device, seed)
+    assert check_command("myop", kernel.revision("v3_triton"), "cpu", 9) == \
         "TRITON_INTERPRET=1 kernlog check myop --rev v3_triton --device cpu --seed 9"
     plain = "kernlog check myop --rev v0_naive --device cpu --seed 9"
-    assert again(kernel, kernel.revision("v0_naive"), "cpu", 9) == plain
-    assert again(kernel, kernel.revision("v3_triton"), "cuda", 9) == "kernlog check myop --rev v3_triton --seed 9"
+    assert check_command("myop", kernel.revision("v0_naive"), "cpu", 9) == plain
+    on_gpu = "kernlog check myop --rev v3_triton --seed 9"
+    assert check_command("myop", kernel.revision("v3_triton"), "cuda", 9) == on_gpu
 
 
 def test_an_error_in_a_module_the_operator_imports_names_that_module_and_the_others_are_listed(repo):

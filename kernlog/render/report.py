@@ -294,7 +294,7 @@ def orphan_pages(root: Path, sections: list[dict]) -> list[tuple[str, bool]]:
     operator is no longer one (a folder removed or renamed), each with whether it holds nothing
     but kernlog's blocks: only such a page `report` removes; prose of the team's own is kept."""
     paths = where.of(root)
-    mine = set(pages(root, sections))
+    mine = {paths.page(s["kernel"].name) for s in sections}  # the pages' names: no page rendered for them
     found = ((paths.under_reports(p.name), p.read_text(errors="replace")) for p in (root / paths.reports).glob("*.md"))
     return sorted((rel, not BLOCK.sub("", text).strip()) for rel, text in found
                   if rel not in mine and text.startswith(PAGE.split("\n")[0]))

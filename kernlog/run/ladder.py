@@ -57,11 +57,6 @@ def skipped_on_cpu(rev: Revision) -> bool:
     return rev.kind == "cuda" or (rev.kind == "torch" and "compile" in rev.name)
 
 
-def again(kernel: Kernel, rev: Revision, device: str, seed: int) -> str:
-    """The command that checks `rev` on the same inputs, where it just ran (kernlog.hints)."""
-    return hints.check_command(kernel.name, rev, device, seed)
-
-
 def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
               dtypes: list[str] | None = None, done=None, seed: int | None = None) -> Iterator[str]:
     """`kernlog check`: the gate of each revision, a line each as it ends (ok or FAIL, its cases
@@ -101,7 +96,7 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
                 wrong_passed.append(rev.name)
             continue
         yield f"{rev.name}: {'ok' if bad is None else 'FAIL'} {counted}" + ("" if bad is None else (
-            f"\n  {bad.line()}\n  the same inputs again: {again(kernel, rev, device, seed)}"))
+            f"\n  {bad.line()}\n  the same inputs again: {hints.check_command(kernel.name, rev, device, seed)}"))
         if bad is not None:
             failed.append(rev.name)
     ended(kernel, failed, wrong_passed, unchecked)
