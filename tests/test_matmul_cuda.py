@@ -10,7 +10,7 @@ from functools import lru_cache
 import pytest
 import torch
 
-from kernels.matmul_relu import cuda_launch
+from kernels.matmul_relu import cuda_launch, cuda_persistent
 from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
 from kernlog import cuda
 from kernlog.identity import executed_files
@@ -22,6 +22,8 @@ from .helpers import ptxas_entries as entries
 KERNEL = load_kernel(find_root(), "matmul_relu")
 REVS = {r.name: r for r in CUDA_REVISIONS}
 NAMES = list(REVS)
+PLANS = {**cuda_launch.PLANS, **cuda_persistent.PLANS}  # rung -> (file, plan, kernels): two launchers
+SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit) on the PATH")
 
 # Issue 20's family members plus the brief's: LM heads, squares, decode, large K, unaligned.
@@ -36,11 +38,11 @@ PATH_SHAPES = ((1, 1, 1), (5, 3, 70), (33, 47, 70), (64, 65, 129), (48, 88, 136)
 
 @lru_cache(maxsize=None)
 def ptxas(name: str, arch: str = "sm_90a") -> str:
-    return compile_report(cuda_launch.source(name), arch=arch)
+    return compile_report(cuda_launch.CUDA_DIR / PLANS[name][0], arch=arch)
 
 
 def test_every_rung_is_a_cuda_step_with_a_prediction():
-    assert len(CUDA_REVISIONS) >= 7 and set(NAMES) == set(cuda_launch.PLANS)
+    assert len(CUDA_REVISIONS) >= 7 and set(NAMES) == set(PLANS)
     for rev in CUDA_REVISIONS:
         assert rev.kind == "cuda" and rev.role == "step" and rev.change and rev.predicts, rev.name
     names = [r.name for r in KERNEL.revisions]
@@ -52,27 +54,27 @@ def test_every_rung_is_a_cuda_step_with_a_prediction():
 @needs_nvcc
 @pytest.mark.parametrize("name", NAMES)
 def test_compiles_for_sm90a_and_exports_exactly_the_planned_kernels(name):
-    _, _, names = cuda_launch.PLANS[name]
+    _, _, names = PLANS[name]
     assert set(entries(ptxas(name))) == set(names)
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name", [n for n in NAMES if n not in cuda_launch.SM90A])
+@pytest.mark.parametrize("name", [n for n in NAMES if n not in SM90A])
 def test_nvrtc_rungs_compile_for_plain_sm90(name):
     """cu0-cu6 go through NVRTC, which CuPy gives -arch=sm_90 on the H100: no sm_90a-only code."""
-    _, _, names = cuda_launch.PLANS[name]
+    _, _, names = PLANS[name]
     assert set(entries(ptxas(name, "sm_90"))) == set(names)
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name", cuda_launch.SM90A)
+@pytest.mark.parametrize("name", SM90A)
 def test_wgmma_rung_needs_sm90a(name):
     with pytest.raises(RuntimeError, match="wgmma"):  # hence nvcc -gencode ...sm_90a in the launcher
-        cuda.compile_report(cuda_launch.source(name), arch="sm_90")
+        cuda.compile_report(cuda_launch.CUDA_DIR / PLANS[name][0], arch="sm_90")
 
 
 @needs_nvcc
-@pytest.mark.parametrize("name", cuda_launch.SM90A)
+@pytest.mark.parametrize("name", SM90A)
 def test_wgmma_rungs_keep_their_groups_asynchronous(name):
     """ptxas serializes wgmma (a warning, and the overlap cu8 is built for gone) when it cannot
     prove the accumulators untouched between issue and wait."""
@@ -101,7 +103,7 @@ def test_sources_need_no_system_headers_and_includes_are_hashed():
 
 def test_the_extern_c_entry_points_match_the_plans():
     """Without nvcc: the source's extern "C" __global__ names are the plan's."""
-    for name, (file, _, names) in cuda_launch.PLANS.items():
+    for name, (file, _, names) in PLANS.items():
         text = (cuda_launch.CUDA_DIR / file).read_text()
         found = set(re.findall(r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\s*\(', text))
         assert found == set(names), name
@@ -109,7 +111,7 @@ def test_the_extern_c_entry_points_match_the_plans():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_unaligned_k_or_n_takes_the_scalar_kernel(name):
-    plan, names = cuda_launch.PLANS[name][1:]
+    plan, names = PLANS[name][1:]
     vec = {n for n in names if not n.endswith("_scalar")}
     for M, N, K in ((2047, 2049, 2048), (3000, 5000, 4001), (4096, 50257, 768), (31, 49, 77), (5, 3, 70)):
         aligned = K % 8 == 0 and N % 8 == 0
@@ -124,7 +126,7 @@ def test_unaligned_k_or_n_takes_the_scalar_kernel(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_family_shapes_stay_within_grid_limits(name):
-    plan = cuda_launch.PLANS[name][1]
+    plan = PLANS[name][1]
     for M, N, K in FAMILY_SHAPES + PATH_SHAPES:
         for aligned in (True, False):
             step = plan(M, N, K, aligned)
@@ -139,7 +141,7 @@ def test_family_shapes_stay_within_grid_limits(name):
 def test_grids_cover_the_output(name):
     """The tile each plan implies covers C: grid x block tile >= (M, N) on both paths."""
     tile = {"mm_naive": (32, 8, "mn"), "mm_coalesced": (32, 8, "nm"), "mm_smem": (32, 32, "nm")}
-    plan = cuda_launch.PLANS[name][1]
+    plan = PLANS[name][1]
     for M, N, K in PATH_SHAPES + FAMILY_SHAPES:
         for aligned in (True, False):
             step = plan(M, N, K, aligned)
@@ -147,6 +149,9 @@ def test_grids_cover_the_output(name):
             if step.kernel == "mm_wgmma_wide":  # one block per 128x256 tile along x, in grouped order
                 tm, tn = -(-M // 128), -(-N // 256)
                 assert (gx, gy) == (tm * tn, 1), (step, (M, N, K))
+                continue
+            if step.kernel == "mm_persistent":  # a block per SM (at most one per tile): test_persistent_...
+                assert (gx, gy) == (min(cuda_persistent.SMS, -(-M // 128) * -(-N // 256)), 1), (step, (M, N, K))
                 continue
             tx, ty, order = tile.get(step.kernel, (128, 128, "nm"))
             cov = (gx * tx, gy * ty) if order == "nm" else (gy * ty, gx * tx)  # (N, M) covered
@@ -167,6 +172,31 @@ def test_dynamic_smem_matches_the_sources():
         assert re.search(rf"#define {define} {value}\b", w8), define
     assert 200 * 1024 > cuda_launch.W8_SMEM_BYTES > 4 * 48 * 1024  # four 48 KB stages, under the 227 KB opt-in
     assert cuda_launch.A_BOX == (64, 128) and cuda_launch.B_BOX == (64, 64)  # BK 64: one 128-byte swizzle row
+
+
+@pytest.mark.parametrize("M, N, blocks", [(4096, 4096, 132), (128, 256, 132), (3000, 5000, 132), (300, 264, 5),
+                                         (8192, 8192, 78), (129, 520, 1)])
+def test_persistent_blocks_compute_every_tile_once(M, N, blocks):
+    """cu9's blocks stride over the tiles in cu8's grouped order: together every tile once, none twice."""
+    tiles = [t for blk in range(blocks) for t in cuda_persistent.tiles_of_block(blk, blocks, M, N)]
+    tm, tn = -(-M // 128), -(-N // 256)
+    assert sorted(tiles) == [(m, n) for m in range(tm) for n in range(tn)]
+    step = cuda_persistent.plan_persistent(M, N, 64, True, blocks)
+    assert step.grid[0] == min(blocks, tm * tn) and step.tma and step.smem == cuda_persistent.P9_SMEM_BYTES
+
+
+def test_persistent_rung_matches_its_source():
+    """cu9's launcher and .cu agree on the tile, stages, order, threads and shared memory (209 KB)."""
+    text = (cuda_launch.CUDA_DIR / "cu9_persistent.cu").read_text()
+    for define, value in (("P9_BM", cuda_persistent.P9_TILE[0]), ("P9_BN", cuda_persistent.P9_TILE[1]),
+                          ("P9_BK", 64), ("P9_STAGES", cuda_persistent.P9_STAGES),
+                          ("P9_GROUP_M", cuda_persistent.P9_GROUP_M), ("P9_THREADS", cuda_persistent.P9_THREADS)):
+        assert re.search(rf"#define {define} {value}\b", text), define
+    assert 227 * 1024 >= cuda_persistent.P9_SMEM_BYTES > 200 * 1024
+    dims, strides, box = cuda_persistent.c_map_spec(3000, 5000)
+    assert dims == (5000, 3000) and strides == (10000,) and box[0] * 2 == 128  # one swizzle row per box row
+    # the consumers store four 64-column boxes a warpgroup: a box is as wide as the staging's slice
+    assert 4 * box[0] == cuda_persistent.P9_TILE[1] and box[1] * 2 == cuda_persistent.P9_TILE[0]
 
 
 @pytest.mark.parametrize("tiles_m, tiles_n", [(32, 16), (1, 1), (17, 3), (40, 1), (1, 593), (33, 7)])
@@ -205,7 +235,7 @@ def _emulate(step, a, b):
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in ("cu0_naive", "cu1_coalesced", "cu2_smem")])
 def test_tile_grids_write_every_output_once(name):
-    plan = cuda_launch.PLANS[name][1]
+    plan = PLANS[name][1]
     for M, N, K in ((33, 47, 70), (130, 264, 72), (257, 136, 200)):
         a, b = torch.randn(M, K), torch.randn(K, N)
         out = _emulate(plan(M, N, K, False), a, b)
@@ -226,7 +256,7 @@ def test_every_rung_passes_the_gate_on_gpu(name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", [n for n in NAMES if len(cuda_launch.PLANS[n][2]) > 1])
+@pytest.mark.parametrize("name", [n for n in NAMES if len(PLANS[n][2]) > 1])
 def test_misaligned_base_pointers_take_the_scalar_path_on_gpu(name):
     """A starts 1 element past a 16-byte boundary with K, N aligned: the plan must go scalar."""
     M, N, K = 130, 264, 136
@@ -248,7 +278,7 @@ def test_fast_rungs_at_family_sizes_on_gpu(shape):
     a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
     b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
     ref = torch.relu(a.float() @ b.float())
-    for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide"):
+    for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide", "cu9_persistent"):
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         REVS[name].load()((a, b), out)
         torch.cuda.synchronize()
