@@ -41,6 +41,10 @@ def of_ladder(lad: dict, kernel) -> dict[str, dict]:
         name = rec.revision
         if prev is not None and name in revs and prev in revs:
             out[name] = excerpt(revs[prev], revs[name], [h["where"] for h in row.get("hot", [])])
+            hot = out[name].get("hot_code")
+            shown = [n for n, e in out.items() if n != name and e.get("hot_code") == hot]
+            if hot and shown:  # the same lines an earlier step showed: named, not printed again
+                out[name]["hot_code"] = dict(hot, code=None, shown_at=shown[0])
         prev = name
     return out
 

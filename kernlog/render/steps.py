@@ -56,10 +56,12 @@ def position(row: dict) -> str:
     return label + (f"; {', '.join(extra)}" if extra else "")
 
 
-def _claim_lines(judged: dict | None, at: str = "") -> list[tuple[str, bool | None]]:
+def _claim_lines(judged: dict | None, at: str = "", measured_only: bool = False) -> list[tuple[str, bool | None]]:
     out = []
     for c in (judged or {}).get("claims", []):
         v = c["value"]
+        if v is None and measured_only:  # in another ladder: said where it could be judged, not where it could not
+            continue
         value = (f"not measured ({c['why']})" if c.get("why") else "not measured") if v is None else \
             v if isinstance(v, str) else format(v, ".3g")
         ok = "" if c["ok"] is None else (" (met, a tie)" if c["tie"] else " (met)") if c["ok"] else " (missed)"
@@ -78,7 +80,7 @@ def _prediction(row: dict, others: list[tuple[str, dict]] = (), here: str = "") 
         return None
     lines = _claim_lines(row.get("judged"), here)
     for where, other in others:
-        lines += _claim_lines(other.get("judged"), f" at {where}")
+        lines += _claim_lines(other.get("judged"), f" at {where}", measured_only=True)
     return {"text": text, "verdict": predictions.verdict([ok for _, ok in lines]) if lines else None,
             "claims": [line for line, _ in lines], "unchecked": (row.get("unchecked") or "").rstrip(". ")}
 

@@ -213,8 +213,7 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
             "has_copy": COPY in revs, "runs": runs,
             "refusals": sorted({(r, why) for row in rows for r, why in row["refused"].items()},
                                key=lambda rw: (by_rank(rw[0]), rw[1])),
-            "gate_failures": [(r, row["shape"], row["dtype"], why) for row in rows
-                              for r, why in sorted(row["fails_gate"].items(), key=lambda rw: by_rank(rw[0]))],
+            "gate_failures": _gate_failures(rows, by_rank),
             "unit": "TFLOP/s" if metric_name == "tflops" else "GB/s", "csv": str(path.relative_to(root)),
             "band": band, "band_pct": band_pct(band), "bar_label": bar.label,
             "has_refs": any(roles.get(r) == "reference" for r in revs),
@@ -222,6 +221,16 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
             "missed": missed, "others_group": other, "others": others_line(other["rows"], missed) if other else None,
             "apart": _apart(rows, by_rank), "medians": medians,
             "gpu": str(df["gpu"].iloc[0])}
+
+
+def _gate_failures(rows: list[dict], by_rank) -> list[tuple[str, str, str, str]]:
+    """(revisions, shape, dtype, why) per point and reason a reference fails the gate at full size:
+    references failing alike at one point (eager and compiled torch: the same cuBLAS call) share a line."""
+    alike: dict[tuple, list[str]] = {}
+    for row in rows:
+        for r, why in sorted(row["fails_gate"].items(), key=lambda rw: by_rank(rw[0])):
+            alike.setdefault((row["shape"], row["dtype"], why), []).append(r)
+    return [(" and ".join(revs), shape, dtype, why) for (shape, dtype, why), revs in alike.items()]
 
 
 def _apart(rows: list[dict], by_rank) -> dict | None:
