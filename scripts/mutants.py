@@ -316,15 +316,21 @@ MUTANTS = [
            "`--rev torch --rev liger` without Liger-Kernel ends with exit 0, liger unprofiled",
            ("tests/test_profiler.py",)),
     # --- render/ ------------------------------------------------------------------------------------------
-    Mutant("family-described-twice", "kernlog/render/facts.py",
-           'sw["described"] = {gr["name"] for earlier in sweeps for gr in earlier["groups"] if gr["rows"]}',
-           'sw["described"] = set()',
-           "a family's words written again under every GPU's sweep", ("tests/test_page_once.py",)),
-    Mutant("copy-defined-by-legend", "kernlog/render/facts.py",
-           'sw["copy_above"] = any(earlier["has_copy"] for earlier in sweeps)',
-           'sw["copy_above"] = any(earlier["has_refs"] for earlier in sweeps)',
-           "the copy's definition dropped because a legend was above, though no copy was",
+    Mutant("sweep-pages-never", "kernlog/render/facts.py",
+           'sw["page"] = paths.under_reports(f"{kernel.name}_sweep_{g}.md") if sweeps else None',
+           'sw["page"] = None',
+           "every GPU's sweep on the kernel's page, which outgrows its size", ("tests/test_page_once.py",)),
+    Mutant("sweep-page-orphan-kept", "kernlog/render/report.py",
+           "text.startswith((PAGE.split(\"\\n\")[0], SWEEP_PAGE.split(\"\\n\")[0])))",
+           "text.startswith(PAGE.split(\"\\n\")[0]))",
+           "a GPU's sweep page kept after its sweep is gone", ("tests/test_page_once.py",)),
+    Mutant("sweep-page-unchecked", "kernlog/render/paths.py",
+           "            if rel.startswith(reports):", "            if False:",
+           "a sweep page left out of the published pages, so no page rule reads it",
            ("tests/test_page_once.py",)),
+    Mutant("shape-twice-last-wins", "kernlog/commands/common.py",
+           "    if len(values) > 1:", "    if len(values) > 2:",
+           "a second --shape silently overrides the first", ("tests/test_cli.py",)),
     Mutant("gate-footnotes-apart", "kernlog/render/sweeps.py",
            'alike.setdefault((row["shape"], row["dtype"], why), []).append(r)',
            'alike.setdefault((row["shape"], row["dtype"], why, r), []).append(r)',
@@ -540,11 +546,9 @@ MUTANTS = [
            "return min(_sms(q.device.index), T // v4_wgmma.BLOCK_M * B * H)",
            "the persistent grid counts whole tiles only, none for a partial last one",
            ("tests/test_attention_cuda.py",)),
-    Mutant("legend-both-bars-always", "kernlog/render/templates/kernel.md.j2",
-           "64 MB or more{% endif %}. {% if sw.missed %}{{ sw.missed | length }} of {{ sw.rows | length }} points "
-           "miss a bar.{% else %}Every point meets {% if sw.has_copy %}both bars{% else %}its bar{% endif %}.",
-           "64 MB or more{% endif %}. {% if sw.missed %}{{ sw.missed | length }} of {{ sw.rows | length }} points "
-           "miss a bar.{% else %}Every point meets both bars.",
+    Mutant("legend-both-bars-always", "kernlog/render/templates/sweep.md.j2",
+           "Every point meets {% if sw.has_copy %}both bars{% else %}its bar{% endif %}.",
+           "Every point meets both bars.",
            "a sweep with no copy column says its points meet two bars",
            ("tests/test_report.py",)),
     Mutant("v5-round-group-unclamped", "kernels/attention/v5_persistent.py",
@@ -594,7 +598,7 @@ MUTANTS = [
            "profile_shape='8192x4096' accepted, and list shows it one character a dimension",
            ("tests/test_check_errors.py",)),
     Mutant("orphan-page-any-md", "kernlog/render/report.py",
-           "if rel not in mine and text.startswith(PAGE.split(\"\\n\")[0]))",
+           "if rel not in mine and text.startswith((PAGE.split(\"\\n\")[0], SWEEP_PAGE.split(\"\\n\")[0])))",
            "if rel not in mine)",
            "report deletes a page of the team's own in the reports folder as if kernlog wrote it",
            ("tests/test_render_layout.py",)),
@@ -720,13 +724,14 @@ def run_one(m: Mutant, copy: Path, deselect: set[str], timeout: float) -> tuple[
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-j", "--jobs", type=int, default=2, help="mutants run at once, each in its own copy")
-    ap.add_argument("-k", dest="pattern", default="", help="only the mutants whose id contains this")
+    ap.add_argument("-k", dest="pattern", default="",
+                    help="only the mutants whose id contains this (or one of these, comma-separated)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds one mutant's tests may take")
     ap.add_argument("--goal", type=float, default=0.9, help="the share of non-equivalent mutants to kill")
     ap.add_argument("--list", action="store_true", help="list the mutants and whether each applies; run nothing")
     ap.add_argument("--keep", action="store_true", help="keep the copies (their paths are printed)")
     args = ap.parse_args(argv)
-    chosen = [m for m in MUTANTS if args.pattern in m.id]
+    chosen = [m for m in MUTANTS if any(p in m.id for p in args.pattern.split(","))]
     ids = [m.id for m in MUTANTS]
     assert len(set(ids)) == len(ids), "mutant ids must be unique"
 

@@ -182,6 +182,14 @@ def test_bad_shape_is_rejected(repo):
     assert r.exit_code == 2 and "bad shape" in r.output and "Traceback" not in r.output
 
 
+@pytest.mark.parametrize("command", [("profile", "softmax"), ("noise", "softmax"), ("show", "softmax/torch")])
+def test_a_shape_given_twice_is_refused_not_the_last_taken(repo, command):
+    """A one-shape command given --shape twice once profiled the last alone, saying nothing."""
+    r = run(repo, *command, "--shape", "8x8", "--shape", "16x16")
+    assert r.exit_code == 2 and "given 2 times (8x8, 16x16)" in r.output and "once per shape" in r.output, r.output
+    assert "Traceback" not in r.output
+
+
 def test_corrupt_profile_json_is_one_line(repo):
     path = next((repo / "profiles").rglob("torch.8192x4096.fp32.json"))
     path.write_text("{not json")

@@ -1,13 +1,13 @@
-"""A definition is written once a page: a family's words and a sweep table's legend in the first
-sweep that shows them, the same hot lines under the first step that has them, one footnote for
-references failing the gate alike; and a prediction's claims about other ladders are listed where
-they could be judged."""
+"""A page says a thing once and stays readable as GPUs are added: each GPU after the first has its
+sweep on a page of its own, the same hot lines are printed under the first step that has them,
+references failing the gate alike share one footnote, and a prediction's claims about other
+ladders are listed where they could be judged."""
 import re
 from pathlib import Path
 
 from kernlog.render import steps, sweeps
 
-from .helpers import kernel_page, scratch_repo
+from .helpers import scratch_repo
 
 REPORTS = Path(__file__).resolve().parents[1] / "reports"
 
@@ -22,32 +22,38 @@ def _bench(root, gpu_slug, gpu_name, points):
     pd.DataFrame(rows).to_csv(path, index=False)
 
 
-def test_a_second_gpus_sweep_describes_only_families_the_first_did_not_and_shortens_its_legend(tmp_path):
+def test_a_second_gpus_sweep_has_a_page_of_its_own_with_every_definition_and_goes_with_its_sweep(tmp_path):
+    from kernlog.registry import load_kernel
+    from kernlog.render import limits, paths, report
+
     root = scratch_repo(tmp_path)
     _bench(root, "nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3",
            [("torch", "1x50257", 100.0), ("triton", "1x50257", 90.0)])
     _bench(root, "nvidia-h200", "NVIDIA H200", [("torch", "1x50257", 110.0), ("triton", "1x50257", 100.0),
-                                                ("torch", "4096x32000", 2000.0), ("triton", "4096x32000", 2100.0)])
-    page = kernel_page(root)
-    first, second = page.split("### softmax sweep on NVIDIA H100")[1].split("### softmax sweep on NVIDIA H200")
-    assert "- **decode**: " in first and "*best step* is the fastest rung" in first
-    # decode was described above: named only for what is still unmeasured; vocab is new here
-    assert "- **decode**: " not in second and "- **decode** (not measured yet: " in second
-    assert "- **vocab**: " in second
-    assert "*best step* is the fastest rung" not in second
-    assert re.search(r"Columns as in the sweep above, with this GPU's wall-time band \(±[\d.]+%\)\. ", second)
-    # the list ends before the table (a table glued to a list item is not a table)
-    assert re.search(r"\n\n\| family \| dtype \| shape \|", second)
-    # the copy is defined where a sweep first has one
-    for rev, first_copy in (("copy", True), ("torch", False)):
-        _bench(root, "nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3",
-               [("torch", "1x50257", 100.0), ("triton", "1x50257", 90.0), (rev, "1x50257", 200.0)])
-        _bench(root, "nvidia-h200", "NVIDIA H200",
-               [("torch", "1x50257", 110.0), ("copy", "1x50257", 220.0)])
-        page = kernel_page(root)
-        first, second = page.split("### softmax sweep on NVIDIA H100")[1].split("### softmax sweep on NVIDIA H200")
-        copy = "*copy*: a device-to-device copy"
-        assert (copy in first, copy in second) == (first_copy, not first_copy), rev
+                                                ("copy", "1x50257", 220.0)])
+    sections = report.collect(root, [load_kernel(root, "softmax")])
+    pages = report.pages(root, sections)
+    page, other = pages["reports/softmax.md"], pages["reports/softmax_sweep_nvidia-h200.md"]
+    # the kernel page: the first GPU's sweep in full, the other's as a line linking its page
+    assert "### softmax sweep on NVIDIA H100 80GB HBM3 (" in page and "- **decode**: " in page
+    assert ("### softmax sweep on NVIDIA H200\n\nOn a page of its own: [softmax_sweep_nvidia-h200.md]"
+            "(softmax_sweep_nvidia-h200.md), 1 point, 1 missing a bar.") in page
+    assert "| decode | fp32 | 1x50257 |" in page and page.count("| decode | fp32 | 1x50257 |") == 1
+    # its own page stands alone: back link, the families' words, the legend, the copy
+    assert other.startswith(report.SWEEP_PAGE.split("\n")[0]) and "[softmax's page](softmax.md)" in other
+    for part in ("- **decode**: ", "*best step* is the fastest rung", "*copy*: a device-to-device copy",
+                 "| decode | fp32 | 1x50257 |", "![softmax sweep on NVIDIA H200](softmax_sweep_nvidia-h200.svg)"):
+        assert part in other, part
+    # report writes it, --check reads it (it is published: the page rules apply), and removes it with its sweep
+    report.plot_all(root, sections)
+    (root / "KERNEL_LOG.md").write_text(report.render(root, [load_kernel(root, "softmax")], sections))
+    assert "reports/softmax_sweep_nvidia-h200.md" in paths.published(root)
+    assert not [v for v in limits.violations(root) if "sweep_nvidia-h200.md" in str(v)]
+    (root / "profiles" / "nvidia-h200" / "softmax" / "bench.csv").unlink()
+    sections = report.collect(root, [load_kernel(root, "softmax")])
+    assert report.orphan_pages(root, sections) == [("reports/softmax_sweep_nvidia-h200.md", True)]
+    report.plot_all(root, sections)
+    assert not (root / "reports" / "softmax_sweep_nvidia-h200.md").exists()
 
 
 def test_references_failing_the_gate_alike_at_a_point_share_one_footnote():
@@ -75,11 +81,16 @@ def test_claims_about_another_ladder_are_listed_where_they_could_be_judged():
 
 
 def test_no_page_prints_the_same_hot_lines_twice():
-    for page in sorted(REPORTS.glob("*.md")):
-        text = page.read_text()
-        blocks = re.findall(r"- \*\*Where its time goes in the code\*\* \(`([^`]+)`.*?\n  ```\w*\n(.*?)  ```", text,
-                            re.S)
-        seen = [code for _, code in blocks]
-        assert len(seen) == len(set(seen)), page.name
-        for line in re.findall(r"- \*\*Where its time goes in the code:\*\* `([^`]+)`, the line (\w+)'s", text):
-            assert any(where == line[0] for where, _ in blocks), (page.name, line)
+    """matmul_relu's cu5 and cu6 are hot on the same line of the header they share: printed once,
+    under cu5, and named under cu6 (the page rendered afresh from the stored profiles)."""
+    from kernlog.registry import load_kernel
+    from kernlog.render import report
+
+    root = REPORTS.parent
+    text = report.pages(root, report.collect(root, [load_kernel(root, "matmul_relu")], histories=False))[
+        "reports/matmul_relu.md"]
+    blocks = re.findall(r"- \*\*Where its time goes in the code\*\* \(`([^`]+)`.*?\n  ```\w*\n(.*?)  ```", text, re.S)
+    assert blocks and len({code for _, code in blocks}) == len(blocks)
+    named = re.findall(r"- \*\*Where its time goes in the code:\*\* `([^`]+)`, the line (\w+)'s section shows", text)
+    assert ("kernels/matmul_relu/cuda/mm_mma.cuh:36", "cu5_mma") in named
+    assert all(any(where == w for w, _ in blocks) for where, _ in named)

@@ -43,6 +43,15 @@ def shape_arg(ctx, param, value):
         raise click.BadParameter(str(exc)) from None
 
 
+def one_shape(ctx, param, values):
+    """click callback of a --shape taken once (multiple=True, so a repeat is caught, not silently
+    the last): ROWSxCOLS -> a shape tuple, None where not given."""
+    if len(values) > 1:
+        raise click.BadParameter(f"given {len(values)} times ({', '.join(values)}): this command takes one shape a "
+                                 "call; run it once per shape")
+    return shape_arg(ctx, param, values[0] if values else None)
+
+
 def revisions(kernel, names):
     """The kernel's revisions named (all where none are)."""
     if not names:
@@ -65,7 +74,7 @@ def paths(root: Path, written) -> None:
 
 
 DTYPE = click.Choice(["fp32", "bf16", "fp16"])
-SHAPE = click.option("--shape", callback=shape_arg, metavar="ROWSxCOLS", help="Shape, e.g. 8192x4096.")
+SHAPE = click.option("--shape", callback=one_shape, multiple=True, metavar="ROWSxCOLS", help="Shape, e.g. 8192x4096.")
 REVS = click.option("--rev", "revs", multiple=True, metavar="R", help="Only this revision (repeatable).")
 LOOKUP = [SHAPE, click.option("--dtype", type=DTYPE, default=None),
           click.option("--gpu", default=None, metavar="SLUG", help="GPU slug, e.g. nvidia-h100-80gb-hbm3.")]

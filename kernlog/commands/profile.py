@@ -6,7 +6,7 @@ import dataclasses
 import click
 
 from kernlog.capture.options import FLAGS, Options
-from kernlog.commands.common import REVS, echo_err, handled, paths, revisions, root_of, shape_arg
+from kernlog.commands.common import REVS, echo_err, handled, one_shape, paths, revisions, root_of
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Options)}
 
@@ -15,7 +15,7 @@ def _click_option(flag):
     """The click option of one of options.FLAGS."""
     kw = {"help": flag.help, "metavar": flag.metavar}
     if flag.kind == "shape":
-        kw["callback"] = shape_arg
+        kw["callback"], kw["multiple"] = one_shape, True
     elif flag.kind in ("dtype", "choice"):
         kw["type"] = click.Choice(flag.choices)
         kw["default"] = _DEFAULTS[flag.field]

@@ -250,10 +250,8 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
             sw = sweep(root, g, kernel.name, order, current, kernel.families, roles, kernel.speed_bar, outcomes[g])
             if sw:
                 sw["plot"] = paths.under_reports(f"{kernel.name}_sweep{'_' + g if sweeps else ''}.svg")
-                # a family's words and the table's legend are written once a page, in its first sweep
-                sw["described"] = {gr["name"] for earlier in sweeps for gr in earlier["groups"] if gr["rows"]}
-                sw["legend_above"] = any(earlier["has_refs"] for earlier in sweeps)
-                sw["copy_above"] = any(earlier["has_copy"] for earlier in sweeps)
+                # the first GPU's sweep on the kernel's page, each other's on a page of its own
+                sw["page"] = paths.under_reports(f"{kernel.name}_sweep_{g}.md") if sweeps else None
                 sweeps.append(sw)
         claims = predictions.load(root, kernel.name)
         ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims, outcomes[k[0]]),

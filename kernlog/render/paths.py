@@ -58,14 +58,22 @@ def of(root: Path | None) -> Paths:
 
 
 def published(root: Path) -> dict[str, str]:
-    """The log and every Markdown file it links (relative links), as the repository names them -> text."""
-    log = of(root).log
-    text = (root / log).read_text() if (root / log).exists() else ""
-    out = {log: text} if text else {}
-    for target in re.findall(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)", text):
-        if "://" in target:
-            continue
-        rel = Paths.resolve(target, log)
-        if rel not in out and (root / rel).is_file():
-            out[rel] = (root / rel).read_text()
+    """The log, every Markdown file it links (relative links), and the reports folder's pages those
+    pages link (a kernel's sweep on another GPU), as the repository names them -> text."""
+    paths = of(root)
+    text = (root / paths.log).read_text() if (root / paths.log).exists() else ""
+    out = {paths.log: text} if text else {}
+
+    def linked(page: str) -> list[str]:
+        rels = (Paths.resolve(t, page) for t in re.findall(r"\]\(([^)\s#]+\.md)(?:#[^)]*)?\)", out[page])
+                if "://" not in t)
+        return [rel for rel in dict.fromkeys(rels) if rel not in out and (root / rel).is_file()]
+
+    for rel in linked(paths.log) if text else []:
+        out[rel] = (root / rel).read_text()
+    reports = paths.reports.rstrip("/") + "/"
+    for page in [rel for rel in out if rel != paths.log]:
+        for rel in linked(page):
+            if rel.startswith(reports):
+                out[rel] = (root / rel).read_text()
     return out

@@ -49,6 +49,7 @@ def _templates() -> jinja2.Environment:
     env.filters["here"] = _here
     env.filters["gpu"] = lambda name: (name or "–").removeprefix("NVIDIA ")  # a table cell's GPU: "H100 80GB HBM3"
     env.filters["lead"] = lead
+    env.filters["basename"] = lambda rel: rel.rpartition("/")[2]
     env.globals["check_command"] = hints.check_command  # a revision's check, runnable where the page is read
     return env
 
@@ -168,6 +169,16 @@ def page_blocks(s: dict, paths: where.Paths | None = None, root: Path | None = N
     return blocks
 
 
+def sweep_block(s: dict, sw: dict, paths: where.Paths | None = None) -> str:
+    """The generated block of the page of `sw`, a sweep on a GPU other than the kernel page's."""
+    paths = paths or where.Paths()
+    page = paths.page(s["kernel"].name)
+    first = next((o["gpu"] for o in s["sweeps"] if not o.get("page")), None)
+    return _env().get_template("sweep_page.md.j2").render(
+        link_from_page=lambda rel: paths.link(rel, sw["page"]), s=s, sw=sw, copy_bar=COPY_BAR,
+        back=paths.link(page, sw["page"]), front=paths.link(paths.log, sw["page"]), first_gpu=first)
+
+
 def log_path(root: Path | None = None) -> str:
     """The log as the repository at `root` names it (the default where None)."""
     return where.of(root).log
@@ -189,6 +200,11 @@ def pages(root: Path, sections: list[dict]) -> dict[str, str]:
         path = root / rel
         text = path.read_text() if path.exists() else PAGE
         out[rel] = prose.fill(root, splice(text, page_blocks(s, paths, root)))
+        for sw in s["sweeps"]:
+            if sw.get("page"):
+                path = root / sw["page"]
+                text = path.read_text() if path.exists() else SWEEP_PAGE
+                out[sw["page"]] = splice(text, {"sweep": sweep_block(s, sw, paths)})
     block = triage.page_block(root)
     if block is not None:
         path = root / paths.triage
@@ -238,6 +254,7 @@ def header(paths: where.Paths) -> str:
     return HEADER.format(title=Path(paths.log).stem, reports=paths.reports, profiles=paths.profiles)
 
 
+SWEEP_PAGE = "<!-- kernlog:begin sweep -->\n<!-- kernlog:end sweep -->\n"  # a sweep on another GPU than the page's
 PAGE = ("<!-- kernlog:begin head -->\n<!-- kernlog:end head -->\n\n"
         "<!-- kernlog:begin steps -->\n<!-- kernlog:end steps -->\n\n"
         "<!-- kernlog:begin evidence -->\n<!-- kernlog:end evidence -->\n")
@@ -295,6 +312,7 @@ def orphan_pages(root: Path, sections: list[dict]) -> list[tuple[str, bool]]:
     but kernlog's blocks: only such a page `report` removes; prose of the team's own is kept."""
     paths = where.of(root)
     mine = {paths.page(s["kernel"].name) for s in sections}  # the pages' names: no page rendered for them
+    mine |= {sw["page"] for s in sections for sw in s["sweeps"] if sw.get("page")}
     found = ((paths.under_reports(p.name), p.read_text(errors="replace")) for p in (root / paths.reports).glob("*.md"))
     return sorted((rel, not BLOCK.sub("", text).strip()) for rel, text in found
-                  if rel not in mine and text.startswith(PAGE.split("\n")[0]))
+                  if rel not in mine and text.startswith((PAGE.split("\n")[0], SWEEP_PAGE.split("\n")[0])))
