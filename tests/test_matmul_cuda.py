@@ -10,7 +10,7 @@ from functools import lru_cache
 import pytest
 import torch
 
-from kernels.matmul_relu import cuda_launch, cuda_persistent
+from kernels.matmul_relu import cuda_launch, cuda_persistent, cuda_waves
 from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
 from kernlog import cuda
 from kernlog.identity import executed_files
@@ -22,8 +22,8 @@ from .helpers import ptxas_entries as entries
 KERNEL = load_kernel(find_root(), "matmul_relu")
 REVS = {r.name: r for r in CUDA_REVISIONS}
 NAMES = list(REVS)
-PLANS = {**cuda_launch.PLANS, **cuda_persistent.PLANS}  # rung -> (file, plan, kernels): two launchers
-SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS)
+PLANS = {**cuda_launch.PLANS, **cuda_persistent.PLANS, **cuda_waves.PLANS}  # rung -> (file, plan, kernels)
+SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS, *cuda_waves.PLANS)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit) on the PATH")
 
 # Issue 20's family members plus the brief's: LM heads, squares, decode, large K, unaligned.
@@ -105,6 +105,8 @@ def test_the_extern_c_entry_points_match_the_plans():
     """Without nvcc: the source's extern "C" __global__ names are the plan's."""
     for name, (file, _, names) in PLANS.items():
         text = (cuda_launch.CUDA_DIR / file).read_text()
+        for inc in re.findall(r'#include "(\w+\.cu)"', text):  # a rung built on another's kernels includes it
+            text += (cuda_launch.CUDA_DIR / inc).read_text()
         found = set(re.findall(r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\s*\(', text))
         assert found == set(names), name
 
@@ -149,6 +151,9 @@ def test_grids_cover_the_output(name):
             if step.kernel == "mm_wgmma_wide":  # one block per 128x256 tile along x, in grouped order
                 tm, tn = -(-M // 128), -(-N // 256)
                 assert (gx, gy) == (tm * tn, 1), (step, (M, N, K))
+                continue
+            if step.kernel == "mm_waves":  # cu10's 192x192 tile, persistent
+                assert (gx, gy) == (min(cuda_persistent.SMS, -(-M // 192) * -(-N // 192)), 1), (step, (M, N, K))
                 continue
             if step.kernel == "mm_persistent":  # a block per SM (at most one per tile): test_persistent_...
                 assert (gx, gy) == (min(cuda_persistent.SMS, -(-M // 128) * -(-N // 256)), 1), (step, (M, N, K))
@@ -197,6 +202,35 @@ def test_persistent_rung_matches_its_source():
     assert dims == (5000, 3000) and strides == (10000,) and box[0] * 2 == 128  # one swizzle row per box row
     # the consumers store four 64-column boxes a warpgroup: a box is as wide as the staging's slice
     assert 4 * box[0] == cuda_persistent.P9_TILE[1] and box[1] * 2 == cuda_persistent.P9_TILE[0]
+
+
+@pytest.mark.parametrize("shape, kernel", [((3072, 3072), "mm_waves"), ((2880, 2880), "mm_waves"),
+                                           ((5120, 13824), "mm_waves"), ((4096, 4096), "mm_persistent"),
+                                           ((8192, 8192), "mm_persistent"), ((4096, 151936), "mm_persistent"),
+                                           ((3000, 5000), "mm_persistent"), ((2048, 2048), "mm_persistent")])
+def test_cu10_takes_the_tile_whose_waves_are_fullest(shape, kernel):
+    """The picks the H200 measured (cu10's 192x192 kernel beside cu9's, three interleaved runs): the
+    192x192 tile at 3072^3 (256 tiles, 1.94 waves of 132: 88 us against cu9's 115), 2880^3 and
+    5120x13824; cu9's 128x256 wherever its waves are fuller (4096^3: 512 tiles, 3.88 waves)."""
+    M, N = shape
+    assert cuda_waves.plan_waves(M, N, 1024, True).kernel == kernel
+    assert cuda_waves.plan_waves(M, N, 1024, False).kernel == "mm_persistent_scalar"
+    assert cuda_waves.fill(3072, 3072, (192, 192)) == 3072 * 3072 / (2 * 132 * 192 * 192)
+    assert cuda_waves.fill(3072, 3072, (128, 256)) == 3072 * 3072 / (3 * 132 * 128 * 256)
+
+
+def test_cu10_launcher_matches_its_source():
+    text = (cuda_launch.CUDA_DIR / "cu10_waves.cu").read_text()
+    for define, value in (("Q_BM", cuda_waves.Q_TILE[0]), ("Q_BN", cuda_waves.Q_TILE[1]), ("Q_BK", 64),
+                          ("Q_STAGES", cuda_waves.Q_STAGES), ("Q_CONSUMERS", cuda_waves.Q_CONSUMERS)):
+        assert re.search(rf"#define {define} {value}\b", text), define
+    assert cuda_waves.Q_THREADS == 512 and 227 * 1024 >= cuda_waves.Q_SMEM_BYTES > 210 * 1024
+    # the loader's registers go to the consumers: what they take fits what it gives back
+    dec = int(re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32 (\d+)", text).group(1))
+    inc = int(re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32 (\d+)", text).group(1))
+    assert 128 * dec + 3 * 128 * inc <= 65536 and dec % 8 == inc % 8 == 0
+    (a, b, c) = cuda_waves.map_specs(3072, 3072, 3072)
+    assert a[2] == (64, 192) and b[2] == (64, 64) and c[2] == (64, 64) and all(x[1][0] % 16 == 0 for x in (a, b, c))
 
 
 @pytest.mark.parametrize("tiles_m, tiles_n", [(32, 16), (1, 1), (17, 3), (40, 1), (1, 593), (33, 7)])
@@ -278,7 +312,7 @@ def test_fast_rungs_at_family_sizes_on_gpu(shape):
     a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
     b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
     ref = torch.relu(a.float() @ b.float())
-    for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide", "cu9_persistent"):
+    for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide", "cu9_persistent", "cu10_waves"):
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         REVS[name].load()((a, b), out)
         torch.cuda.synchronize()

@@ -1,4 +1,4 @@
-"""The CUDA C matmul+ReLU ladder, cu0-cu9: one idea per rung, each motivated by the previous rung's
+"""The CUDA C matmul+ReLU ladder, cu0-cu10: one idea per rung, each motivated by the previous rung's
 expected ncu evidence. kernels/matmul_relu/__init__.py lists CUDA_REVISIONS ahead of the Triton
 revisions; every rung passed the gate on the H100 (tests/test_matmul_cuda.py -m gpu) before that.
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kernlog.spec import Revision
 
-from . import cuda_launch, cuda_persistent
+from . import cuda_launch, cuda_persistent, cuda_waves
 
 # (name, change, predicts); predicts name the ncu metric expected to move, at 4096^3 unless said.
 STEPS = (
@@ -91,4 +91,14 @@ CUDA_REVISIONS = tuple(
              "the epilogue cu8 left exposed (cu8's evidence: 4-byte stores from registers, nothing loading "
              "meanwhile) hidden under the next tile's loads: 1.05-1.10x cu8 at 4096^3, >= 0.95x of the cuBLAS "
              "rate at 4096^3 and 8192^3", refuses=cuda_persistent.refuses),
+    Revision("cu10_waves", "cuda",
+             (cuda_launch.CUDA_DIR / "cu10_waves.cu", cuda_launch.CUDA_DIR.parent / "cuda_waves.py",
+              cuda_launch.CUDA_DIR / "cu9_persistent.cu", cuda_launch.CUDA_DIR.parent / "cuda_persistent.py",
+              cuda_launch.CUDA_DIR.parent / "cuda_launch.py"), cuda_waves.loader(),
+             "the tile picked for the waves: beside cu9's 128x256, a 192x192 persistent kernel (three consumer "
+             "warpgroups of m64n192k16, 512 threads, the loader's registers handed to them by setmaxnreg), and a "
+             "plan taking, per shape, the tile whose waves of one tile per SM are fullest; cu9's kernel elsewhere",
+             "3072^3 and 2880^3 at >= 0.95x cuBLAS (cu9: 0.76x and 0.75x on the H200, where cuBLAS runs 192x192 "
+             "tiles): >= 1.25x cu9 at 3072^3; cu9's kernel and speed at 4096^3, where its 512 tiles fill 3.88 "
+             "waves", refuses=cuda_waves.refuses),
 )
