@@ -52,6 +52,8 @@ def test_a_second_gpus_sweep_has_a_page_of_its_own_with_every_definition_and_goe
     (root / "profiles" / "nvidia-h200" / "softmax" / "bench.csv").unlink()
     sections = report.collect(root, [load_kernel(root, "softmax")])
     assert report.orphan_pages(root, sections) == [("reports/softmax_sweep_nvidia-h200.md", True)]
+    assert ("reports/softmax_sweep_nvidia-h200.md is the sweep page of no stored sweep (its GPU's bench.csv is gone)"
+            in report.out_of_date(root, sections))
     report.plot_all(root, sections)
     assert not (root / "reports" / "softmax_sweep_nvidia-h200.md").exists()
 

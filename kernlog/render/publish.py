@@ -79,6 +79,6 @@ def _publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: bo
 def kept_pages(root: Path, sections: list[dict]) -> list[str]:
     """A line for each page of an operator gone that `report` keeps for the prose the team wrote
     on it (report.orphan_pages), with what to do: report cannot."""
-    return [f"{rel} is the page of no operator (its folder is gone) and holds prose of its own, which "
+    return [f"{rel} is {rpt.orphan_what(root, rel)} and holds prose of its own, which "
             f"`kernlog report` keeps: move that prose, then `git rm {rel}`"
             for rel, gone in rpt.orphan_pages(root, sections) if not gone]

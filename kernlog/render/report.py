@@ -289,8 +289,7 @@ def out_of_date(root: Path, sections: list[dict]) -> list[str]:
                     for n, fig in prose.unsourced(path.read_text())]
     out += plots.stale_plots(root, sections)
     out += [f"{rel} is linked from nowhere" for rel in plots.orphans(root, sections)]
-    out += [f"{rel} is the page of no operator (its folder is gone)"
-            for rel, gone in orphan_pages(root, sections) if gone]
+    out += [f"{rel} is {orphan_what(root, rel)}" for rel, gone in orphan_pages(root, sections) if gone]
     out += [f"contradiction: {c}" for c in contradictions(sections)]
     return out
 
@@ -304,6 +303,13 @@ def plot_all(root: Path, sections: list[dict], redraw: bool = False) -> list[Pat
     for rel in plots.orphans(root, sections) + [rel for rel, gone in orphan_pages(root, sections) if gone]:
         (root / rel).unlink()
     return plots.plot_all(root, sections, redraw)
+
+
+def orphan_what(root: Path, rel: str) -> str:
+    """What an orphan page (orphan_pages) was: a GPU's sweep page or an operator's page."""
+    first = (root / rel).read_text(errors="replace").split("\n", 1)[0]
+    return ("the sweep page of no stored sweep (its GPU's bench.csv is gone)" if first == SWEEP_PAGE.split("\n")[0]
+            else "the page of no operator (its folder is gone)")
 
 
 def orphan_pages(root: Path, sections: list[dict]) -> list[tuple[str, bool]]:
