@@ -220,6 +220,7 @@ class Dispatched:
         self._picks: dict = {}
         self._launchers: dict = {}
         self.unrunnable: dict[str, dict[str, str]] = {}  # device -> {revision: why it cannot run there}
+        self._ran: dict[str, set[str]] = {}  # device -> the revisions that have run there
 
     @classmethod
     def open(cls, root: Path, name: str, shape_of: Callable = first_shape, path: Path | None = None) -> Dispatched:
@@ -272,8 +273,23 @@ class Dispatched:
     def __call__(self, inputs, out=None):
         first = inputs[0]
         on_cpu = first.device.type == "cpu"
-        got = self.pick(self.shape_of(inputs), dtype_name(first), "cpu" if on_cpu else "cuda",
-                        None if on_cpu or not self.gpu_tables else device_gpu(first.device.index))
+        device = "cpu" if on_cpu else "cuda"
+        shape, dtype = self.shape_of(inputs), dtype_name(first)
+        gpu = None if on_cpu or not self.gpu_tables else device_gpu(first.device.index)
         if out is None:
             out = self.kernel.make_output(inputs)
-        return self._launchers[got.revision](inputs, out)
+        while True:
+            got = self.pick(shape, dtype, device, gpu)
+            try:
+                result = self._launchers[got.revision](inputs, out)
+            except (Unsupported, CannotRun) as e:
+                # a revision that learns only at its first launch that it cannot run here (a CUDA C rung
+                # built by nvcc on its first call, where there is none) is passed over, as at load
+                if got.revision in self._ran.get(device, ()):
+                    raise
+                self.unrunnable.setdefault(device, {})[got.revision] = str(e) or type(e).__name__
+                self._picks = {k: v for k, v in self._picks.items()
+                               if not (k[2] == device and v.revision == got.revision)}
+                continue
+            self._ran.setdefault(device, set()).add(got.revision)
+            return result

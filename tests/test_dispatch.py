@@ -387,3 +387,39 @@ def test_every_entry_point_matches_its_reference_on_the_cpu():
     q, k, v = (torch.randn(1, 2, 33, 64, generator=gen) for _ in range(3))
     causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     torch.testing.assert_close(library.attention(q, k, v), causal, rtol=1e-4, atol=1e-4)
+
+
+def test_a_revision_that_finds_at_its_first_launch_it_cannot_run_here_is_passed_over(monkeypatch):
+    """cu9 and cu10 build with nvcc at their first launch, v1 finds no TMA there: a pick that raises
+    Unsupported on its first call is passed over for the device, as one that cannot load; one that
+    has run before and then fails is an error to show."""
+    from types import SimpleNamespace
+
+    from kernlog.errors import Unsupported
+    from kernlog.library import Dispatched
+
+    op = Dispatched(SOFTMAX, load_table(table_path(ROOT, "softmax")))
+    calls, refuse = [], {}
+
+    def launcher(name, device):
+        def launch(inputs, out):
+            calls.append(name)
+            if name in refuse:
+                raise Unsupported(refuse[name])
+            return out.copy_(torch.softmax(inputs[0].x, -1))
+        op._launchers.setdefault(name, launch)
+        return op._launchers[name]
+
+    monkeypatch.setattr(op, "_launcher", launcher)
+    x = torch.randn(4, 8192)
+    on_gpu = SimpleNamespace(x=x, shape=x.shape, dtype=x.dtype, device=SimpleNamespace(type="cuda", index=0))
+    first = op.pick((4, 8192), "fp32", "cuda").revision  # the class's pick loads
+    refuse[first] = "needs nvcc to build sm_90a (wgmma) code"
+    got = op((on_gpu,), torch.empty_like(x))
+    torch.testing.assert_close(got, torch.softmax(x, -1))
+    assert calls[0] == first and len(calls) == 2 and calls[1] != first
+    assert op.unrunnable["cuda"] == {first: "needs nvcc to build sm_90a (wgmma) code"}
+    assert op.pick((4, 8192), "fp32", "cuda").revision == calls[1]  # kept: the next call goes there at once
+    refuse[calls[1]] = "grid over the limits"  # one that ran before and now fails: shown, not passed over
+    with pytest.raises(Unsupported, match="grid over the limits"):
+        op((on_gpu,), torch.empty_like(x))
