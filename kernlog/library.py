@@ -278,7 +278,7 @@ class Dispatched:
         gpu = None if on_cpu or not self.gpu_tables else device_gpu(first.device.index)
         if out is None:
             out = self.kernel.make_output(inputs)
-        while True:
+        for _ in range(len(self.kernel.revisions) + 1):  # each attempt passes one revision over
             got = self.pick(shape, dtype, device, gpu)
             try:
                 result = self._launchers[got.revision](inputs, out)
@@ -293,3 +293,4 @@ class Dispatched:
                 continue
             self._ran.setdefault(device, set()).add(got.revision)
             return result
+        raise KernlogError(f"{self.kernel.name}: every revision picked for {shape} {dtype} refused to run on {device}")

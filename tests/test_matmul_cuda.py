@@ -33,7 +33,8 @@ FAMILY_SHAPES = tuple(s for f in KERNEL.families for s in f.shapes + f.check) + 
     (2047, 2049, 2048), (3000, 5000, 4000))
 # Shapes reaching both paths of every plan at small sizes (the GPU gate runs them all).
 PATH_SHAPES = ((1, 1, 1), (5, 3, 70), (33, 47, 70), (64, 65, 129), (48, 88, 136), (130, 264, 72),
-               (257, 136, 200), (129, 130, 131), (1, 264, 136), (16, 16, 2056), (200, 384, 4104))
+               (257, 136, 200), (129, 130, 131), (1, 264, 136), (16, 16, 2056), (200, 384, 4104),
+               (2304, 1920, 8))  # the last: one wave of cu10's 192x192 tile, two of cu9's, so cu10 runs its own
 
 
 @lru_cache(maxsize=None)
@@ -214,6 +215,7 @@ def test_cu10_takes_the_tile_whose_waves_are_fullest(shape, kernel):
     5120x13824; cu9's 128x256 wherever its waves are fuller (4096^3: 512 tiles, 3.88 waves)."""
     M, N = shape
     assert cuda_waves.plan_waves(M, N, 1024, True).kernel == kernel
+    assert cuda_waves.plan_waves(*PATH_SHAPES[-1], True).kernel == "mm_waves"  # the GPU gate test reaches it
     assert cuda_waves.plan_waves(M, N, 1024, False).kernel == "mm_persistent_scalar"
     assert cuda_waves.fill(3072, 3072, (192, 192)) == 3072 * 3072 / (2 * 132 * 192 * 192)
     assert cuda_waves.fill(3072, 3072, (128, 256)) == 3072 * 3072 / (3 * 132 * 128 * 256)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernlog import snapshot
+from kernlog.config import layout
 from kernlog.errors import KernlogError
 from kernlog.judge import hotlines, predictions, roofline
 from kernlog.judge.bands import bands_of
@@ -234,8 +235,10 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         groups: dict[tuple, list] = {}
         for r in recs:
             groups.setdefault((r.gpu.slug, format_shape(tuple(r.shape)), r.dtype), []).append(r)
+        primary = layout(root).primary_gpu  # its sweep goes on the kernel's page; each other GPU's on its own
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
-                                                   store.glob_kernel_files(root, "bench.csv", kernel=kernel.name)})
+                                                   store.glob_kernel_files(root, "bench.csv", kernel=kernel.name)},
+                      key=lambda g: (g != primary, g))
         mine_bad = [e for e in bad if Path(e.path).parts[-2] == kernel.name]
         if not gpus and not mine_bad:
             # A kernel nothing was stored for yet (registered, never profiled or swept) has no

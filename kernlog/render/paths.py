@@ -71,9 +71,9 @@ def published(root: Path) -> dict[str, str]:
 
     for rel in linked(paths.log) if text else []:
         out[rel] = (root / rel).read_text()
-    reports = paths.reports.rstrip("/") + "/"
+    reports = posixpath.normpath(paths.reports)  # "." where the pages sit at the root
     for page in [rel for rel in out if rel != paths.log]:
         for rel in linked(page):
-            if rel.startswith(reports):
+            if posixpath.normpath(posixpath.dirname(rel) or ".") == reports:
                 out[rel] = (root / rel).read_text()
     return out

@@ -204,7 +204,7 @@ def pages(root: Path, sections: list[dict]) -> dict[str, str]:
             if sw.get("page"):
                 path = root / sw["page"]
                 text = path.read_text() if path.exists() else SWEEP_PAGE
-                out[sw["page"]] = splice(text, {"sweep": sweep_block(s, sw, paths)})
+                out[sw["page"]] = prose.fill(root, splice(text, {"sweep": sweep_block(s, sw, paths)}))
     block = triage.page_block(root)
     if block is not None:
         path = root / paths.triage
@@ -308,7 +308,8 @@ def plot_all(root: Path, sections: list[dict], redraw: bool = False) -> list[Pat
 def orphan_what(root: Path, rel: str) -> str:
     """What an orphan page (orphan_pages) was: a GPU's sweep page or an operator's page."""
     first = (root / rel).read_text(errors="replace").split("\n", 1)[0]
-    return ("the sweep page of no stored sweep (its GPU's bench.csv is gone)" if first == SWEEP_PAGE.split("\n")[0]
+    return ("a sweep page no sweep is kept apart on (its GPU's bench.csv is gone, or its sweep is the kernel "
+            "page's now)" if first == SWEEP_PAGE.split("\n")[0]
             else "the page of no operator (its folder is gone)")
 
 
