@@ -182,7 +182,8 @@ def test_bad_shape_is_rejected(repo):
     assert r.exit_code == 2 and "bad shape" in r.output and "Traceback" not in r.output
 
 
-@pytest.mark.parametrize("command", [("profile", "softmax"), ("noise", "softmax"), ("show", "softmax/torch")])
+@pytest.mark.parametrize("command", [("profile", "softmax"), ("noise", "softmax"), ("show", "softmax/torch"),
+                                     ("import", "r.ncu-rep", "--kernel", "softmax", "--rev", "mine")])
 def test_a_shape_given_twice_is_refused_not_the_last_taken(repo, command):
     """A one-shape command given --shape twice once profiled the last alone, saying nothing."""
     r = run(repo, *command, "--shape", "8x8", "--shape", "16x16")
