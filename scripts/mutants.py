@@ -363,7 +363,7 @@ MUTANTS = [
            'lines += _claim_lines(other.get("judged"), f" at {where}")',
            "a claim listed as not measured on every other ladder", ("tests/test_page_once.py",)),
     Mutant("hot-lines-twice", "kernlog/render/excerpts.py",
-           'if hot and shown:', 'if hot and shown and False:',
+           'if key in printed:', 'if key in printed and False:',
            "the same hot lines printed under two steps", ("tests/test_page_once.py",)),
     Mutant("arc-inconclusive-tie", "kernlog/render/facts.py",
            'band).verdict == "same"]', 'band).verdict != "slower"]',

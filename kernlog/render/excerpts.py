@@ -33,7 +33,7 @@ def of_ladder(lad: dict, kernel) -> dict[str, dict]:
     """revision -> its excerpt against the ladder's previous step, for each step after the
     first (the `#### revision` blocks of the kernel page)."""
     revs = {r.name: r for r in kernel.revisions}
-    out, prev = {}, None
+    out, prev, printed = {}, None, {}  # printed: hot lines a step's section prints -> that step
     for row in lad["rows"]:
         rec = row["rec"]
         if rec.role != "step":
@@ -42,9 +42,11 @@ def of_ladder(lad: dict, kernel) -> dict[str, dict]:
         if prev is not None and name in revs and prev in revs:
             out[name] = excerpt(revs[prev], revs[name], [h["where"] for h in row.get("hot", [])])
             hot = out[name].get("hot_code")
-            shown = [n for n, e in out.items() if n != name and e.get("hot_code") == hot]
-            if hot and shown:  # the same lines an earlier step showed: named, not printed again
-                out[name]["hot_code"] = dict(hot, code=None, shown_at=shown[0])
+            key = hot and tuple(sorted(hot.items()))
+            if key in printed:  # the same lines an earlier step showed: named, not printed again
+                out[name]["hot_code"] = dict(hot, code=None, shown_at=printed[key])
+            elif key and not row.get("same_as"):  # a step that runs an earlier one's kernel prints none
+                printed[key] = name
         prev = name
     return out
 
