@@ -43,9 +43,9 @@ def shape_arg(ctx, param, value):
         raise click.BadParameter(str(exc)) from None
 
 
-def once(ctx, param, values):
-    """click callback of an option taken once (multiple=True, so a repeat is caught, not silently
-    the last): its one value, None where not given."""
+def shape_once(ctx, param, values):
+    """click callback of a --shape taken once (multiple=True, so a repeat is caught, not silently
+    the last): its one text, None where not given."""
     if len(values) > 1:
         raise click.BadParameter(f"given {len(values)} times ({', '.join(values)}): this command takes one shape a "
                                  "call; run it once per shape")
@@ -53,8 +53,8 @@ def once(ctx, param, values):
 
 
 def one_shape(ctx, param, values):
-    """click callback of a --shape taken once (`once`): ROWSxCOLS -> a shape tuple, None where not given."""
-    return shape_arg(ctx, param, once(ctx, param, values))
+    """click callback of a --shape taken once (`shape_once`): ROWSxCOLS -> a shape tuple, None where not given."""
+    return shape_arg(ctx, param, shape_once(ctx, param, values))
 
 
 def revisions(kernel, names):

@@ -5,14 +5,15 @@ from pathlib import Path
 
 import click
 
-from kernlog.commands.common import echo_err, handled, once, root_of
+from kernlog.commands.common import echo_err, handled, root_of, shape_once
 
 
 @click.command("import")
 @click.argument("report_path", metavar="REPORT.ncu-rep", type=click.Path(path_type=Path))
 @click.option("--kernel", "kernel_name", required=True, metavar="K", help="The kernel it belongs to.")
 @click.option("--rev", "rev_name", required=True, metavar="R", help="Its revision name (need not be in the ladder).")
-@click.option("--shape", callback=once, multiple=True, metavar="ROWSxCOLS", help="Default: the kernel's profile shape.")
+@click.option("--shape", callback=shape_once, multiple=True, metavar="ROWSxCOLS",
+              help="Default: the kernel's profile shape.")
 @click.option("--dtype", metavar="DTYPE", help="Default: the kernel's first dtype.")
 @click.option("--range", "range_name", metavar="NAME", help="Only the kernels inside this NVTX push/pop range.")
 @click.option("--force", is_flag=True, help="Replace a stored profile of that name.")

@@ -219,6 +219,7 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
     with `unprofiled` (not_profiled: the log's, a page saying so)."""
     sections = []
     paths = where.of(root)
+    primary = layout(root).primary_gpu  # its sweep goes on a kernel's page; each other GPU's on a page of its own
     loaded = list(store.iter_profiles(root, bad="yield"))
     ceilings: dict = {}
     for r in loaded:
@@ -235,7 +236,6 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         groups: dict[tuple, list] = {}
         for r in recs:
             groups.setdefault((r.gpu.slug, format_shape(tuple(r.shape)), r.dtype), []).append(r)
-        primary = layout(root).primary_gpu  # its sweep goes on the kernel's page; each other GPU's on its own
         gpus = sorted({g for g, _, _ in groups} | {p.parent.parent.name for p in
                                                    store.glob_kernel_files(root, "bench.csv", kernel=kernel.name)},
                       key=lambda g: (g != primary, g))
