@@ -221,6 +221,12 @@ def test_cu10_takes_the_tile_whose_waves_are_fullest(shape, kernel):
     assert cuda_waves.fill(3072, 3072, (128, 256)) == 3072 * 3072 / (3 * 132 * 128 * 256)
 
 
+@pytest.mark.parametrize("shape", [(0, 8, 8), (8, 0, 8), (0, 0, 0), (8, 8, 0)])
+def test_cu10_takes_an_empty_output_without_dividing_by_zero(shape):
+    assert cuda_waves.fill(shape[0], shape[1], (192, 192)) in (0.0, 8 * 8 / (132 * 192 * 192))
+    assert cuda_waves.refuses(shape) == ""  # the launch returns an empty C as it is (cu9's launch: GPU test)
+
+
 def test_cu10_launcher_matches_its_source():
     text = (cuda_launch.CUDA_DIR / "cu10_waves.cu").read_text()
     for define, value in (("Q_BM", cuda_waves.Q_TILE[0]), ("Q_BN", cuda_waves.Q_TILE[1]), ("Q_BK", 64),
@@ -304,6 +310,19 @@ def test_misaligned_base_pointers_take_the_scalar_path_on_gpu(name):
     REVS[name].load()((a, b), out)
     ref = torch.relu(a.double() @ b.double())
     assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["cu9_persistent", "cu10_waves"])
+def test_persistent_rungs_take_empty_shapes_on_gpu(name):
+    """An empty C is returned as it is and K = 0 gives relu(0) = 0: what cu10's refuses promises."""
+    launch = REVS[name].load()
+    for M, N, K in ((0, 8, 8), (8, 0, 8), (8, 8, 0)):
+        a = torch.ones(M, K, device="cuda", dtype=torch.bfloat16)
+        b = torch.ones(K, N, device="cuda", dtype=torch.bfloat16)
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        assert launch((a, b), out) is out
+        assert out.numel() == 0 or bool((out == 0).all()), (name, M, N, K)
 
 
 @pytest.mark.gpu

@@ -24,7 +24,7 @@ NAMES = ("mm_waves", "mm_persistent", "mm_persistent_scalar")
 def fill(M: int, N: int, tile: tuple[int, int], sms: int = cp.SMS) -> float:
     """The share of the waves' tile area that is C: M x N over (waves, rounded up) x SMs x tile area."""
     tiles = cl._cdiv(M, tile[0]) * cl._cdiv(N, tile[1])
-    return M * N / (cl._cdiv(tiles, sms) * sms * tile[0] * tile[1])
+    return M * N / (cl._cdiv(tiles, sms) * sms * tile[0] * tile[1]) if tiles else 0.0
 
 
 def plan_waves(M, N, K, aligned, sms: int = cp.SMS):
@@ -92,7 +92,9 @@ def loader() -> Callable[[], Callable]:
                 return persistent(inputs, out)
             a, b = a.contiguous(), b.contiguous()
             (M, K), N = a.shape, b.shape[1]
-            sms = state.get("sms") or torch.cuda.get_device_properties(a.device).multi_processor_count
+            if a.device not in state:  # the SM count, read once a device
+                state[a.device] = torch.cuda.get_device_properties(a.device).multi_processor_count
+            sms = state[a.device]
             step = plan_waves(M, N, K, cl.is_aligned(a, b, out), sms)
             if step.kernel != "mm_waves":
                 return persistent((a, b), out)
@@ -101,7 +103,7 @@ def loader() -> Callable[[], Callable]:
                 if caps.capability != (9, 0):
                     raise Unsupported(f"needs sm_90a (wgmma: compute capability 9.0 exactly), this GPU "
                                       f"({caps.name}) is {caps.capability[0]}.{caps.capability[1]}")
-                state.update(kernel=cl.OptIn(cl.load_sm90a(src, ("mm_waves",))["mm_waves"]), sms=sms)
+                state["kernel"] = cl.OptIn(cl.load_sm90a(src, ("mm_waves",))["mm_waves"])
             key = (a.device, a.data_ptr(), b.data_ptr(), out.data_ptr(), M, N, K)
             if key not in maps:
                 if len(maps) > 64:
@@ -117,6 +119,8 @@ def loader() -> Callable[[], Callable]:
 
 
 def refuses(shape) -> str:
-    """Revision.refuses: a grid over the hardware limits, on either path."""
+    """Revision.refuses: a grid over the hardware limits, on either path; an empty C is returned as it is."""
     M, N, K = shape
+    if not (M and N):
+        return ""
     return cl.grid_problem(plan_waves(M, N, K, True)) or cl.grid_problem(plan_waves(M, N, K, False))

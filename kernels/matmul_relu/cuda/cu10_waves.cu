@@ -14,7 +14,6 @@
 #define Q_BN 192
 #define Q_BK 64
 #define Q_STAGES 3
-#define Q_GROUP_M 16
 #define Q_CONSUMERS 3
 #define Q_A_BYTES (Q_BM * Q_BK * 2)  // 24576: one 64 x 192 box
 #define Q_B_BYTES (Q_BK * Q_BN * 2)  // 24576: three 64x64 boxes, 8192 bytes apart
@@ -42,26 +41,6 @@ __device__ __forceinline__ void q_wgmma(float* d, unsigned long long desc_a, uns
         "}\n"
         : Q_ACC8(0), Q_ACC8(8), Q_ACC8(16), Q_ACC8(24), Q_ACC8(32), Q_ACC8(40), Q_ACC8(48), Q_ACC8(56), Q_ACC8(64), Q_ACC8(72), Q_ACC8(80), Q_ACC8(88)
         : "l"(desc_a), "l"(desc_b), "r"(acc));
-}
-
-__device__ __forceinline__ void q_tile(int pid, int tiles_m, int tiles_n, int& tm, int& tn) {
-    const int width = Q_GROUP_M * tiles_n;
-    const int first = (pid / width) * Q_GROUP_M;
-    const int rows = min(tiles_m - first, Q_GROUP_M);
-    tm = first + (pid % width) % rows;
-    tn = (pid % width) / rows;
-}
-
-__device__ __forceinline__ void q_store_2d(const void* tmap, unsigned src, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
-                 ::"l"(tmap), "r"(src), "r"(c0), "r"(c1) : "memory");
-}
-__device__ __forceinline__ void q_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void q_wait_read0() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-__device__ __forceinline__ void q_wait0() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-__device__ __forceinline__ void q_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
-__device__ __forceinline__ void q_st_u32(unsigned addr, unsigned v) {
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
 extern "C" __global__ void __launch_bounds__(Q_THREADS, 1)
@@ -95,7 +74,7 @@ mm_waves(const unsigned long long* __restrict__ tmaps, int M, int N, int K) {
             int it = 0;
             for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
                 int tm, tn;
-                q_tile(tile, tiles_m, tiles_n, tm, tn);
+                p9_tile(tile, tiles_m, tiles_n, tm, tn);
                 for (int kt = 0; kt < ktiles; ++kt, ++it) {
                     const int s = it % Q_STAGES;
                     if (it >= Q_STAGES) mbar_wait(empty0 + 8 * s, ((it / Q_STAGES) - 1) & 1);
@@ -119,7 +98,7 @@ mm_waves(const unsigned long long* __restrict__ tmaps, int M, int N, int K) {
     int it = 0;
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         int tm, tn;
-        q_tile(tile, tiles_m, tiles_n, tm, tn);
+        p9_tile(tile, tiles_m, tiles_n, tm, tn);
         for (int kt = 0; kt < ktiles; ++kt, ++it) {
             const int s = it % Q_STAGES;
             mbar_wait(full0 + 8 * s, (it / Q_STAGES) & 1);
@@ -139,8 +118,8 @@ mm_waves(const unsigned long long* __restrict__ tmaps, int M, int N, int K) {
         __syncwarp();
         if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % Q_STAGES));  // the tile's last stage
 
-        if (leader) q_wait_read0();  // the staging is free once the previous tile's stores have read it
-        q_bar(1 + wg);
+        if (leader) bulk_wait_read0();  // the staging is free once the previous tile's stores have read it
+        wg_bar(1 + wg);
         // d[r]: row 16 (warp % 4) + lane / 4 + 8 ((r % 4) / 2) of the warpgroup's 64, column
         // 8 (r / 4) + 2 (lane % 4) + r % 2 of 192; box j = column / 64, 64 rows x 128 bytes, its
         // 16-byte chunks XORed with row % 8 (the 128-byte swizzle the C map reads)
@@ -155,16 +134,16 @@ mm_waves(const unsigned long long* __restrict__ tmaps, int M, int N, int K) {
                 const unsigned off = row * 128 + (col % 64) * 2;
                 const unsigned v = (unsigned)mm_relu_bf16(d[4 * i + 2 * h]) |
                                    ((unsigned)mm_relu_bf16(d[4 * i + 2 * h + 1]) << 16);
-                q_st_u32(box + (off ^ (((off >> 7) & 7) << 4)), v);
+                st_shared_u32(box + (off ^ (((off >> 7) & 7) << 4)), v);
             }
         }
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the writes, to the TMA unit
-        q_bar(1 + wg);
+        wg_bar(1 + wg);
         if (leader) {
 #pragma unroll
-            for (int j = 0; j < 3; ++j) q_store_2d(tmap_c, cstage + 8192 * j, tn * Q_BN + 64 * j, tm * Q_BM + 64 * wg);
-            q_commit();
+            for (int j = 0; j < 3; ++j) tma_store_2d(tmap_c, cstage + 8192 * j, tn * Q_BN + 64 * j, tm * Q_BM + 64 * wg);
+            bulk_commit();
         }
     }
-    if (leader) q_wait0();
+    if (leader) bulk_wait0();
 }
