@@ -10,7 +10,7 @@ from functools import lru_cache
 import pytest
 import torch
 
-from kernels.matmul_relu import cuda_launch, cuda_persistent, cuda_waves
+from kernels.matmul_relu import cuda_launch, cuda_persistent, cuda_splitk, cuda_waves
 from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
 from kernlog import cuda
 from kernlog.identity import executed_files
@@ -22,8 +22,9 @@ from .helpers import ptxas_entries as entries
 KERNEL = load_kernel(find_root(), "matmul_relu")
 REVS = {r.name: r for r in CUDA_REVISIONS}
 NAMES = list(REVS)
-PLANS = {**cuda_launch.PLANS, **cuda_persistent.PLANS, **cuda_waves.PLANS}  # rung -> (file, plan, kernels)
-SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS, *cuda_waves.PLANS)
+# rung -> (file, plan, kernels)
+PLANS = {**cuda_launch.PLANS, **cuda_persistent.PLANS, **cuda_waves.PLANS, **cuda_splitk.PLANS}
+SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS, *cuda_waves.PLANS, *cuda_splitk.PLANS)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit) on the PATH")
 
 # Issue 20's family members plus the brief's: LM heads, squares, decode, large K, unaligned.
@@ -105,10 +106,12 @@ def test_sources_need_no_system_headers_and_includes_are_hashed():
 def test_the_extern_c_entry_points_match_the_plans():
     """Without nvcc: the source's extern "C" __global__ names are the plan's."""
     for name, (file, _, names) in PLANS.items():
-        text = (cuda_launch.CUDA_DIR / file).read_text()
-        for inc in re.findall(r'#include "(\w+\.cu)"', text):  # a rung built on another's kernels includes it
-            text += (cuda_launch.CUDA_DIR / inc).read_text()
-        found = set(re.findall(r'extern "C" __global__ void(?: __launch_bounds__\([^)]*\))?\s+(\w+)\s*\(', text))
+        text, todo = "", [file]
+        while todo:  # a rung built on another's kernels includes it (cu11 includes cu10, which includes cu9)
+            part = (cuda_launch.CUDA_DIR / todo.pop()).read_text()
+            text += part
+            todo += re.findall(r'#include "(\w+\.cu)"', part)
+        found = set(re.findall(r'extern "C" __global__ void(?: \w+\([^)]*\))*\s+(\w+)\s*\(', text))
         assert found == set(names), name
 
 
@@ -158,6 +161,10 @@ def test_grids_cover_the_output(name):
                 continue
             if step.kernel == "mm_persistent":  # a block per SM (at most one per tile): test_persistent_...
                 assert (gx, gy) == (min(cuda_persistent.SMS, -(-M // 128) * -(-N // 256)), 1), (step, (M, N, K))
+                continue
+            if step.kernel.startswith("mm_splitk_n"):  # cu11: a 128 x BN tile along x, its S K-slices along y
+                bn, s = map(int, re.fullmatch(r"mm_splitk_n(\d+)_s(\d+)", step.kernel).groups())
+                assert (gx, gy) == (-(-M // 128) * -(-N // bn), s) and s in cuda_splitk.SPLITS[bn], (step, (M, N, K))
                 continue
             tx, ty, order = tile.get(step.kernel, (128, 128, "nm"))
             cov = (gx * tx, gy * ty) if order == "nm" else (gy * ty, gx * tx)  # (N, M) covered
@@ -241,6 +248,55 @@ def test_cu10_launcher_matches_its_source():
     assert a[2] == (64, 192) and b[2] == (64, 64) and c[2] == (64, 64) and all(x[1][0] % 16 == 0 for x in (a, b, c))
 
 
+# (M, N, K) -> the (BN, S) the H200 measured fastest of cu11's ten kernels (three interleaved runs).
+CU11_MEASURED = {(512, 512, 16384): "n192_s8", (256, 256, 65536): "n128_s16", (128, 1024, 32768): "n128_s8",
+                 (1000, 1000, 1000): "n128_s2", (1024, 1024, 1024): "n128_s2", (64, 4096, 11008): "n192_s4",
+                 (32, 4096, 11008): "n192_s4", (8, 11008, 4096): "n192_s4", (1, 4096, 4096): "n192_s4",
+                 (768, 768, 4096): "n192_s4"}
+
+
+@pytest.mark.parametrize("shape, best", CU11_MEASURED.items())
+def test_cu11_plan_picks_the_split_the_h200_measured_fastest(shape, best):
+    assert cuda_splitk.plan_splitk(*shape, True).kernel == f"mm_splitk_{best}"
+
+
+@pytest.mark.parametrize("shape", [(2048, 2048, 2048), (1536, 1536, 1536), (3072, 3072, 3072), (4096, 4096, 4096),
+                                   (3000, 5000, 4000), (4096, 50257, 768), (2304, 1920, 8)])
+def test_cu11_keeps_cu10s_plan_where_the_tiles_fill_the_gpu(shape):
+    """Where cu10 ran faster than every split (2048^3, 1536^3), or its tiles fill a wave, cu10's plan as is."""
+    assert cuda_splitk.plan_splitk(*shape, True) == cuda_waves.plan_waves(*shape, True)
+    assert cuda_splitk.plan_splitk(*shape, False) == cuda_waves.plan_waves(*shape, False)
+
+
+def test_cu11_counts_waves_of_resident_clusters():
+    """16 tiles of 128x128 in clusters of 8: 15 resident at once on the H200, so two waves; a cluster size
+    the device cannot hold (0 resident) is never picked; an empty or unaligned C is cu10's."""
+    one = cuda_splitk.split_cost(512, 512, 16384, 128, 8, {8: 16})
+    assert cuda_splitk.split_cost(512, 512, 16384, 128, 8) == 2 * one
+    assert cuda_splitk.split_cost(512, 512, 16384, 128, 8, {8: 0}) == float("inf")
+    only4 = {2: 0, 4: 30, 8: 0, 16: 0}
+    assert cuda_splitk.plan_splitk(512, 512, 16384, True, 132, only4).kernel.endswith("_s4")
+    assert cuda_splitk.plan_splitk(512, 512, 16384, True, 132, {}) == cuda_waves.plan_waves(512, 512, 16384, True)
+    assert cuda_splitk.plan_splitk(512, 512, 0, True).kernel == cuda_waves.plan_waves(512, 512, 0, True).kernel
+    assert cuda_splitk.refuses((0, 8, 8)) == "" and cuda_splitk.refuses((512, 512, 16384)) == ""
+
+
+def test_cu11_launcher_matches_its_source():
+    """Every (BN, S) the plan can pick is a kernel of cu11_splitk.cu with the launcher's stages, threads and
+    cluster size; each fits the 227 KB opt-in and holds the fp32 partial tile (128 x (BN + 8) floats)."""
+    text = (cuda_launch.CUDA_DIR / "cu11_splitk.cu").read_text()
+    assert re.search(rf"#define S11_THREADS {cuda_splitk.S11_THREADS}\b", text)
+    found = re.findall(r"__cluster_dims__\(1, (\d+), 1\)[^\n]*\n(mm_splitk_n(\d+)_s(\d+))\(.*\n"
+                       r"\s*s11_body<(\d+), (\d+), (\d+)>", text)
+    assert {name for _, name, *_ in found} == set(cuda_splitk.NAMES) - set(cuda_waves.NAMES)
+    for cluster, _, bn, s, bn2, s2, stages in found:
+        bn, s = int(bn), int(s)
+        assert cluster == str(s) == s2 and str(bn) == bn2 and int(stages) == cuda_splitk.S11_STAGES[bn]
+        assert s in cuda_splitk.SPLITS[bn] and 128 % s == 0
+        assert 128 * (bn + 8) * 4 <= int(stages) * (128 * 64 * 2 + 64 * bn * 2) < cuda_splitk.smem_bytes(bn)
+        assert cuda_splitk.smem_bytes(bn) <= 227 * 1024
+
+
 @pytest.mark.parametrize("tiles_m, tiles_n", [(32, 16), (1, 1), (17, 3), (40, 1), (1, 593), (33, 7)])
 def test_cu8s_grouped_order_visits_every_tile_once(tiles_m, tiles_n):
     seen = [cuda_launch.grouped_tile(p, tiles_m, tiles_n) for p in range(tiles_m * tiles_n)]
@@ -313,7 +369,7 @@ def test_misaligned_base_pointers_take_the_scalar_path_on_gpu(name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["cu9_persistent", "cu10_waves"])
+@pytest.mark.parametrize("name", ["cu9_persistent", "cu10_waves", "cu11_splitk"])
 def test_persistent_rungs_take_empty_shapes_on_gpu(name):
     """An empty C is returned as it is and K = 0 gives relu(0) = 0: what cu10's refuses promises."""
     launch = REVS[name].load()
@@ -326,6 +382,30 @@ def test_persistent_rungs_take_empty_shapes_on_gpu(name):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("kernel", [n for n in cuda_splitk.NAMES if n.startswith("mm_splitk")])
+def test_every_cu11_kernel_matches_float64_on_gpu(kernel, monkeypatch):
+    """The plan reaches few (BN, S) at the gate's small shapes: each kernel forced through cu11's launch at
+    edges in M, N and K, a K shorter than its slices (empty slices add zeros) and a K of many k-tiles."""
+    bn, s = map(int, re.fullmatch(r"mm_splitk_n(\d+)_s(\d+)", kernel).groups())
+
+    def forced(M, N, K, aligned, sms=132, clusters=None):
+        assert aligned
+        return cuda_launch.Launch(kernel, (-(-M // 128) * -(-N // bn), s, 1), (cuda_splitk.S11_THREADS, 1, 1),
+                                  cuda_splitk.smem_bytes(bn), tma=True)
+
+    monkeypatch.setattr(cuda_splitk, "plan_splitk", forced)
+    launch = REVS["cu11_splitk"].load()
+    for M, N, K in ((300, 264, 5000), (128, 128, 64), (136, 72, 1000), (200, 384, 4104), (1, 520, 64 * s + 8)):
+        a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+        b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        launch((a, b), out)
+        ref = torch.relu(a.double() @ b.double())
+        bad = ((out.double() - ref).abs() > 1.6e-2 * ref.abs() + 1e-2 * ref.abs().mean() + 1e-6) | out.isnan()
+        assert not bad.any(), (kernel, (M, N, K), bad.nonzero()[:4].tolist())
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096), (4096, 50257, 768), (3000, 5000, 4000), (1, 4096, 4096),
                                    (512, 512, 16384)])
 def test_fast_rungs_at_family_sizes_on_gpu(shape):
@@ -333,7 +413,8 @@ def test_fast_rungs_at_family_sizes_on_gpu(shape):
     a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
     b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
     ref = torch.relu(a.float() @ b.float())
-    for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide", "cu9_persistent", "cu10_waves"):
+    for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide", "cu9_persistent", "cu10_waves",
+                 "cu11_splitk"):
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         REVS[name].load()((a, b), out)
         torch.cuda.synchronize()

@@ -1,4 +1,4 @@
-"""The CUDA C matmul+ReLU ladder, cu0-cu10: one idea per rung, each motivated by the previous rung's
+"""The CUDA C matmul+ReLU ladder, cu0-cu11: one idea per rung, each motivated by the previous rung's
 expected ncu evidence. kernels/matmul_relu/__init__.py lists CUDA_REVISIONS ahead of the Triton
 revisions; every rung passed the gate on the H100 (tests/test_matmul_cuda.py -m gpu) before that.
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kernlog.spec import Revision
 
-from . import cuda_launch, cuda_persistent, cuda_waves
+from . import cuda_launch, cuda_persistent, cuda_splitk, cuda_waves
 
 # (name, change, predicts); predicts name the ncu metric expected to move, at 4096^3 unless said.
 STEPS = (
@@ -101,4 +101,16 @@ CUDA_REVISIONS = tuple(
              "3072^3 and 2880^3 at >= 0.95x cuBLAS (cu9: 0.76x and 0.75x on the H200, where cuBLAS runs 192x192 "
              "tiles): >= 1.25x cu9 at 3072^3; cu9's kernel and speed at 4096^3, where its 512 tiles fill 3.88 "
              "waves", refuses=cuda_waves.refuses),
+    Revision("cu11_splitk", "cuda",
+             (cuda_launch.CUDA_DIR / "cu11_splitk.cu", cuda_launch.CUDA_DIR.parent / "cuda_splitk.py",
+              cuda_launch.CUDA_DIR / "cu10_waves.cu", cuda_launch.CUDA_DIR.parent / "cuda_waves.py",
+              cuda_launch.CUDA_DIR / "cu9_persistent.cu", cuda_launch.CUDA_DIR.parent / "cuda_persistent.py",
+              cuda_launch.CUDA_DIR.parent / "cuda_launch.py"), cuda_splitk.loader(),
+             "split-K in one kernel where C has too few tiles to fill the GPU: the K-slices of a 128 x BN tile "
+             "(BN 128, 192 or 256) in one cluster of S = 2-16 blocks, each block's fp32 partial reduced through "
+             "distributed shared memory by the block owning the rows, ReLU'd and stored; a cost model over waves of "
+             "co-resident clusters picks (BN, S), or cu10's plan where no split is cheaper",
+             "1000^3 and 128x1024x32768 at >= 0.95x of relu(A @ B) and 512x512x16384 at >= 0.87x (the best step "
+             "before: 0.91x, 0.88x, 0.87x of the faster reference on the H200; the experiment: 0.99x, 0.96x, "
+             "0.89x of relu(A @ B)); cu10's kernel and speed at 4096^3", refuses=cuda_splitk.refuses),
 )
