@@ -110,7 +110,7 @@ CUDA_REVISIONS = tuple(
              "(BN 128, 192 or 256) in one cluster of S = 2-16 blocks, each block's fp32 partial reduced through "
              "distributed shared memory by the block owning the rows, ReLU'd and stored; a cost model over waves of "
              "co-resident clusters picks (BN, S), or cu10's plan where no split is cheaper",
-             "1000^3 and 128x1024x32768 at >= 0.95x of relu(A @ B) and 512x512x16384 at >= 0.87x (the best step "
+             "1000^3 and 128x1024x32768 at >= 0.95x of torch.compile and 512x512x16384 at >= 0.87x (the best step "
              "before: 0.91x, 0.88x, 0.87x of the faster reference on the H200; the experiment: 0.99x, 0.96x, "
              "0.89x of relu(A @ B)); cu10's kernel and speed at 4096^3", refuses=cuda_splitk.refuses),
 )
