@@ -1,10 +1,12 @@
 """The CUDA C matmul+ReLU ladder, cu0-cu11: one idea per rung, each motivated by the previous rung's
 expected ncu evidence. kernels/matmul_relu/__init__.py lists CUDA_REVISIONS ahead of the Triton
-revisions; every rung passed the gate on the H100 (tests/test_matmul_cuda.py -m gpu) before that.
+revisions; every rung passed the gate on a GPU (tests/test_matmul_cuda.py -m gpu) before that: cu0-cu8
+on the H100, cu9-cu11 on the H200 (sm_90a both).
 
 Every rung: bf16 A (M, K) and B (K, N) row-major, fp32 accumulation, ReLU in the epilogue, bf16 C,
-masked edges at any M, N, K; the plans in cuda_launch.py pick a scalar-load kernel where K or N is
-no multiple of 8 (or a base is not 16-byte aligned) and refuse, declared, a grid over the limits.
+masked edges at any M, N, K; the plans (cuda_launch.py, and the later rungs' own launchers) pick a
+scalar-load kernel where K or N is no multiple of 8 (or a base is not 16-byte aligned) and refuse,
+declared, a grid over the limits.
 """
 from __future__ import annotations
 
