@@ -99,6 +99,16 @@ def declared_wrongly(kernel: Kernel, folder: str) -> str:
         return "check_shapes=(): the gate needs at least one shape to check, e.g. check_shapes=((7, 33),)"
     if not _shape_ok(kernel.profile_shape):
         return f"profile_shape={kernel.profile_shape!r}: a tuple of positive ints, e.g. profile_shape=(8192, 4096)"
+    for rev in kernel.revisions:
+        shapes = rev.check_shapes
+        if not isinstance(shapes, (tuple, list)) or not all(_shape_ok(s) for s in shapes):
+            return (f"Revision({rev.name!r}, check_shapes={shapes!r}): a tuple of shapes, each a tuple of positive "
+                    f"ints: check_shapes=({tuple(kernel.check_shapes[0])!r},)")
+        wrong = [s for s in shapes if len(s) != len(kernel.profile_shape)]
+        if wrong:
+            return (f"Revision({rev.name!r}, check_shapes=...): {tuple(wrong[0])!r} has {len(wrong[0])} dimensions, "
+                    f"the kernel's shapes {len(kernel.profile_shape)} "
+                    f"(as profile_shape={tuple(kernel.profile_shape)!r})")
     unknown = [d for d in kernel.dtypes if d not in DTYPE_BYTES]
     if unknown or not kernel.dtypes:
         return f"dtypes={kernel.dtypes!r}: {unknown[0] + ' is not ' if unknown else ''}one of {', '.join(DTYPE_BYTES)}"

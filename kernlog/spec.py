@@ -75,6 +75,10 @@ class Revision:
     # role="wrong" only: the bug this revision documents, in words (a race on the row maximum, an
     # accumulator left in bf16); the log shows it beside the revision, and the gate must reject it.
     bug: str = ""
+    # Shapes the gate checks for this revision alone, after the kernel's: where its own plan takes a
+    # path none of the kernel's check shapes reach (a tile it picks only past a wave of SMs, a split it
+    # takes only at large K). Checked on every device the gate runs it on.
+    check_shapes: tuple[Shape, ...] = ()
     # What this machine lacks to run it, one line with the fix ("" where nothing): asked before
     # torch is imported, so it must be cheap (a package's metadata, never an import). `profile`
     # skips a revision that lacks something, and an unchanged ladder then ends at once.
@@ -226,6 +230,11 @@ class Kernel:
         for fam in self.families:
             out += [s for s in fam.check if s not in out]
         return tuple(out)
+
+    def gate_shapes_of(self, rev: Revision) -> tuple[Shape, ...]:
+        """What the gate checks for `rev`: the kernel's gate shapes, then the revision's own not among them."""
+        out = self.gate_shapes
+        return out + tuple(dict.fromkeys(tuple(s) for s in rev.check_shapes if tuple(s) not in out))
 
     def revision(self, name: str) -> Revision:
         for rev in self.revisions:

@@ -205,6 +205,12 @@ def test_the_gate_draws_from_its_seed_and_names_it(repo):
     (("IMPORTED = 1", "IMPORTED = int('x')"), r"ops/myop/__init__\.py:\d+: ValueError: invalid literal for int"),
     (('Revision("v0_naive", "torch"', 'Revision("v0_naive", "torchy"'),
      r"ops/myop/__init__\.py:\d+: revision v0_naive: kind must be one of"),  # spec's own check: its words
+    (('_times2("v4_after"), "x * 2, checked last")', '_times2("v4_after"), "x * 2", check_shapes=(3, 5))'),
+     r"ops/myop/__init__\.py: Revision\('v4_after', check_shapes=\(3, 5\)\): a tuple of shapes, each a tuple of "
+     r"positive ints: check_shapes=\(\(3, 5\),\)"),
+    (('_times2("v4_after"), "x * 2, checked last")', '_times2("v4_after"), "x * 2", check_shapes=((3, 5, 7),))'),
+     r"ops/myop/__init__\.py: Revision\('v4_after', check_shapes=\.\.\.\): \(3, 5, 7\) has 3 dimensions, the kernel's "
+     r"shapes 2"),
 ])
 def test_a_declaration_mistake_is_one_line_naming_the_file_not_a_traceback(repo, edit, said):
     """What a team gets wrong first in its operator's __init__.py (a field left out, a shape not

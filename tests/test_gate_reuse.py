@@ -288,3 +288,32 @@ def test_bench_takes_a_stored_pass_keeps_its_own_with_a_key_and_gates_what_chang
     gated.clear()
     swept(regate=True)
     assert gated == ["right", "ref"]
+
+
+def test_a_revisions_own_check_shapes_are_gated_for_it_alone_and_are_part_of_its_plan(toy):
+    """Revision.check_shapes: a path its own plan takes only past the kernel's check shapes (here a
+    row past 40, wrong) is gated once the revision names a shape that reaches it; the shapes are its
+    gate plan's (another plan: gated again), split among its gate's parts, and no other revision's."""
+    from kernlog.run import parts
+
+    root, kernel, _ = toy
+
+    def wrong_past_40(inputs, out):
+        out.copy_(inputs[0] * 2)
+        if out.shape[0] > 40:
+            out[40] += 1
+        return out
+
+    plain = kernel.revision("right")
+    own = dataclasses.replace(plain, check_shapes=((48, 8), (7, 33)))  # (7, 33) is the kernel's already
+    assert all(r.ok for r in gate.check_revision(kernel, plain, "cpu", launch=wrong_past_40))
+    got = gate.check_revision(kernel, own, "cpu", launch=wrong_past_40)
+    assert [r.shape for r in got if not r.ok] == [(48, 8)] * len(kernel.dtypes)
+    assert kernel.gate_shapes_of(own) == kernel.gate_shapes + ((48, 8),)
+    assert kernel.gate_shapes_of(kernel.revision("declines")) == kernel.gate_shapes
+    assert gatekey.plan_sha256(kernel, own) != gatekey.plan_sha256(kernel, plain)
+    assert len(kernel.gate_shapes) in {i for p in parts.split(kernel, own, 4) for i in p.shapes}
+    _passed(root, kernel)
+    other = dataclasses.replace(kernel, revisions=tuple(own if r.name == "right" else r for r in kernel.revisions))
+    got, said = _reused(root, other)
+    assert got == {} and said[0].endswith(": plan"), said

@@ -255,6 +255,17 @@ CU11_MEASURED = {(512, 512, 16384): "n192_s8", (256, 256, 65536): "n128_s16", (1
                  (768, 768, 4096): "n192_s4"}
 
 
+def test_the_gate_reaches_every_kernel_cu10_and_cu11_pick():
+    """Their own check shapes (Revision.check_shapes) reach what the kernel's do not: cu10's 192x192 kernel,
+    and every (BN, S) cu11's plan picks at some shape (its 256-wide and 192 x 16 kernels it never picks)."""
+    for name, plan in (("cu10_waves", cuda_waves.plan_waves), ("cu11_splitk", cuda_splitk.plan_splitk)):
+        gated = {plan(*s, True).kernel for s in KERNEL.gate_shapes_of(REVS[name]) if s[1] % 8 == s[2] % 8 == 0}
+        assert "mm_waves" in gated, name
+    picked = {"mm_splitk_n128_s2", "mm_splitk_n128_s4", "mm_splitk_n128_s8", "mm_splitk_n128_s16",
+              "mm_splitk_n192_s4", "mm_splitk_n192_s8"}
+    assert picked <= gated
+
+
 @pytest.mark.parametrize("shape, best", CU11_MEASURED.items())
 def test_cu11_plan_picks_the_split_the_h200_measured_fastest(shape, best):
     assert cuda_splitk.plan_splitk(*shape, True).kernel == f"mm_splitk_{best}"
@@ -347,7 +358,7 @@ def test_tile_grids_write_every_output_once(name):
 def test_every_rung_passes_the_gate_on_gpu(name):
     from kernlog.run import gate
 
-    shapes = PATH_SHAPES + tuple(KERNEL.gate_shapes)
+    shapes = PATH_SHAPES + KERNEL.gate_shapes_of(REVS[name])
     results = gate.check_revision(KERNEL, REVS[name], "cuda", shapes=shapes)
     failed = [r.line() for r in results if not r.ok]
     assert results and not failed, "\n".join(failed)

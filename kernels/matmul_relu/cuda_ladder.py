@@ -102,7 +102,8 @@ CUDA_REVISIONS = tuple(
              "plan taking, per shape, the tile whose waves of one tile per SM are fullest; cu9's kernel elsewhere",
              "3072^3 and 2880^3 at >= 0.95x cuBLAS (cu9: 0.76x and 0.75x on the H200, where cuBLAS runs 192x192 "
              "tiles): >= 1.25x cu9 at 3072^3; cu9's kernel and speed at 4096^3, where its 512 tiles fill 3.88 "
-             "waves", refuses=cuda_waves.refuses),
+             "waves", refuses=cuda_waves.refuses,
+             check_shapes=((2304, 1920, 8),)),  # one wave of its 192x192 tile, two of cu9's: its own kernel
     Revision("cu11_splitk", "cuda",
              (cuda_launch.CUDA_DIR / "cu11_splitk.cu", cuda_launch.CUDA_DIR.parent / "cuda_splitk.py",
               cuda_launch.CUDA_DIR / "cu10_waves.cu", cuda_launch.CUDA_DIR.parent / "cuda_waves.py",
@@ -114,5 +115,7 @@ CUDA_REVISIONS = tuple(
              "co-resident clusters picks (BN, S), or cu10's plan where no split is cheaper",
              "1000^3 and 128x1024x32768 at >= 0.95x of torch.compile and 512x512x16384 at >= 0.87x (the best step "
              "before: 0.91x, 0.88x, 0.87x of the faster reference on the H200; the experiment: 0.99x, 0.96x, "
-             "0.89x of relu(A @ B)); cu10's kernel and speed at 4096^3", refuses=cuda_splitk.refuses),
+             "0.89x of relu(A @ B)); cu10's kernel and speed at 4096^3", refuses=cuda_splitk.refuses,
+             # the kernel's check shapes reach its 128-wide splits of 2, 4 and 8; these the rest it picks
+             check_shapes=((33, 72, 8200), (33, 2056, 1032), (33, 4104, 520), (2304, 1920, 8))),
 )

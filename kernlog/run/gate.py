@@ -349,7 +349,7 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
 def _check_cases(kernel: Kernel, rev: Revision, launch, device: str, shapes, dtypes, seed: int,
                  only: set[int] | None = None) -> list[CheckResult]:
     results = []
-    for i, shape in enumerate(shapes or kernel.gate_shapes):
+    for i, shape in enumerate(shapes or kernel.gate_shapes_of(rev)):
         if rev.refusal(shape) or (only is not None and i not in only):  # declined, declared: not the gate's
             continue
         for dtype in dtypes or kernel.dtypes:

@@ -65,7 +65,7 @@ def plan(kernel: Kernel, rev: Revision) -> dict:
     """What `rev`'s gate checks, as data: each gate shape with the reason it declines it ("" where
     it runs), the dtypes, the cases, each dtype's tolerance, whether two launches must agree bit
     for bit, and the functions that make the inputs and the answer."""
-    return {"shapes": [[format_shape(s), rev.refusal(s)] for s in kernel.gate_shapes],
+    return {"shapes": [[format_shape(s), rev.refusal(s)] for s in kernel.gate_shapes_of(rev)],
             "dtypes": list(kernel.dtypes), "cases": list(kernel.cases),
             "tolerance": {d: asdict(gate.tolerance(kernel, d)) for d in kernel.dtypes},
             "deterministic": rev.deterministic,

@@ -63,7 +63,7 @@ def split(kernel: Kernel, rev: Revision, n: int) -> list[Part]:
     kernels), then each dtype's shapes dealt out in turn to as many parts as are left (long and
     short shapes mixed). One part, the whole, where n <= 1. Each part starts its untimed picks
     at its own turn."""
-    shapes = tuple(i for i, s in enumerate(kernel.gate_shapes) if not rev.refusal(s))
+    shapes = tuple(i for i, s in enumerate(kernel.gate_shapes_of(rev)) if not rev.refusal(s))
     dtypes = tuple(kernel.dtypes)
     if n <= 1 or not shapes:
         return [Part(dtypes, shapes)]
