@@ -262,7 +262,7 @@ def test_the_gate_reaches_every_kernel_cu10_and_cu11_pick():
         gated = {plan(*s, True).kernel for s in KERNEL.gate_shapes_of(REVS[name]) if s[1] % 8 == s[2] % 8 == 0}
         assert "mm_waves" in gated, name
     picked = {"mm_splitk_n128_s2", "mm_splitk_n128_s4", "mm_splitk_n128_s8", "mm_splitk_n128_s16",
-              "mm_splitk_n192_s4", "mm_splitk_n192_s8"}
+              "mm_splitk_n192_s4", "mm_splitk_n192_s8", "mm_waves", "mm_persistent"}
     assert picked <= gated
 
 
