@@ -7,7 +7,8 @@ operator's one entry point. docs/dispatch.md says it in words.
     y = op((x,))                       # the launcher protocol: inputs as make_inputs builds them
 
 A shape class: each shape axis as the power of two a kernel rounds it up to (`bucket`: 1000 and
-1024 -> 1024, 1025 -> 2048; triton.next_power_of_2 sizes blocks so), and how the rows the kernel
+1024 -> 1024, 1025 -> 2048; triton.next_power_of_2 sizes blocks so; a ClassRule of two buckets an
+octave also stops at three quarters of one: 3072 apart from 4096), and how the rows the kernel
 reads lie (`align`, over ClassRule.aligned's axes): "tiled" where each is a multiple of 128
 elements (blocks of 64 or 128 cover it with no masked tail), else "aligned" where each is a
 whole number of 16-byte words (128-bit loads, TMA), else "ragged" (a row of 50257). 1000 and
@@ -51,14 +52,23 @@ class ClassRule:
     aligned: tuple[int, ...]
     align_bytes: int = ALIGN_BYTES
     tile: int = TILE
+    # Buckets an octave: 1 rounds each length up to a power of two; 2 also to three quarters of one
+    # (3072 apart from 4096, where a matmul's tile count and so its best kernel changes).
+    per_octave: int = 1
+
+    def __post_init__(self):
+        if self.per_octave not in (1, 2):
+            raise ValueError(f"ClassRule(per_octave={self.per_octave!r}): 1 or 2 buckets an octave")
 
     def as_dict(self) -> dict:
-        return {"axes": list(self.axes), "aligned": list(self.aligned), "align_bytes": self.align_bytes,
-                "tile": self.tile}
+        out = {"axes": list(self.axes), "aligned": list(self.aligned), "align_bytes": self.align_bytes,
+               "tile": self.tile}
+        return out | ({"per_octave": self.per_octave} if self.per_octave != 1 else {})
 
     @classmethod
     def from_dict(cls, d: dict) -> ClassRule:
-        return cls(tuple(d["axes"]), tuple(d["aligned"]), int(d["align_bytes"]), int(d["tile"]))
+        return cls(tuple(d["axes"]), tuple(d["aligned"]), int(d["align_bytes"]), int(d["tile"]),
+                   int(d.get("per_octave", 1)))
 
 
 # By the shape's rank, as this repository's operators lay their shapes out; an operator whose
@@ -75,9 +85,21 @@ def rule_for(rank: int) -> ClassRule:
     return RULES.get(rank) or ClassRule(tuple(f"d{i}" for i in range(rank)), (rank - 1,))
 
 
-def bucket(n: int) -> int:
-    """The exponent of the power of two `n` rounds up to: 1 -> 0, 1000 -> 10, 1024 -> 10, 1025 -> 11."""
-    return (int(n) - 1).bit_length()
+def bucket(n: int, per_octave: int = 1) -> int:
+    """The exponent of the power of two `n` rounds up to: 1 -> 0, 1000 -> 10, 1024 -> 10, 1025 -> 11.
+    With two buckets an octave, in half octaves, three quarters of a power of two between: 3072 -> 23,
+    3073 and 4096 -> 24, 2049 -> 23 (bucket_size says what each rounds up to)."""
+    e = (int(n) - 1).bit_length()
+    if per_octave == 1:
+        return e
+    return 2 * e - (1 if e >= 2 and int(n) <= 3 << (e - 2) else 0)
+
+
+def bucket_size(b: int, per_octave: int = 1) -> int:
+    """The length bucket `b` rounds up to: 1 << b, or with two an octave 2^(b/2), 3 x 2^((b-3)/2) for odd b."""
+    if per_octave == 1 or b % 2 == 0:
+        return 1 << (b // per_octave)
+    return (3 << ((b + 1) // 2)) >> 2
 
 
 def align(shape, dtype: str, rule: ClassRule) -> str:
@@ -91,7 +113,7 @@ def align(shape, dtype: str, rule: ClassRule) -> str:
 
 def class_key(shape, dtype: str, rule: ClassRule) -> tuple:
     """(dtype, align, buckets): the class a shape falls in."""
-    return dtype, align(shape, dtype, rule), tuple(bucket(n) for n in shape)
+    return dtype, align(shape, dtype, rule), tuple(bucket(n, rule.per_octave) for n in shape)
 
 
 def table_path(root: Path, kernel: str, gpu: str | None = None) -> Path:
@@ -147,11 +169,12 @@ def nearest(table: dict, shape, dtype: str) -> tuple[dict | None, str, str]:
     mine = [c for c in table["classes"] if c["dtype"] == d and c["align"] == how and c["revision"]]
     if not mine:
         return None, "", f"no class of {how} {dtype} shapes in the sweep"
+    octave = rule.per_octave
     for i, b in enumerate(buckets):
         lo, hi = min(c["buckets"][i] for c in mine), max(c["buckets"][i] for c in mine)
-        if not lo - 1 <= b <= hi + 1:
+        if not lo - octave <= b <= hi + octave:
             return None, "", (f"{rule.axes[i]} {shape[i]} is more than 2x beyond the sweep's "
-                              f"{1 << max(lo - 1, 0)}..{1 << hi}")
+                              f"{bucket_size(max(lo - octave, 0), octave)}..{bucket_size(hi, octave)}")
     dist = min((sum((x - y) ** 2 for x, y in zip(c["buckets"], buckets, strict=True)), c["buckets"], i)
                for i, c in enumerate(mine))
     return mine[dist[2]], "class" if dist[0] == 0 else "nearest", ""

@@ -18,6 +18,7 @@ from kernlog.library import (
     Dispatched,
     align,
     bucket,
+    bucket_size,
     class_key,
     load_table,
     pick,
@@ -73,6 +74,47 @@ def entry(table, shape, dtype="fp32"):
 
 def test_a_length_falls_in_the_power_of_two_it_rounds_up_to():
     assert [bucket(n) for n in (1, 2, 3, 1000, 1024, 1025, 50257)] == [0, 1, 2, 10, 10, 11, 16]
+
+
+def test_two_buckets_an_octave_round_up_to_a_power_of_two_or_three_quarters_of_one():
+    assert [bucket_size(bucket(n, 2), 2) for n in (1, 2, 3, 5, 768, 1000, 1536, 2049, 2880, 3072, 3073, 4096)] == \
+        [1, 2, 3, 6, 768, 1024, 1536, 3072, 3072, 3072, 4096, 4096]
+    for per in (1, 2):  # each length in the smallest bucket that holds it, the buckets in order
+        for n in range(1, 5000):
+            b = bucket(n, per)
+            assert bucket_size(b, per) >= n and (b == 0 or bucket_size(b - 1, per) < n), (per, n)
+    with pytest.raises(ValueError):
+        ClassRule(("n",), (0,), per_octave=3)
+
+
+def test_a_rule_of_half_octaves_keeps_3072_apart_from_4096_and_reads_old_tables():
+    """The matmul's classes: 3072^3 its own class (cu10's 192x192 tile won there on the H200, cu9's tile
+    at 4096^3); a table written before the field reads as one bucket an octave; a call one octave past
+    the sweep takes the nearest class, two past the fallback, as with whole octaves."""
+    half = ClassRule(("M", "N", "K"), (1, 2), per_octave=2)
+    assert class_key((3072,) * 3, "bf16", half) != class_key((4096,) * 3, "bf16", half)
+    assert class_key((3072,) * 3, "bf16", rule_for(3)) == class_key((4096,) * 3, "bf16", rule_for(3))
+    assert class_key((2880,) * 3, "bf16", half)[2] == class_key((3072,) * 3, "bf16", half)[2]  # (not tiled)
+    assert ClassRule.from_dict(half.as_dict()) == half and "per_octave" not in rule_for(3).as_dict()
+    assert ClassRule.from_dict({"axes": ["n"], "aligned": [0], "align_bytes": 16, "tile": 128}).per_octave == 1
+    table = {"kernel": "mm", "rule": half.as_dict(), "fallback": {"bf16": ["f"]},
+             "classes": [{"dtype": "bf16", "align": "tiled", "buckets": list(class_key((1024,) * 3, "bf16", half)[2]),
+                          "points": ["1024x1024x1024"], "ranking": [["a", 1.0]], "revision": "a"}]}
+    assert pick(table, (1024, 1024, 1024), "bf16").how == "class"
+    assert pick(table, (2048, 1024, 1024), "bf16").how == "nearest"  # one octave up
+    assert pick(table, (4096, 1024, 1024), "bf16").how == "fallback"  # two
+    assert pick(table, (256, 1024, 1024), "bf16").how == "fallback"
+    assert "M ≤ 3072" in judge.class_label({**table["classes"][0], "buckets": [23, 20, 20]}, half)
+
+
+def test_the_matmul_classes_are_half_octaves_and_the_h200_table_keeps_3072_cu10s():
+    from kernels import matmul_relu
+
+    assert matmul_relu.DISPATCH_CLASSES.per_octave == 2
+    h200 = load_table(table_path(ROOT, "matmul_relu", "nvidia-h200"))
+    picks = {p: c["revision"] for c in h200["classes"] for p in c["points"]}
+    assert picks["3072x3072x3072"] == "cu10_waves" and picks["4096x4096x4096"] != "cu10_waves"
+    assert h200["rule"]["per_octave"] == 2
 
 
 def test_alignment_tells_whole_tiles_from_whole_words_from_ragged_rows():

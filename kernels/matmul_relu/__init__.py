@@ -10,6 +10,7 @@ from pathlib import Path
 from kernels.common import TUNING_SOURCE, LazyModule
 from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
 from kernlog.frameworks import references
+from kernlog.library import ClassRule
 from kernlog.spec import DTYPE_BYTES, Family, Kernel, Revision, SpeedBar, torch_dtype
 
 torch = LazyModule("torch", globals())
@@ -130,6 +131,11 @@ FAMILIES = (
     Family("square", "square sizes: the bar is cuBLAS itself (1.0x) from 2048 up",
            ((1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192))),
 )
+
+# The library's shape classes: each axis in half octaves, so 3072 is not 4096's class (on the H200 the
+# 192x192 tile won at 3072^3 and lost at 4096^3, where a power-of-two class had them share a pick).
+DISPATCH_CLASSES = ClassRule(("M", "N", "K"), (1, 2), per_octave=2)
+
 
 def bar_ratio(shape) -> float:
     """The bar: 0.95x of the faster of relu(A @ B) (cuBLAS, then ReLU) and torch.compile on every

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from kernlog.judge.gate_marks import fails_gate
-from kernlog.library import ALIGNS, ANY, SCHEMA, ClassRule, class_key
+from kernlog.library import ALIGNS, ANY, SCHEMA, ClassRule, bucket_size, class_key
 from kernlog.spec import COPY, parse_shape
 
 QUALIFY = ("step", "counterpart")  # the roles a pick may be; references and known-wrong revisions never
@@ -34,7 +34,8 @@ STALE = "stale (measured on another source)"
 
 def class_label(entry: dict, rule: ClassRule) -> str:
     """A class in words: "rows ≤ 4096, cols ≤ 8192, tiled (4096x8192)"."""
-    axes = ", ".join(f"{name} ≤ {1 << b}" for name, b in zip(rule.axes, entry["buckets"], strict=True))
+    axes = ", ".join(f"{name} ≤ {bucket_size(b, rule.per_octave)}"
+                     for name, b in zip(rule.axes, entry["buckets"], strict=True))
     return f"{axes}, {entry['align']} ({', '.join(entry['points'])})"
 
 

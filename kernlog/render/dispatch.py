@@ -118,6 +118,11 @@ def _fallbacks(table: dict) -> str:
     return ", ".join(f"{d} {names[0]}" for d, names in table["fallback"].items() if d != ANY and names) or "none"
 
 
+def _rounding(rule: ClassRule) -> str:
+    """How the rule rounds a length, in words."""
+    return "a power of two" if rule.per_octave == 1 else "a power of two or three quarters of one"
+
+
 def table_md(root: Path, kernel) -> str | None:
     """The dispatch table of `kernel` (a Kernel or its name) as markdown: a line naming its sweep,
     one row per shape class (class, dtype, revision, runner-up, margin: how much slower the
@@ -126,7 +131,7 @@ def table_md(root: Path, kernel) -> str | None:
     if table is None:
         return None
     rule = ClassRule.from_dict(table["rule"])
-    lines = [f"{_source(table)}. A shape class is each axis rounded up to a power of two and how the rows "
+    lines = [f"{_source(table)}. A shape class is each axis rounded up to {_rounding(rule)} and how the rows "
              f"align (docs/dispatch.md).", "",
              "| class | dtype | revision | runner-up | margin |", "|---|---|---|---|---|"]
     for c in table["classes"]:
@@ -191,7 +196,8 @@ def page_md(root: Path, kernel) -> str | None:
         if c["revision"]:
             won.setdefault(c["revision"], []).append(c)
     none = sum(1 for c in table["classes"] if not c["revision"])
-    lines = [f"`kernels.library` picks the revision per shape class (each axis rounded up to a power of two, "
+    rounding = _rounding(ClassRule.from_dict(table["rule"]))
+    lines = [f"`kernels.library` picks the revision per shape class (each axis rounded up to {rounding}, "
              f"and how the rows align; [dispatch](../docs/dispatch.md)). {_source(table)}. Every class, with "
              f"its runner-up and margin: `{path.relative_to(root).as_posix()}` (`kernlog dispatch {name}` writes "
              f"it from the sweep). Outside every class: {_fallbacks(table)}."
@@ -221,17 +227,18 @@ def _gpu_said(root: Path, name: str, gpu: str, path: Path, primary: dict) -> str
                 f"`kernlog dispatch {name} --gpu {gpu}` makes it again.")
     table = load_table(path)
     theirs = {(c["dtype"], c["align"], tuple(c["buckets"])): c["revision"] for c in primary["classes"]}
-    differ, new = [], {}
-    for c in table["classes"]:
-        above = theirs.get((c["dtype"], c["align"], tuple(c["buckets"])))
-        if c["revision"] and above is None:
-            new.setdefault(c["revision"], []).append(f"{'/'.join(c['points'])} {c['dtype']}")
-        elif c["revision"] and c["revision"] != above:
-            differ.append(f"{'/'.join(c['points'])} {c['dtype']}: {c['revision']} (above: {above})")
-    unseen = "; ".join(f"{rev} at " + ", ".join(pts) for rev, pts in new.items())
-    said = ([f"where the table above picks otherwise, {'; '.join(differ)}"] if differ else []) + \
-        ([f"in classes the table above has not, {unseen}"] if new else [])
-    ranked = sum(1 for c in table["classes"] if c["revision"])
+    ranked = [c for c in table["classes"] if c["revision"]]
+    other = [c for c in ranked if c["revision"] != theirs.get((c["dtype"], c["align"], tuple(c["buckets"])))]
+    clear: dict[str, list[str]] = {}  # revision -> the classes it wins beyond the noise, where the table above differs
+    for c in other:
+        if c["margin"] is None or c["margin"] > c["noise"]:
+            clear.setdefault(c["revision"], []).append(f"{'/'.join(c['points'])} {c['dtype']}")
+    named = "; ".join(f"{rev} at {', '.join(pts)}" for rev, pts in clear.items())
+    ties = len(other) - sum(len(pts) for pts in clear.values())
+    said = (f"Its picks differ from the table above's at {len(other)} of them"
+            + (f"; beyond the noise: {named}" if named else "")
+            + (f"; {ties} {'is a tie' if ties == 1 else 'are ties'} with the runner-up there" if ties else "") + "."
+            if other else "Its picks are the table above's.")
     return (f"On {table['source'].get('gpu', gpu)} a call first takes its own class in `{rel}`, made from that "
-            f"GPU's own sweep ({ranked} class(es)); a call there outside those classes takes the table above. "
-            + (f"Its picks {'; and '.join(said)}." if said else "Its picks are the table above's."))
+            f"GPU's own sweep ({len(ranked)} class(es)); a call there outside those classes takes the table above. "
+            + said)
