@@ -77,47 +77,49 @@ STEPS = (
      "(0.75-0.88x the cuBLAS roof of 795), 1.15-1.35x cu7"),
 )
 
+CUDA, HERE = cuda_launch.CUDA_DIR, cuda_launch.CUDA_DIR.parent
+
+
+def _on(before: Revision, *own) -> tuple:
+    """The files of a rung built on `before` (its .cu includes before's, its launcher hands before's
+    launcher the shapes it does not take): its own two, then before's."""
+    return (*own, *before.sources)
+
+
+# cu9 has its own launcher (cuda_persistent.py): cuda_launch.py is hashed by cu0-cu8's profiles.
+CU9 = Revision("cu9_persistent", "cuda", (CUDA / "cu9_persistent.cu", HERE / "cuda_persistent.py",
+                                          HERE / "cuda_launch.py"), cuda_persistent.loader(),
+               "cu8's tile persistent: a block per SM walking the tiles in cu8's grouped order, the ring of stages "
+               "running on across a block's tiles (the producer loads tile t+1 while the consumers finish t), C "
+               "written ReLU'd into a 128-byte-swizzled staging buffer per consumer warpgroup and stored by TMA, "
+               "waited on only before the buffer is reused a tile later; 3 stages (cu8: 4) to fit the staging",
+               "the epilogue cu8 left exposed (cu8's evidence: 4-byte stores from registers, nothing loading "
+               "meanwhile) hidden under the next tile's loads: 1.05-1.10x cu8 at 4096^3, >= 0.95x of the cuBLAS "
+               "rate at 4096^3 and 8192^3", refuses=cuda_persistent.refuses)
+CU10 = Revision("cu10_waves", "cuda", _on(CU9, CUDA / "cu10_waves.cu", HERE / "cuda_waves.py"), cuda_waves.loader(),
+                "the tile picked for the waves: beside cu9's 128x256, a 192x192 persistent kernel (three consumer "
+                "warpgroups of m64n192k16, 512 threads, the loader's registers handed to them by setmaxnreg), and a "
+                "plan taking, per shape, the tile whose waves of one tile per SM are fullest; cu9's kernel elsewhere",
+                "3072^3 and 2880^3 at >= 0.95x cuBLAS (cu9: 0.76x and 0.75x on the H200, where cuBLAS runs 192x192 "
+                "tiles): >= 1.25x cu9 at 3072^3; cu9's kernel and speed at 4096^3, where its 512 tiles fill 3.88 "
+                "waves", refuses=cuda_waves.refuses,
+                check_shapes=((2304, 1920, 8),))  # one wave of its 192x192 tile, two of cu9's: its own kernel
+CU11 = Revision("cu11_splitk", "cuda", _on(CU10, CUDA / "cu11_splitk.cu", HERE / "cuda_splitk.py"),
+                cuda_splitk.loader(),
+                "split-K in one kernel where C has too few tiles to fill the GPU: the K-slices of a 128 x BN tile "
+                "(BN 128 or 192 as the plan picks; 256 compiled, never picked) in one cluster of S = 2-16 blocks, "
+                "each block's fp32 partial reduced through distributed shared memory by the block owning the rows, "
+                "ReLU'd and stored; a cost model over waves of co-resident clusters picks (BN, S), or cu10's plan "
+                "where no split is cheaper",
+                "1000^3 and 128x1024x32768 at >= 0.95x of torch.compile and 512x512x16384 at >= 0.87x (the best "
+                "step before: 0.91x, 0.88x, 0.87x of the faster reference on the H200; the experiment: 0.99x, "
+                "0.96x, 0.89x of relu(A @ B)); cu10's kernel and speed at 4096^3", refuses=cuda_splitk.refuses,
+                # the kernel's check shapes reach its 128-wide splits of 2, 4 and 8; these the rest it picks, and
+                # cu10's two kernels (cu9's where its tiles fill the SMs, as at 4096^3)
+                check_shapes=((33, 72, 8200), (33, 2056, 1032), (33, 4104, 520), (2304, 1920, 8), (1536, 2816, 8)))
+
 CUDA_REVISIONS = tuple(
-    Revision(name, "cuda", (cuda_launch.source(name), cuda_launch.CUDA_DIR.parent / "cuda_launch.py"),
+    Revision(name, "cuda", (cuda_launch.source(name), HERE / "cuda_launch.py"),
              cuda_launch.loader(name), change, predicts, refuses=cuda_launch.refuses(name))
     for name, change, predicts in STEPS
-) + (
-    # cu9 has its own launcher (cuda_persistent.py): cuda_launch.py is hashed by cu0-cu8's profiles.
-    Revision("cu9_persistent", "cuda",
-             (cuda_launch.CUDA_DIR / "cu9_persistent.cu", cuda_launch.CUDA_DIR.parent / "cuda_persistent.py",
-              cuda_launch.CUDA_DIR.parent / "cuda_launch.py"), cuda_persistent.loader(),
-             "cu8's tile persistent: a block per SM walking the tiles in cu8's grouped order, the ring of stages "
-             "running on across a block's tiles (the producer loads tile t+1 while the consumers finish t), C "
-             "written ReLU'd into a 128-byte-swizzled staging buffer per consumer warpgroup and stored by TMA, "
-             "waited on only before the buffer is reused a tile later; 3 stages (cu8: 4) to fit the staging",
-             "the epilogue cu8 left exposed (cu8's evidence: 4-byte stores from registers, nothing loading "
-             "meanwhile) hidden under the next tile's loads: 1.05-1.10x cu8 at 4096^3, >= 0.95x of the cuBLAS "
-             "rate at 4096^3 and 8192^3", refuses=cuda_persistent.refuses),
-    Revision("cu10_waves", "cuda",
-             (cuda_launch.CUDA_DIR / "cu10_waves.cu", cuda_launch.CUDA_DIR.parent / "cuda_waves.py",
-              cuda_launch.CUDA_DIR / "cu9_persistent.cu", cuda_launch.CUDA_DIR.parent / "cuda_persistent.py",
-              cuda_launch.CUDA_DIR.parent / "cuda_launch.py"), cuda_waves.loader(),
-             "the tile picked for the waves: beside cu9's 128x256, a 192x192 persistent kernel (three consumer "
-             "warpgroups of m64n192k16, 512 threads, the loader's registers handed to them by setmaxnreg), and a "
-             "plan taking, per shape, the tile whose waves of one tile per SM are fullest; cu9's kernel elsewhere",
-             "3072^3 and 2880^3 at >= 0.95x cuBLAS (cu9: 0.76x and 0.75x on the H200, where cuBLAS runs 192x192 "
-             "tiles): >= 1.25x cu9 at 3072^3; cu9's kernel and speed at 4096^3, where its 512 tiles fill 3.88 "
-             "waves", refuses=cuda_waves.refuses,
-             check_shapes=((2304, 1920, 8),)),  # one wave of its 192x192 tile, two of cu9's: its own kernel
-    Revision("cu11_splitk", "cuda",
-             (cuda_launch.CUDA_DIR / "cu11_splitk.cu", cuda_launch.CUDA_DIR.parent / "cuda_splitk.py",
-              cuda_launch.CUDA_DIR / "cu10_waves.cu", cuda_launch.CUDA_DIR.parent / "cuda_waves.py",
-              cuda_launch.CUDA_DIR / "cu9_persistent.cu", cuda_launch.CUDA_DIR.parent / "cuda_persistent.py",
-              cuda_launch.CUDA_DIR.parent / "cuda_launch.py"), cuda_splitk.loader(),
-             "split-K in one kernel where C has too few tiles to fill the GPU: the K-slices of a 128 x BN tile "
-             "(BN 128 or 192 as the plan picks; 256 compiled, never picked) in one cluster of S = 2-16 blocks, "
-             "each block's fp32 partial reduced through "
-             "distributed shared memory by the block owning the rows, ReLU'd and stored; a cost model over waves of "
-             "co-resident clusters picks (BN, S), or cu10's plan where no split is cheaper",
-             "1000^3 and 128x1024x32768 at >= 0.95x of torch.compile and 512x512x16384 at >= 0.87x (the best step "
-             "before: 0.91x, 0.88x, 0.87x of the faster reference on the H200; the experiment: 0.99x, 0.96x, "
-             "0.89x of relu(A @ B)); cu10's kernel and speed at 4096^3", refuses=cuda_splitk.refuses,
-             # the kernel's check shapes reach its 128-wide splits of 2, 4 and 8; these the rest it picks, and
-             # cu10's two kernels (cu9's where its tiles fill the SMs, as at 4096^3)
-             check_shapes=((33, 72, 8200), (33, 2056, 1032), (33, 4104, 520), (2304, 1920, 8), (1536, 2816, 8))),
-)
+) + (CU9, CU10, CU11)
