@@ -107,8 +107,8 @@ CU10 = Revision("cu10_waves", "cuda", _on(CU9, CUDA / "cu10_waves.cu", HERE / "c
 CU11 = Revision("cu11_splitk", "cuda", _on(CU10, CUDA / "cu11_splitk.cu", HERE / "cuda_splitk.py"),
                 cuda_splitk.loader(),
                 "split-K in one kernel where C has too few tiles to fill the GPU: the K-slices of a 128 x BN tile "
-                "(BN 128 or 192 as the plan picks; 256 compiled, never picked) in one cluster of S = 2-16 blocks, "
-                "each block's fp32 partial reduced through distributed shared memory by the block owning the rows, "
+                "(BN 128 or 192) in one cluster of S = 2-16 blocks, each block's fp32 partial reduced through "
+                "distributed shared memory by the block owning the rows, "
                 "ReLU'd and stored; a cost model over waves of co-resident clusters picks (BN, S), or cu10's plan "
                 "where no split is cheaper",
                 "1000^3 and 128x1024x32768 at >= 0.95x of torch.compile and 512x512x16384 at >= 0.87x (the best "

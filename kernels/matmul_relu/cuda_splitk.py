@@ -11,8 +11,8 @@ from . import cuda_launch as cl
 from . import cuda_waves as cw
 
 S11_THREADS = 288
-S11_STAGES = {128: 6, 192: 5, 256: 4}  # cu11_splitk.cu's stages for each tile width BN
-SPLITS = {128: (2, 4, 8, 16), 192: (4, 8, 16), 256: (4, 8, 16)}  # the (BN, S) kernels it exports
+S11_STAGES = {128: 6, 192: 5}  # cu11_splitk.cu's stages for each tile width BN
+SPLITS = {128: (2, 4, 8, 16), 192: (4, 8)}  # the (BN, S) kernels it exports
 # Clusters resident at once, by size (cuOccupancyMaxActiveClusters for these kernels on the H200, one block
 # an SM: 132 SMs); the launcher asks the driver for the device's own.
 CLUSTERS = {2: 66, 4: 30, 8: 15, 16: 7}
@@ -29,7 +29,7 @@ def smem_bytes(bn: int) -> int:
 def split_cost(M: int, N: int, K: int, bn: int, s: int, clusters: dict[int, int] = CLUSTERS) -> float:
     """The model: waves of co-resident clusters x (k-tiles a slice x tile width + a wave's overhead).
     On the H200 it ranks first the (BN, S) measured fastest at 13 of 13 shapes (large_k, decode, 1000^3)."""
-    if clusters.get(s, 0) <= 0:
+    if clusters.get(s, 0) <= 0 or cl._cdiv(K, 64) < s:  # none resident, or a slice with no k-tile
         return float("inf")
     tiles = cl._cdiv(M, 128) * cl._cdiv(N, bn)
     waves = cl._cdiv(tiles, clusters[s])
@@ -97,6 +97,7 @@ def loader() -> Callable[[], Callable]:
             a, b = inputs
             plain = (a.dim() == b.dim() == 2 and a.shape[1] == b.shape[0] and out.is_contiguous()
                      and {a.dtype, b.dtype, out.dtype} == {torch.bfloat16} and a.is_cuda
+                     and b.device == out.device == a.device
                      and tuple(out.shape) == (a.shape[0], b.shape[1]) and min(*a.shape, b.shape[1]) > 0)
             if not plain:  # cu10's launch (cu9's checks) takes the edge cases
                 return waves(inputs, out)

@@ -5,18 +5,19 @@
 // flight). Each writes its fp32 partial into its own shared memory (over the spent stages), the cluster
 // meets at a barrier, and block r sums rows [r 128/S, (r+1) 128/S) of the S partials (ld.shared::cluster,
 // in the same order every call: the result does not depend on timing), applies the ReLU and stores bf16.
-// No workspace in global memory, no second launch, nothing to zero between calls. BN is 128, 192 or 256
-// (the wgmma wrappers of this file, cu10 and cu9), S 2 to 16 (16 is a non-portable cluster size: the
-// launcher opts in). cuda_splitk.py's plan picks (BN, S) by a cost model over waves of co-resident
-// clusters, or cu10's kernels (included) where no split is cheaper.
+// No workspace in global memory, no second launch, nothing to zero between calls. BN is 128 or 192 (the
+// wgmma wrappers of this file and cu10), S 2 to 16 (16 is a non-portable cluster size: the launcher opts
+// in); 256-wide tiles were never picked (at equal waves the model prices a k-tile by the tile's width).
+// cuda_splitk.py's plan picks (BN, S) by a cost model over waves of co-resident clusters, or cu10's kernels
+// (included) where no split is cheaper.
 //
 // CHANGE (from the large_k members' ncu pairs on the H200: without a split cu10 runs 4-8 blocks there; v2's
 // Triton split-K runs 256 blocks and a reducing kernel, 5.6 M warp instructions and 53 MB of DRAM at
 // 512x512x16384, where cuBLAS's one split-K kernel of 128 blocks runs 3.4 M and 40 MB): one launch, the
 // partials never leave the chip. A cluster's blocks must be resident at once, so the waves count clusters:
 // on the H200 66 of 2, 30 of 4, 15 of 8 and 7 of 16 (cuOccupancyMaxActiveClusters, one block an SM).
-// EXPECTED: the large_k members and 1000^3 at >= 0.95x of the faster of cuBLAS+ReLU and torch.compile
-// (best step before: 0.85-0.91x); cu10's kernel and speed wherever the plan keeps it.
+// EXPECTED: 1000^3 and 128x1024x32768 at >= 0.95x of torch.compile, 512x512x16384 at >= 0.87x (best step
+// before: 0.91x, 0.88x, 0.87x); cu10's kernel and speed wherever the plan keeps it.
 #include "cu10_waves.cu"
 
 #define S11_BM 128
@@ -136,9 +137,7 @@ __device__ __forceinline__ void s11_body(const unsigned long long* __restrict__ 
                 // bytes apart (LBO), 8 K-rows an atom (SBO 1024): cu8's descriptors
                 const unsigned long long da = wg_desc(sa + kk * 32, 16, 1024);
                 const unsigned long long db = wg_desc(sb + kk * 2048, 8192, 1024);
-                if constexpr (BN == 256)
-                    p9_wgmma(d, da, db, 1);
-                else if constexpr (BN == 192)
+                if constexpr (BN == 192)
                     q_wgmma(d, da, db, 1);
                 else
                     s11_wgmma_n128(d, da, db);
@@ -221,20 +220,4 @@ mm_splitk_n192_s4(const unsigned long long* __restrict__ tmaps, bf16_t* __restri
 extern "C" __global__ void __cluster_dims__(1, 8, 1) __launch_bounds__(S11_THREADS, 1)
 mm_splitk_n192_s8(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ C, int M, int N, int K) {
     s11_body<192, 8, 5>(tmaps, C, M, N, K);
-}
-extern "C" __global__ void __cluster_dims__(1, 16, 1) __launch_bounds__(S11_THREADS, 1)
-mm_splitk_n192_s16(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ C, int M, int N, int K) {
-    s11_body<192, 16, 5>(tmaps, C, M, N, K);
-}
-extern "C" __global__ void __cluster_dims__(1, 4, 1) __launch_bounds__(S11_THREADS, 1)
-mm_splitk_n256_s4(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ C, int M, int N, int K) {
-    s11_body<256, 4, 4>(tmaps, C, M, N, K);
-}
-extern "C" __global__ void __cluster_dims__(1, 8, 1) __launch_bounds__(S11_THREADS, 1)
-mm_splitk_n256_s8(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ C, int M, int N, int K) {
-    s11_body<256, 8, 4>(tmaps, C, M, N, K);
-}
-extern "C" __global__ void __cluster_dims__(1, 16, 1) __launch_bounds__(S11_THREADS, 1)
-mm_splitk_n256_s16(const unsigned long long* __restrict__ tmaps, bf16_t* __restrict__ C, int M, int N, int K) {
-    s11_body<256, 16, 4>(tmaps, C, M, N, K);
 }
