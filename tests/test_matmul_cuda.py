@@ -292,6 +292,20 @@ def test_cu11_counts_waves_of_resident_clusters():
     assert cuda_splitk.refuses((0, 8, 8)) == "" and cuda_splitk.refuses((512, 512, 16384)) == ""
 
 
+@pytest.mark.parametrize("shape", [(8, 8, 8), (8, 72, 64), (33, 72, 200), (512, 512, 520), (1000, 1024, 256)])
+def test_cu11_gives_every_slice_a_k_tile(shape):
+    """A split of K into more slices than it has 64-wide k-tiles leaves blocks with nothing to add (correct,
+    and wasted): the model prices it out and the plan never picks it."""
+    M, N, K = shape
+    tiles = cuda_launch._cdiv(K, 64)
+    for bn, splits in cuda_splitk.SPLITS.items():
+        for s in splits:
+            priced_out = cuda_splitk.split_cost(M, N, K, bn, s) == float("inf")
+            assert priced_out == (tiles < s or s not in cuda_splitk.CLUSTERS)
+    kernel = cuda_splitk.plan_splitk(M, N, K, True).kernel
+    assert "splitk" not in kernel or int(kernel.rsplit("_s", 1)[1]) <= tiles
+
+
 def test_cu11_launcher_matches_its_source():
     """Every (BN, S) the plan can pick is a kernel of cu11_splitk.cu with the launcher's stages, threads and
     cluster size; each fits the 227 KB opt-in and holds the fp32 partial tile (128 x (BN + 8) floats)."""
