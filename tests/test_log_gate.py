@@ -39,6 +39,18 @@ def test_check_fails_when_the_front_page_and_its_sweep_disagree():
     assert any("contradiction: softmax: the front page's best" in p for p in found)
 
 
+def test_a_kernel_swept_on_another_gpu_has_that_gpus_point_and_check_fails_when_it_disagrees():
+    sections = _sections()
+    s = next(s for s in sections if s["kernel"].name == "matmul_relu")
+    other = s["front"]["elsewhere"]
+    assert [p["gpu"] for p in other] == ["NVIDIA H200"]
+    p = other[0]
+    row = arc.sweep_row(arc.sweep_of(s["sweeps"], "NVIDIA H200"), p["shape"], p["dtype"])
+    assert p["best"] == row["bars"][0]["name"] and p["vs_ref"] == row["bars"][0]["vs_ref"]  # that sweep's own best
+    s["front"]["elsewhere"] = [dict(p, best="cu0_naive")]
+    assert any("on NVIDIA H200 (cu0_naive) is not the sweep's" in c for c in arc.contradictions(sections))
+
+
 def test_check_fails_on_a_step_claiming_a_change_over_the_same_kernel():
     sections = _sections()
     s = next(s for s in sections if s["kernel"].name == "softmax")

@@ -95,8 +95,11 @@ def test_a_page_head_quotes_its_front_page_line_where_the_sweep_has_its_point():
     """One fact, one value: the front page's figures of a kernel (its sweep) are the figures the
     page's head names as its sweep's, beside its profile's."""
     log = (ROOT / where.of(ROOT).log).read_text()
-    rows = {cells[1].strip(): cells for line in log.splitlines() if line.startswith("| ")
-            for cells in [line.split("|")] if len(cells) > 8}
+    rows: dict = {}
+    for line in log.splitlines():  # a kernel's first line: its first GPU's, the page's headline
+        cells = line.split("|")
+        if line.startswith("| ") and len(cells) > 8:
+            rows.setdefault(cells[1].strip(), cells)
     quoted = 0
     for page in PAGES:
         head = "\n".join(page.read_text().splitlines()[:20])
@@ -108,6 +111,33 @@ def test_a_page_head_quotes_its_front_page_line_where_the_sweep_has_its_point():
         assert ", in its profile: " in head
         quoted += 1
     assert quoted >= 5  # the swept kernels: attention, layernorm, matmul_relu, rmsnorm, softmax and more
+
+
+def test_the_front_page_has_a_line_for_each_gpu_a_kernel_was_swept_on_with_that_sweeps_best_step():
+    """A kernel swept on two GPUs gets a line for each: the second is that GPU's own sweep point, its best step
+    and figures the ones that GPU's sweep table prints at that shape (the H200's CUDA C and fused rungs would
+    otherwise be missing from the first screen of the log)."""
+    log = (ROOT / where.of(ROOT).log).read_text()
+    lines: dict = {}
+    for line in log.split("<!-- kernlog:begin front -->")[1].split("### Legend")[0].splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if line.startswith("| ") and len(cells) > 8 and cells[1] != "kernel":
+            lines.setdefault(cells[1], []).append(cells)
+    swept = {}
+    for csv in ROOT.glob("profiles/*/*/bench.csv"):
+        swept.setdefault(csv.parent.name, set()).add(csv.parent.parent.name)
+    two = [k for k, gpus in swept.items() if len(gpus) > 1 and k in lines]
+    assert len(two) >= 3, two  # attention, matmul_relu, softmax
+    for kernel in two:
+        assert len({c[2] for c in lines[kernel]}) == len(swept[kernel]), kernel
+        for cells in lines[kernel][1:]:
+            gpu = cells[2]
+            sweep = next(REPORTS.glob(f"{kernel}_sweep_*{gpu.lower().replace(' ', '-')}*.md"), None)
+            table = sweep.read_text() if sweep else (REPORTS / f"{kernel}.md").read_text()
+            shape, dtype = cells[3].split()
+            best = cells[4].split("-> ")[1].split()[0].rstrip("†")
+            rate = cells[5].split()[0]
+            assert re.search(rf"\| {dtype} \| {shape} \| {best}( \(ties[^|]*\))? \| {rate} \|", table), (kernel, gpu)
 
 
 def test_a_step_profiled_elsewhere_on_an_older_source_is_marked_stale_there():

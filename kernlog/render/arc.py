@@ -65,6 +65,20 @@ def point(sw: dict | None, shape: str, dtype: str, first_step: str | None, best:
             "stale": bar["name"] in row["stale"], "unit": sw["unit"], "gpu": sw["gpu"]}
 
 
+def elsewhere(sweeps: list[dict], main_sw: dict | None, shape: str, dtype: str, first_step: str | None) -> list[dict]:
+    """The front page's point on each other GPU that swept the kernel, at the swept shape nearest the
+    profile shape there: its sweep's own best step (no page headline names one on that GPU), so the
+    line says what that GPU's sweep table says."""
+    out = []
+    for sw in sweeps:
+        if main_sw is None or sw is main_sw:
+            continue
+        p = point(sw, front_shape(sw, shape, dtype), dtype, first_step)
+        if p is not None:
+            out.append(p)
+    return out
+
+
 def arc_rows(lad: dict, sw: dict | None, matmul: bool) -> list[dict]:
     """One row per revision of the ladder, in ladder order: what the arc table prints."""
     srow = sweep_row(sw, lad["shape"], lad["dtype"])
@@ -124,6 +138,13 @@ def contradictions(sections: list[dict]) -> list[str]:
                 if again is None or again[key] != p[key]:
                     out.append(f"{s['kernel'].name}: the front page's {key} at {p['shape']} {p['dtype']} "
                                f"({p[key]}) is not the sweep's ({None if again is None else again[key]})")
+            for q in front.get("elsewhere") or []:
+                sw = next((w for w in s.get("sweeps") or [] if w["gpu"] == q["gpu"]), None)
+                again = point(sw, q["shape"], q["dtype"], q["naive"])
+                for key in ("best", "best_ref", "vs_ref", "pct_copy"):
+                    if again is None or again[key] != q[key]:
+                        out.append(f"{s['kernel'].name}: the front page's {key} at {q['shape']} {q['dtype']} on "
+                                   f"{q['gpu']} ({q[key]}) is not the sweep's ({None if again is None else again[key]})")
         for lad in s["ladders"]:
             prev = None
             for row in lad["rows"]:

@@ -286,7 +286,9 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         chosen = best_row(main) if main else None  # the page's best step, named on the front page too
         chosen = chosen["rec"].revision if chosen else None
         front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None, chosen),
-                 "shape": shape, "dtype": dtype, "best": chosen}
+                 "shape": shape, "dtype": dtype, "best": chosen,
+                 "elsewhere": arc.elsewhere(sweeps, main_sw, format_shape(kernel.profile_shape), dtype,
+                                            steps[0] if steps else None)}
         sections.append({"kernel": kernel, "order": order, "ladders": ladders, "front": front,
                          "arcs": [lad for lad in (main, pay) if lad is not None],
                          "across": across_gpus(ladders),
