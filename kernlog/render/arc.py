@@ -143,8 +143,9 @@ def contradictions(sections: list[dict]) -> list[str]:
                 again = point(sw, q["shape"], q["dtype"], q["naive"])
                 for key in ("best", "best_ref", "vs_ref", "pct_copy"):
                     if again is None or again[key] != q[key]:
+                        was = None if again is None else again[key]
                         out.append(f"{s['kernel'].name}: the front page's {key} at {q['shape']} {q['dtype']} on "
-                                   f"{q['gpu']} ({q[key]}) is not the sweep's ({None if again is None else again[key]})")
+                                   f"{q['gpu']} ({q[key]}) is not the sweep's ({was})")
         for lad in s["ladders"]:
             prev = None
             for row in lad["rows"]:
