@@ -140,6 +140,20 @@ def test_the_front_page_has_a_line_for_each_gpu_a_kernel_was_swept_on_with_that_
             assert re.search(rf"\| {dtype} \| {shape} \| {best}( \(ties[^|]*\))? \| {rate} \|", table), (kernel, gpu)
 
 
+def test_within_noise_names_the_fastest_where_the_best_step_is_an_earlier_same_kernel():
+    """matmul at 4096^3 on the H100: v2 ran fastest, the same kernel as v1, so v1 is the best step; the
+    steps within noise of it are v2 (the fastest), v3 and v4, in ladder order, never v1 itself."""
+    from types import SimpleNamespace
+
+    from kernlog.render import steps
+
+    rows = [{"rec": SimpleNamespace(revision=r)} for r in ("v0", "v1", "v2", "v3", "v4")]
+    lad = {"rows": rows, "arc": {"best": rows[2], "ties": ["v4", "v1", "v3"]}}
+    assert steps.tied_with(lad, "v1") == ["v2", "v3", "v4"]
+    assert steps.tied_with({"rows": rows, "arc": {"best": rows[2], "ties": []}}, "v2") == []
+    assert "Within noise of it: v2_split_k, v3_b_pointers, v4_padded." in (REPORTS / "matmul_relu.md").read_text()
+
+
 def test_a_step_profiled_elsewhere_on_an_older_source_is_marked_stale_there():
     """A step the page's ladder lacks, profiled at another shape on a source since changed: where
     it is profiled and what it bought there carry the stale mark, as the main ladder's rows do."""

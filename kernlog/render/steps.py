@@ -38,6 +38,14 @@ def best(lad: dict) -> dict | None:
     return row
 
 
+def tied_with(lad: dict, name: str) -> list[str]:
+    """The revisions within noise of the best step `name`, in ladder order: the arc's fastest and its ties,
+    less `name` (where "same kernel as" resolved the fastest to `name`, the fastest is one of them)."""
+    arc = lad.get("arc") or {}
+    near = {arc["best"]["rec"].revision, *arc.get("ties", ())} if arc.get("best") else set(arc.get("ties", ()))
+    return [r["rec"].revision for r in lad["rows"] if r["rec"].revision in near and r["rec"].revision != name]
+
+
 def _arc_row(lad: dict, revision: str) -> dict | None:
     return next((r for r in lad.get("arc_rows", []) if r["revision"] == revision), None)
 
@@ -230,7 +238,7 @@ def stands(s: dict, lad: dict | None) -> str | None:
     text = (f"{name}{'†' if row['stale'] else ''} is the best step at {lad['shape']} {lad['dtype']} on "
             f"{lad['gpu']['name']}, in its profile: {', '.join(parts)}"
             + (f"; {', '.join(against)}" if against else ""))
-    ties = [t for t in arc.get("ties", []) if t != name]
+    ties = tied_with(lad, name)
     if ties:
         text += f". Within noise of it: {', '.join(ties)}"
     return text + "." + _in_sweep(s, lad, name) + sweep_standing(s, lad, name)
@@ -258,7 +266,7 @@ def others(s: dict) -> list[dict]:
         name = row["rec"].revision
         a = _arc_row(lad, name) or {}
         out.append({"shape": lad["shape"], "dtype": lad["dtype"], "gpu": lad["gpu"]["name"], "best": name,
-                    "ties": [t for t in lad["arc"].get("ties", []) if t != name][:3], "stale": row["stale"],
+                    "ties": tied_with(lad, name)[:3], "stale": row["stale"],
                     "us": row["rate"]["us"], "rate": a.get("rate"), "launch_bound": a.get("launch_bound"),
                     "roof": a.get("roof"), "vs_ref": a.get("vs_ref"), "best_ref": a.get("best_ref")})
     return out
