@@ -380,6 +380,11 @@ MUTANTS = [
            "    near = set(arc.get(\"ties\", ())) if arc.get(\"best\") else",
            "\"within noise\" leaves out the fastest step where \"same kernel as\" named an earlier one best",
            ("tests/test_page_shape.py",)),
+    Mutant("front-page-best-over-sweep", "kernlog/render/arc.py",
+           "    if (best and best != bar[\"name\"] and bar[\"name\"] not in tied and vals.get(best) is not None",
+           "    if (best and best != bar[\"name\"] and vals.get(best) is not None",
+           "the front page quotes the page's best step at a point whose sweep ran a step within noise of it faster "
+           "(matmul at 4096^3: 753 TFLOP/s where the sweep table says 762)", ("tests/test_log_gate.py",)),
     Mutant("front-one-gpu", "kernlog/render/arc.py",
            "        if main_sw is None or sw is main_sw:\n            continue\n        p = point(sw",
            "        if True:\n            continue\n        p = point(sw",

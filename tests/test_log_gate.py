@@ -51,6 +51,18 @@ def test_a_kernel_swept_on_another_gpu_has_that_gpus_point_and_check_fails_when_
     assert any("on NVIDIA H200 (cu0_naive) is not the sweep's" in c for c in arc.contradictions(sections))
 
 
+def test_the_front_page_quotes_the_sweeps_best_where_it_is_within_noise_of_the_pages():
+    """matmul at 4096^3 on the H100: the page's best step is v1 (v2, the fastest profile, runs v1's kernel), and
+    v2, v3 and v4 are within noise of it; the sweep ran v4 fastest there. The front page quotes the sweep
+    table's best and figures, not v1's older point from another run."""
+    s = next(s for s in _sections() if s["kernel"].name == "matmul_relu")
+    assert s["front"]["best"] == "v1_tma_persistent" and "v4_padded" in s["front"]["tied"]
+    p = s["front"]["point"]
+    row = arc.sweep_row(s["front"]["sweep"], p["shape"], p["dtype"])
+    assert p["best"] == row["bars"][0]["name"] == "v4_padded"
+    assert p["rate"] == row["values"]["v4_padded"] and not p["apart_ref"]
+
+
 def test_check_fails_on_a_step_claiming_a_change_over_the_same_kernel():
     sections = _sections()
     s = next(s for s in sections if s["kernel"].name == "softmax")

@@ -130,14 +130,22 @@ def test_the_front_page_has_a_line_for_each_gpu_a_kernel_was_swept_on_with_that_
     assert len(two) >= 3, two  # attention, matmul_relu, softmax
     for kernel in two:
         assert len({c[2] for c in lines[kernel]}) == len(swept[kernel]), kernel
-        for cells in lines[kernel][1:]:
+    checked = 0
+    for kernel in swept:  # every line, the first GPU's too: its best step and rate are its sweep table's
+        for cells in lines.get(kernel, []):
+            if "->" not in cells[4]:
+                continue
             gpu = cells[2]
             sweep = next(REPORTS.glob(f"{kernel}_sweep_*{gpu.lower().replace(' ', '-')}*.md"), None)
             table = sweep.read_text() if sweep else (REPORTS / f"{kernel}.md").read_text()
             shape, dtype = cells[3].split()
             best = cells[4].split("-> ")[1].split()[0].rstrip("†")
             rate = cells[5].split()[0]
-            assert re.search(rf"\| {dtype} \| {shape} \| {best}( \(ties[^|]*\))? \| {rate} \|", table), (kernel, gpu)
+            if f"| {dtype} | {shape} |" not in table:  # a bench point outside the families: in the CSV alone
+                continue
+            checked += 1
+            assert re.search(rf"\| {dtype} \| {shape} \| {best}†?( \(ties[^|]*\))? \| {rate} \|", table), (kernel, gpu)
+    assert checked >= 6, checked
 
 
 def test_within_noise_names_the_fastest_where_the_best_step_is_an_earlier_same_kernel():

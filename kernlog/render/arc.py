@@ -39,17 +39,21 @@ def front_shape(sw: dict | None, shape: str, dtype: str) -> str:
     return min(rows, key=lambda r: (abs(math.log(r["elems"] / n)), -r["elems"]))["shape"]
 
 
-def point(sw: dict | None, shape: str, dtype: str, first_step: str | None, best: str | None = None) -> dict | None:
+def point(sw: dict | None, shape: str, dtype: str, first_step: str | None, best: str | None = None,
+          tied: tuple[str, ...] = ()) -> dict | None:
     """The front page's figures at one sweep point: the first step's and the best step's rates,
     the best reference and the best step's speed against it, its % of the same run's copy.
     `best`: the kernel page's best step (kernlog.render.steps.best), named here too where the
-    point has it (one best per kernel); else the point's fastest step."""
+    point has it (one best per kernel), unless the point's fastest step is one the page finds
+    within noise of it (`tied`: the point's own best then, the figures its sweep table prints);
+    else the point's fastest step."""
     row = sweep_row(sw, shape, dtype)
     if row is None or not row["bars"] or row["bars"][0]["name"] is None:
         return None
     bar = row["bars"][0]
     vals = row["values"]
-    if best and best != bar["name"] and vals.get(best) is not None and best not in row.get("fails_now", {}):
+    if (best and best != bar["name"] and bar["name"] not in tied and vals.get(best) is not None
+            and best not in row.get("fails_now", {})):
         refs = [bar["best_ref"]] if bar["best_ref"] else []
         bar = bar_cell(row, best, refs, sw["band"], bar["need"])
     naive = vals.get(first_step) if first_step else None
@@ -133,7 +137,7 @@ def contradictions(sections: list[dict]) -> list[str]:
         front = s.get("front")
         if front and front.get("point"):
             p = front["point"]
-            again = point(front["sweep"], p["shape"], p["dtype"], p["naive"], front.get("best"))
+            again = point(front["sweep"], p["shape"], p["dtype"], p["naive"], front.get("best"), front.get("tied", ()))
             for key in ("best", "best_ref", "vs_ref", "pct_copy"):
                 if again is None or again[key] != p[key]:
                     out.append(f"{s['kernel'].name}: the front page's {key} at {p['shape']} {p['dtype']} "

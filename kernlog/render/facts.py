@@ -22,6 +22,7 @@ from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from kernlog.render import agree, arc, excerpts
 from kernlog.render import paths as where
 from kernlog.render.steps import best as best_row
+from kernlog.render.steps import tied_with
 from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import gates
@@ -285,8 +286,10 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         shape = arc.front_shape(main_sw, format_shape(kernel.profile_shape), dtype)
         chosen = best_row(main) if main else None  # the page's best step, named on the front page too
         chosen = chosen["rec"].revision if chosen else None
-        front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None, chosen),
-                 "shape": shape, "dtype": dtype, "best": chosen,
+        tied = tuple(tied_with(main, chosen)) if chosen else ()  # or a step within noise of it, the sweep's best
+        front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None, chosen,
+                                                      tied),
+                 "shape": shape, "dtype": dtype, "best": chosen, "tied": tied,
                  "elsewhere": arc.elsewhere(sweeps, main_sw, format_shape(kernel.profile_shape), dtype,
                                             steps[0] if steps else None)}
         sections.append({"kernel": kernel, "order": order, "ladders": ladders, "front": front,

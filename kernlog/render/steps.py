@@ -248,12 +248,13 @@ def _in_sweep(s: dict, lad: dict, name: str) -> str:
     """The front page's figures of the same step at the same point, where its sweep has them:
     the profile and the sweep are two measurements, and the page says both with their source."""
     p = (s.get("front") or {}).get("point")
-    if not p or p.get("best") != name or (p["shape"], p["dtype"], p.get("gpu")) != (
+    if not p or p.get("best") not in (name, *tied_with(lad, name)) or (p["shape"], p["dtype"], p.get("gpu")) != (
             lad["shape"], lad["dtype"], lad["gpu"]["name"]) or p.get("rate") is None:
         return ""
     vs = f"{p['vs_ref']:.2f}x" if p.get("vs_ref") is not None and p.get("best_ref") else ""
     ref = f", {limits.cross_run(vs) if p.get('apart_ref') else vs} {p['best_ref']}" if vs else ""
-    return f" In its sweep (the front page's figures): {p['rate']:.0f} {p['unit']}{ref}."
+    who = "" if p["best"] == name else f" {p['best']} ran fastest"
+    return f" In its sweep{who} (the front page's figures): {p['rate']:.0f} {p['unit']}{ref}."
 
 
 def others(s: dict) -> list[dict]:
