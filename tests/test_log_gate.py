@@ -61,6 +61,11 @@ def test_the_front_page_quotes_the_sweeps_best_where_it_is_within_noise_of_the_p
     row = arc.sweep_row(s["front"]["sweep"], p["shape"], p["dtype"])
     assert p["best"] == row["bars"][0]["name"] == "v4_padded"
     assert p["rate"] == row["values"]["v4_padded"] and not p["apart_ref"]
+    from kernlog.render import steps
+
+    head = steps.stands(s, s["ladders"][0])  # the page's head says whose figures the front page quotes
+    assert head.startswith("v1_tma_persistent is the best step at 4096x4096x4096 bf16")
+    assert f"In its sweep v4_padded ran fastest (the front page's figures): {p['rate']:.0f} TFLOP/s" in head
 
 
 def test_check_fails_on_a_step_claiming_a_change_over_the_same_kernel():

@@ -30,8 +30,8 @@ def sweep_row(sw: dict | None, shape: str, dtype: str) -> dict | None:
 def front_shape(sw: dict | None, shape: str, dtype: str) -> str:
     """The sweep's point for the front page: the profile shape, else the swept shape of the
     dtype nearest it in elements (a 1-D op's profile size may not be swept)."""
-    rows = [r for r in (sw or {}).get("rows", []) if r["dtype"] == dtype]
-    if not rows or any(r["shape"] == shape for r in rows):
+    rows = [r for r in (sw or {}).get("rows", []) if r["dtype"] == dtype and r["bars"] and r["bars"][0]["name"]]
+    if not rows or any(r["shape"] == shape for r in rows):  # a point where no step ran is no front point
         return shape
     n = 1
     for part in shape.split("x"):
@@ -44,16 +44,18 @@ def point(sw: dict | None, shape: str, dtype: str, first_step: str | None, best:
     """The front page's figures at one sweep point: the first step's and the best step's rates,
     the best reference and the best step's speed against it, its % of the same run's copy.
     `best`: the kernel page's best step (kernlog.render.steps.best), named here too where the
-    point has it (one best per kernel), unless the point's fastest step is one the page finds
-    within noise of it (`tied`: the point's own best then, the figures its sweep table prints);
-    else the point's fastest step."""
+    point has it (one best per kernel), unless the point's fastest step is one the page's profile
+    finds within noise of it (`tied`) and ran at least as fast here on as current a source: the
+    point's own best then, the figures its sweep table prints; else the point's fastest step."""
     row = sweep_row(sw, shape, dtype)
     if row is None or not row["bars"] or row["bars"][0]["name"] is None:
         return None
     bar = row["bars"][0]
     vals = row["values"]
-    if (best and best != bar["name"] and bar["name"] not in tied and vals.get(best) is not None
-            and best not in row.get("fails_now", {})):
+    mine = bool(best and best != bar["name"] and vals.get(best) is not None and best not in row.get("fails_now", {}))
+    if mine and bar["name"] in tied:
+        mine = vals[bar["name"]] < vals[best] or (bar["name"] in row["stale"] and best not in row["stale"])
+    if mine:
         refs = [bar["best_ref"]] if bar["best_ref"] else []
         bar = bar_cell(row, best, refs, sw["band"], bar["need"])
     naive = vals.get(first_step) if first_step else None
@@ -69,15 +71,24 @@ def point(sw: dict | None, shape: str, dtype: str, first_step: str | None, best:
             "stale": bar["name"] in row["stale"], "unit": sw["unit"], "gpu": sw["gpu"]}
 
 
-def elsewhere(sweeps: list[dict], main_sw: dict | None, shape: str, dtype: str, first_step: str | None) -> list[dict]:
-    """The front page's point on each other GPU that swept the kernel, at the swept shape nearest the
-    profile shape there: its sweep's own best step (no page headline names one on that GPU), so the
-    line says what that GPU's sweep table says."""
+def swept_dtype(sw: dict | None, dtypes, steps) -> str:
+    """The first of `dtypes` that `sw` swept a step in (the front page's dtype on that GPU); the first
+    of `dtypes` where it swept none."""
+    swept = {r["dtype"] for r in (sw or {}).get("rows", []) if any(r["values"].get(s) is not None for s in steps)}
+    return next((d for d in dtypes if d in swept), dtypes[0])
+
+
+def elsewhere(sweeps: list[dict], main_sw: dict | None, shape: str, dtypes, steps) -> list[dict]:
+    """The front page's point on each GPU that swept the kernel besides `main_sw` (the headline
+    ladder's GPU; None where that GPU swept nothing), in that sweep's own first dtype, at the swept
+    shape nearest the profile shape there: its sweep's own best step (no page headline names one on
+    that GPU), so the line says what that GPU's sweep table says."""
     out = []
     for sw in sweeps:
-        if main_sw is None or sw is main_sw:
+        if sw is main_sw:
             continue
-        p = point(sw, front_shape(sw, shape, dtype), dtype, first_step)
+        dtype = swept_dtype(sw, dtypes, steps)
+        p = point(sw, front_shape(sw, shape, dtype), dtype, steps[0] if steps else None)
         if p is not None:
             out.append(p)
     return out
@@ -134,22 +145,22 @@ def contradictions(sections: list[dict]) -> list[str]:
     of the step before (recomputed from the profiles, not from the row's own flag)."""
     out = []
     for s in sections:
-        front = s.get("front")
-        if front and front.get("point"):
+        front = s.get("front") or {}
+        if front.get("point"):
             p = front["point"]
             again = point(front["sweep"], p["shape"], p["dtype"], p["naive"], front.get("best"), front.get("tied", ()))
             for key in ("best", "best_ref", "vs_ref", "pct_copy"):
                 if again is None or again[key] != p[key]:
                     out.append(f"{s['kernel'].name}: the front page's {key} at {p['shape']} {p['dtype']} "
                                f"({p[key]}) is not the sweep's ({None if again is None else again[key]})")
-            for q in front.get("elsewhere") or []:
-                sw = next((w for w in s.get("sweeps") or [] if w["gpu"] == q["gpu"]), None)
-                again = point(sw, q["shape"], q["dtype"], q["naive"])
-                for key in ("best", "best_ref", "vs_ref", "pct_copy"):
-                    if again is None or again[key] != q[key]:
-                        was = None if again is None else again[key]
-                        out.append(f"{s['kernel'].name}: the front page's {key} at {q['shape']} {q['dtype']} on "
-                                   f"{q['gpu']} ({q[key]}) is not the sweep's ({was})")
+        for q in front.get("elsewhere") or []:
+            sw = next((w for w in s.get("sweeps") or [] if w["gpu"] == q["gpu"]), None)
+            again = point(sw, q["shape"], q["dtype"], q["naive"])
+            for key in ("best", "best_ref", "vs_ref", "pct_copy"):
+                if again is None or again[key] != q[key]:
+                    was = None if again is None else again[key]
+                    out.append(f"{s['kernel'].name}: the front page's {key} at {q['shape']} {q['dtype']} on "
+                               f"{q['gpu']} ({q[key]}) is not the sweep's ({was})")
         for lad in s["ladders"]:
             prev = None
             for row in lad["rows"]:

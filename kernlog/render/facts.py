@@ -280,9 +280,7 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         pay = arc.payoff(ladders)
         steps = [r.name for r in kernel.revisions if r.role == "step"]
         main_sw = arc.sweep_of(sweeps, main["gpu"]["name"]) if main else (sweeps[0] if sweeps else None)
-        swept = {r["dtype"] for r in (main_sw or {}).get("rows", [])  # the first dtype a step was swept in
-                 if any(r["values"].get(st) is not None for st in steps)}
-        dtype = next((d for d in kernel.dtypes if d in swept), kernel.dtypes[0])
+        dtype = arc.swept_dtype(main_sw, kernel.dtypes, steps)  # the first dtype a step was swept in
         shape = arc.front_shape(main_sw, format_shape(kernel.profile_shape), dtype)
         chosen = best_row(main) if main else None  # the page's best step, named on the front page too
         chosen = chosen["rec"].revision if chosen else None
@@ -290,8 +288,8 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None, chosen,
                                                       tied),
                  "shape": shape, "dtype": dtype, "best": chosen, "tied": tied,
-                 "elsewhere": arc.elsewhere(sweeps, main_sw, format_shape(kernel.profile_shape), dtype,
-                                            steps[0] if steps else None)}
+                 "elsewhere": arc.elsewhere(sweeps, main_sw, format_shape(kernel.profile_shape), kernel.dtypes,
+                                            steps)}
         sections.append({"kernel": kernel, "order": order, "ladders": ladders, "front": front,
                          "arcs": [lad for lad in (main, pay) if lad is not None],
                          "across": across_gpus(ladders),

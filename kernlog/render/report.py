@@ -99,6 +99,8 @@ def render_blocks(sections: list[dict], triaged: bool = False, paths: where.Path
     paths = paths or where.Paths()
     links = {s["kernel"].name: {"text": paths.page(s["kernel"].name),
                                 "href": paths.from_log(paths.page(s["kernel"].name))} for s in sections}
+    sweep_links = {(s["kernel"].name, sw["gpu"]): {"text": sw["page"], "href": paths.from_log(sw["page"])}
+                   for s in sections for sw in s.get("sweeps") or [] if sw.get("page")}  # a GPU's own sweep page
     env = _env()
     best_of = {}
     for s in sections:
@@ -109,10 +111,11 @@ def render_blocks(sections: list[dict], triaged: bool = False, paths: where.Path
         best_of[s["kernel"].name] = None if row is None else {
             "name": row["rec"].revision, "us": row["rate"]["us"], "stale": row["stale"],
             "vs_ref": (arc_row or {}).get("vs_ref"), "best_ref": (arc_row or {}).get("best_ref"),
-            "ties": [t for t in lad["arc"]["ties"] if t != row["rec"].revision]}
+            "ties": steps.tied_with(lad, row["rec"].revision)}
     return {"front": env.get_template("front.md.j2").render(
         sections=sections, stale=stale_figures(sections), copy_bar=COPY_BAR, launch_bound_us=LAUNCH_BOUND_US,
-        hot_min=HOT_MIN_SAMPLES, triaged=triaged, links=links, best_of=best_of, ceilings=_ceilings(sections),
+        hot_min=HOT_MIN_SAMPLES, triaged=triaged, links=links, sweep_links=sweep_links, best_of=best_of,
+        ceilings=_ceilings(sections),
         triage={"text": paths.triage, "href": paths.from_log(paths.triage)},
         measured=any(_measured(s) or s["unreadable"] for s in sections),
         matmul=any(_measured(s) and s["kernel"].ceiling == "matmul" for s in sections))}
