@@ -68,6 +68,21 @@ def test_the_front_page_quotes_the_sweeps_best_where_it_is_within_noise_of_the_p
     assert f"In its sweep v4_padded ran fastest (the front page's figures): {p['rate']:.0f} TFLOP/s" in head
 
 
+def test_next_says_to_profile_the_later_rungs_that_ran_only_on_another_gpu():
+    """attention's headline ladder is the H100's, whose best step is v2_tuned; v3-v5 were profiled only on the
+    H200. The Next line says so, with the command that puts them in this ladder, not how to tune v2 further;
+    attention_backward, profiled on one GPU, and matmul, whose later rungs there precede its best, keep theirs."""
+    from kernlog.render import steps
+
+    sections = {s["kernel"].name: s for s in _sections()}
+    att = steps.next_line(sections["attention"], sections["attention"]["ladders"][0])
+    assert att.startswith("v3_fma, v4_wgmma, v5_persistent ran only on NVIDIA H200: `kernlog profile attention "
+                          "--rev v3_fma --rev v4_wgmma --rev v5_persistent` on the NVIDIA H100 80GB HBM3")
+    assert "past v2_tuned" in att and "go after the limit" not in att
+    for name in ("attention_backward", "matmul_relu"):
+        assert "ran only on" not in steps.next_line(sections[name], sections[name]["ladders"][0])
+
+
 def test_check_fails_on_a_step_claiming_a_change_over_the_same_kernel():
     sections = _sections()
     s = next(s for s in sections if s["kernel"].name == "softmax")

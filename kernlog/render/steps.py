@@ -181,6 +181,11 @@ def next_line(s: dict, lad: dict | None) -> str | None:
         text = (f"{name} runs {launches or len(row['rec'].facts['kernels'])} kernels a call at {lad['shape']} "
                 f"{lad['dtype']}, with no one roofline: `kernlog triage {s['kernel'].name}` ranks which of them "
                 "to write next")
+    elif away := profiled_elsewhere(s, lad):  # later rungs this ladder cannot show yet: profiling them comes first
+        names = [n for n, _ in away]
+        text = (f"{', '.join(names)} ran only on {' and '.join(sorted({g for _, g in away}))}: `kernlog profile "
+                f"{s['kernel'].name} {' '.join('--rev ' + n for n in names)}` on the {lad['gpu']['name']} puts them "
+                f"in this ladder, past {name}")
     elif pct is not None and pct >= AT_CEILING:
         text = f"{name} is {where} at {lad['shape']} {lad['dtype']}: little is left at this shape"
     else:
@@ -194,6 +199,22 @@ def next_line(s: dict, lad: dict | None) -> str | None:
     if not missed:
         text += ("; every swept point meets its bars" if s.get("sweeps") else "")
     return text + "."
+
+
+def profiled_elsewhere(s: dict, lad: dict) -> list[tuple[str, str]]:
+    """(step, a GPU it was profiled on) for each step after the ladder's best in the kernel's order,
+    profiled on another GPU and at no shape on the headline ladder's: the rungs its arc cannot show yet."""
+    gpu = lad["gpu"]["name"]
+    here = {r["rec"].revision for lo in s.get("ladders", []) if lo["gpu"]["name"] == gpu for r in lo["rows"]}
+    away = {}
+    for lo in s.get("ladders", []):
+        for r in lo["rows"]:
+            if lo["gpu"]["name"] != gpu and r["rec"].role == "step" and r["rec"].revision not in here:
+                away.setdefault(r["rec"].revision, lo["gpu"]["name"])
+    order = [r.name for r in s["kernel"].revisions]
+    top = best(lad)
+    after = order.index(top["rec"].revision) if top and top["rec"].revision in order else -1
+    return [(n, away[n]) for n in order[after + 1:] if n in away]
 
 
 def sweep_standing(s: dict, lad: dict, best_name: str | None = None) -> str:
