@@ -83,6 +83,18 @@ def test_next_says_to_profile_the_later_rungs_that_ran_only_on_another_gpu():
         assert "ran only on" not in steps.next_line(sections[name], sections[name]["ladders"][0])
 
 
+def test_a_page_opens_with_the_arc_of_the_rungs_its_headline_gpu_never_ran():
+    """attention's first screen: the H100's arc (v0-v2), then the H200's at the same shape, where v5 is the best
+    step and v3-v5 were never profiled on the H100; matmul's later CUDA C rungs come before its best step in the
+    kernel's order, and softmax's best steps elsewhere ran on the H100 too: neither gets such an arc."""
+    sections = {s["kernel"].name: s for s in _sections()}
+    att = sections["attention"]["arcs"]
+    assert [(a["gpu"]["name"], a["shape"]) for a in att] == [("NVIDIA H100 80GB HBM3", "1x12x1024x64"),
+                                                             ("NVIDIA H200", "1x12x1024x64")]
+    for name in ("matmul_relu", "softmax"):
+        assert {a["gpu"]["name"] for a in sections[name]["arcs"]} == {sections[name]["arcs"][0]["gpu"]["name"]}
+
+
 def test_check_fails_on_a_step_claiming_a_change_over_the_same_kernel():
     sections = _sections()
     s = next(s for s in sections if s["kernel"].name == "softmax")

@@ -139,6 +139,24 @@ def payoff(lads: list[dict]) -> dict | None:
     return None
 
 
+def beyond(lads: list[dict], order: list[str], best_of) -> dict | None:
+    """Where the ladder went past the headline on another GPU: a ladder on a GPU other than the headline
+    ladder's (`lads[0]`) whose best step (`best_of`, the page's rule) comes later in the kernel's order
+    than the headline's best and was never profiled on the headline's GPU (its arc cannot show that
+    step), at the headline's shape and dtype where there is one; None where none is."""
+    if not lads or best_of(lads[0]) is None:
+        return None
+    first = lads[0]
+    rank = {name: i for i, name in enumerate(order)}
+    top = rank.get(best_of(first)["rec"].revision, -1)
+    here = {r["rec"].revision for lad in lads if lad["gpu"]["slug"] == first["gpu"]["slug"] for r in lad["rows"]}
+    past = [lad for lad in lads[1:] if lad["gpu"]["slug"] != first["gpu"]["slug"] and (row := best_of(lad)) is not None
+            and row["rec"].role == "step" and rank.get(row["rec"].revision, -1) > top
+            and row["rec"].revision not in here]
+    same = [lad for lad in past if (lad["shape"], lad["dtype"]) == (first["shape"], first["dtype"])]
+    return (same or past or [None])[0]  # the headline's own shape where that GPU profiled it
+
+
 def contradictions(sections: list[dict]) -> list[str]:
     """Each place two figures of the log describe one point differently: the front page's
     point and its sweep row's bars, a step claiming a change over the compiled kernel and launch

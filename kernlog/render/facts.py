@@ -291,7 +291,8 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
                  "elsewhere": arc.elsewhere(sweeps, main_sw, format_shape(kernel.profile_shape), kernel.dtypes,
                                             steps)}
         sections.append({"kernel": kernel, "order": order, "ladders": ladders, "front": front,
-                         "arcs": [lad for lad in (main, pay) if lad is not None],
+                         "arcs": [lad for lad in (main, pay, arc.beyond(ladders, order, best_row))
+                                  if lad is not None],
                          "across": across_gpus(ladders),
                          "sweeps": sweeps,
                          "revisions": {r.name: r for r in kernel.revisions},
