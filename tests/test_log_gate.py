@@ -76,11 +76,20 @@ def test_next_says_to_profile_the_later_rungs_that_ran_only_on_another_gpu():
 
     sections = {s["kernel"].name: s for s in _sections()}
     att = steps.next_line(sections["attention"], sections["attention"]["ladders"][0])
-    assert att.startswith("v3_fma, v4_wgmma, v5_persistent ran only on NVIDIA H200: `kernlog profile attention "
-                          "--rev v3_fma --rev v4_wgmma --rev v5_persistent` on the NVIDIA H100 80GB HBM3")
+    # the headline ladder's shape and dtype in the command: attention's first dtype is fp32
+    assert att.startswith("v3_fma, v4_wgmma, v5_persistent were profiled only on NVIDIA H200: `kernlog profile "
+                          "attention --rev v3_fma --rev v4_wgmma --rev v5_persistent --shape 1x12x1024x64 "
+                          "--dtype bf16` on the NVIDIA H100 80GB HBM3")
     assert "past v2_tuned" in att and "go after the limit" not in att
     for name in ("attention_backward", "matmul_relu"):
-        assert "ran only on" not in steps.next_line(sections[name], sections[name]["ladders"][0])
+        assert "profiled only on" not in steps.next_line(sections[name], sections[name]["ladders"][0])
+    # a rung the kernel no longer declares a step (known wrong since) is never named
+    att_s = sections["attention"]
+    v5 = next(r for r in att_s["kernel"].revisions if r.name == "v5_persistent")
+    import dataclasses
+    wrong = dict(att_s, kernel=dataclasses.replace(att_s["kernel"], revisions=tuple(
+        dataclasses.replace(r, role="wrong", bug="x") if r is v5 else r for r in att_s["kernel"].revisions)))
+    assert "--rev v5_persistent" not in steps.next_line(wrong, att_s["ladders"][0])
 
 
 def test_a_page_opens_with_the_arc_of_the_rungs_its_headline_gpu_never_ran():

@@ -183,9 +183,10 @@ def next_line(s: dict, lad: dict | None) -> str | None:
                 "to write next")
     elif away := profiled_elsewhere(s, lad):  # later rungs this ladder cannot show yet: profiling them comes first
         names = [n for n, _ in away]
-        text = (f"{', '.join(names)} ran only on {' and '.join(sorted({g for _, g in away}))}: `kernlog profile "
-                f"{s['kernel'].name} {' '.join('--rev ' + n for n in names)}` on the {lad['gpu']['name']} puts them "
-                f"in this ladder, past {name}")
+        gpus = sorted({g for _, gs in away for g in gs})
+        text = (f"{', '.join(names)} {'was' if len(names) == 1 else 'were'} profiled only on {' and '.join(gpus)}: "
+                f"`kernlog profile {s['kernel'].name} {' '.join('--rev ' + n for n in names)} --shape {lad['shape']} "
+                f"--dtype {lad['dtype']}` on the {lad['gpu']['name']} puts them in this ladder, past {name}")
     elif pct is not None and pct >= AT_CEILING:
         text = f"{name} is {where} at {lad['shape']} {lad['dtype']}: little is left at this shape"
     else:
@@ -201,20 +202,25 @@ def next_line(s: dict, lad: dict | None) -> str | None:
     return text + "."
 
 
-def profiled_elsewhere(s: dict, lad: dict) -> list[tuple[str, str]]:
-    """(step, a GPU it was profiled on) for each step after the ladder's best in the kernel's order,
-    profiled on another GPU and at no shape on the headline ladder's: the rungs its arc cannot show yet."""
+def profiled_elsewhere(s: dict, lad: dict) -> list[tuple[str, list[str]]]:
+    """(step, the GPUs it was profiled on) for each step after the ladder's best in the kernel's order,
+    profiled on another GPU and at no shape on the headline ladder's, that the kernel still declares a
+    step and that takes the ladder's shape: the rungs its arc cannot show yet, and profiling would add."""
     gpu = lad["gpu"]["name"]
     here = {r["rec"].revision for lo in s.get("ladders", []) if lo["gpu"]["name"] == gpu for r in lo["rows"]}
-    away = {}
+    away: dict[str, set] = {}
     for lo in s.get("ladders", []):
         for r in lo["rows"]:
-            if lo["gpu"]["name"] != gpu and r["rec"].role == "step" and r["rec"].revision not in here:
-                away.setdefault(r["rec"].revision, lo["gpu"]["name"])
-    order = [r.name for r in s["kernel"].revisions]
+            if lo["gpu"]["name"] != gpu and r["rec"].revision not in here:
+                away.setdefault(r["rec"].revision, set()).add(lo["gpu"]["name"])
+    revs = {r.name: r for r in s["kernel"].revisions}
+    order = list(revs)
     top = best(lad)
-    after = order.index(top["rec"].revision) if top and top["rec"].revision in order else -1
-    return [(n, away[n]) for n in order[after + 1:] if n in away]
+    if top is None or top["rec"].revision not in revs:
+        return []
+    shape = tuple(int(x) for x in lad["shape"].split("x"))
+    return [(n, sorted(away[n])) for n in order[order.index(top["rec"].revision) + 1:]
+            if n in away and revs[n].role == "step" and not revs[n].refusal(shape)]
 
 
 def sweep_standing(s: dict, lad: dict, best_name: str | None = None) -> str:
