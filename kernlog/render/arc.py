@@ -139,20 +139,16 @@ def payoff(lads: list[dict]) -> dict | None:
     return None
 
 
-def beyond(lads: list[dict], order: list[str], best_of) -> dict | None:
+def beyond(lads: list[dict], later: set[str], best_of) -> dict | None:
     """Where the ladder went past the headline on another GPU: a ladder on a GPU other than the headline
-    ladder's (`lads[0]`) whose best step (`best_of`, the page's rule) comes later in the kernel's order
-    than the headline's best and was never profiled on the headline's GPU (its arc cannot show that
-    step), at the headline's shape and dtype where there is one; None where none is."""
-    if not lads or best_of(lads[0]) is None:
+    ladder's (`lads[0]`) whose best step (`best_of`, the page's rule) is one of `later`, the steps past
+    the headline's best that its GPU never profiled (kernlog.render.steps.profiled_elsewhere, as the
+    Next line names them), at the headline's shape and dtype where there is one; None where none is."""
+    if not lads:
         return None
     first = lads[0]
-    rank = {name: i for i, name in enumerate(order)}
-    top = rank.get(best_of(first)["rec"].revision, -1)
-    here = {r["rec"].revision for lad in lads if lad["gpu"]["slug"] == first["gpu"]["slug"] for r in lad["rows"]}
     past = [lad for lad in lads[1:] if lad["gpu"]["slug"] != first["gpu"]["slug"] and (row := best_of(lad)) is not None
-            and row["rec"].role == "step" and rank.get(row["rec"].revision, -1) > top
-            and row["rec"].revision not in here]
+            and row["rec"].revision in later]
     same = [lad for lad in past if (lad["shape"], lad["dtype"]) == (first["shape"], first["dtype"])]
     return (same or past or [None])[0]  # the headline's own shape where that GPU profiled it
 
@@ -164,21 +160,18 @@ def contradictions(sections: list[dict]) -> list[str]:
     out = []
     for s in sections:
         front = s.get("front") or {}
-        if front.get("point"):
-            p = front["point"]
-            again = point(front["sweep"], p["shape"], p["dtype"], p["naive"], front.get("best"), front.get("tied", ()))
+        # each front line against its sweep, recomputed: the headline GPU's (its page's best, or a tie of it),
+        # then each other GPU's (that sweep's own best)
+        lines = [(front["point"], front["sweep"], front.get("best"), front.get("tied", ()), "")] if front.get(
+            "point") else []
+        lines += [(q, next((w for w in s.get("sweeps") or [] if w["gpu"] == q["gpu"]), None), None, (),
+                   f" on {q['gpu']}") for q in front.get("elsewhere") or []]
+        for p, sw, best, tied, on in lines:
+            again = point(sw, p["shape"], p["dtype"], p["naive"], best, tied)
             for key in ("best", "best_ref", "vs_ref", "pct_copy"):
                 if again is None or again[key] != p[key]:
-                    out.append(f"{s['kernel'].name}: the front page's {key} at {p['shape']} {p['dtype']} "
+                    out.append(f"{s['kernel'].name}: the front page's {key} at {p['shape']} {p['dtype']}{on} "
                                f"({p[key]}) is not the sweep's ({None if again is None else again[key]})")
-        for q in front.get("elsewhere") or []:
-            sw = next((w for w in s.get("sweeps") or [] if w["gpu"] == q["gpu"]), None)
-            again = point(sw, q["shape"], q["dtype"], q["naive"])
-            for key in ("best", "best_ref", "vs_ref", "pct_copy"):
-                if again is None or again[key] != q[key]:
-                    was = None if again is None else again[key]
-                    out.append(f"{s['kernel'].name}: the front page's {key} at {q['shape']} {q['dtype']} on "
-                               f"{q['gpu']} ({q[key]}) is not the sweep's ({was})")
         for lad in s["ladders"]:
             prev = None
             for row in lad["rows"]:

@@ -22,7 +22,7 @@ from kernlog.metrics import CATALOG, ncu_filter, ranked_stalls, time_shares
 from kernlog.render import agree, arc, excerpts
 from kernlog.render import paths as where
 from kernlog.render.steps import best as best_row
-from kernlog.render.steps import tied_with
+from kernlog.render.steps import profiled_elsewhere, tied_with
 from kernlog.render.sweeps import sweep
 from kernlog.spec import format_shape
 from kernlog.store import gates
@@ -284,6 +284,7 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         shape = arc.front_shape(main_sw, format_shape(kernel.profile_shape), dtype)
         chosen = best_row(main) if main else None  # the page's best step, named on the front page too
         chosen = chosen["rec"].revision if chosen else None
+        later = {n for n, _ in profiled_elsewhere(ladders, kernel, main)} if main else set()  # the second arc's
         tied = tuple(tied_with(main, chosen)) if chosen else ()  # or a step within noise of it, the sweep's best
         front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None, chosen,
                                                       tied),
@@ -291,8 +292,7 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
                  "elsewhere": arc.elsewhere(sweeps, main_sw, format_shape(kernel.profile_shape), kernel.dtypes,
                                             steps)}
         sections.append({"kernel": kernel, "order": order, "ladders": ladders, "front": front,
-                         "arcs": [lad for lad in (main, pay, arc.beyond(ladders, order, best_row))
-                                  if lad is not None],
+                         "arcs": [lad for lad in (main, pay, arc.beyond(ladders, later, best_row)) if lad is not None],
                          "across": across_gpus(ladders),
                          "sweeps": sweeps,
                          "revisions": {r.name: r for r in kernel.revisions},

@@ -21,6 +21,7 @@ from __future__ import annotations
 from kernlog.judge import predictions
 from kernlog.metrics import ranked_stalls
 from kernlog.render import limits
+from kernlog.spec import parse_shape
 
 AT_CEILING = 0.9  # of its roofline: at or above it, a step is at its ceiling
 
@@ -181,7 +182,7 @@ def next_line(s: dict, lad: dict | None) -> str | None:
         text = (f"{name} runs {launches or len(row['rec'].facts['kernels'])} kernels a call at {lad['shape']} "
                 f"{lad['dtype']}, with no one roofline: `kernlog triage {s['kernel'].name}` ranks which of them "
                 "to write next")
-    elif away := profiled_elsewhere(s, lad):  # later rungs this ladder cannot show yet: profiling them comes first
+    elif away := profiled_elsewhere(s.get("ladders", []), s["kernel"], lad):  # rungs to profile here first
         names = [n for n, _ in away]
         gpus = sorted({g for _, gs in away for g in gs})
         text = (f"{', '.join(names)} {'was' if len(names) == 1 else 'were'} profiled only on {' and '.join(gpus)}: "
@@ -202,23 +203,24 @@ def next_line(s: dict, lad: dict | None) -> str | None:
     return text + "."
 
 
-def profiled_elsewhere(s: dict, lad: dict) -> list[tuple[str, list[str]]]:
-    """(step, the GPUs it was profiled on) for each step after the ladder's best in the kernel's order,
-    profiled on another GPU and at no shape on the headline ladder's, that the kernel still declares a
-    step and that takes the ladder's shape: the rungs its arc cannot show yet, and profiling would add."""
+def profiled_elsewhere(ladders: list[dict], kernel, lad: dict) -> list[tuple[str, list[str]]]:
+    """(step, the GPUs it was profiled on) for each step after `lad`'s best in the kernel's order,
+    profiled on another GPU and at no shape on `lad`'s, that the kernel still declares a step and that
+    takes `lad`'s shape: the rungs its arc cannot show yet, and profiling would add (the Next line's
+    command; the page's second arc, kernlog.render.arc.beyond)."""
     gpu = lad["gpu"]["name"]
-    here = {r["rec"].revision for lo in s.get("ladders", []) if lo["gpu"]["name"] == gpu for r in lo["rows"]}
+    here = {r["rec"].revision for lo in ladders if lo["gpu"]["name"] == gpu for r in lo["rows"]}
     away: dict[str, set] = {}
-    for lo in s.get("ladders", []):
+    for lo in ladders:
         for r in lo["rows"]:
             if lo["gpu"]["name"] != gpu and r["rec"].revision not in here:
                 away.setdefault(r["rec"].revision, set()).add(lo["gpu"]["name"])
-    revs = {r.name: r for r in s["kernel"].revisions}
+    revs = {r.name: r for r in kernel.revisions}
     order = list(revs)
     top = best(lad)
     if top is None or top["rec"].revision not in revs:
         return []
-    shape = tuple(int(x) for x in lad["shape"].split("x"))
+    shape = parse_shape(lad["shape"])
     return [(n, sorted(away[n])) for n in order[order.index(top["rec"].revision) + 1:]
             if n in away and revs[n].role == "step" and not revs[n].refusal(shape)]
 
