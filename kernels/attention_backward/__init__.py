@@ -138,6 +138,12 @@ def _load_v2():
     return lambda inputs, out: attention_backward(*inputs, out)
 
 
+def _load_v3():
+    from .v3_ordered import attention_backward
+
+    return lambda inputs, out: attention_backward(*inputs, out)
+
+
 def _load_wrong():
     from .wrong_no_delta import attention_backward
 
@@ -170,6 +176,15 @@ REVISIONS = (
              "forward attention's v5_persistent (its CUDA C kernels on Hopper in bf16, v3_fma's loop "
              "elsewhere), o kept in the input dtype for delta",
              ">= 1.05x v1_tuned at (1, 32, 4096, 128) bf16; no slower than v1_tuned at (1, 12, 1024, 64) bf16",
+             refuses=refuses_head_dim),
+    Revision("v3_ordered", "triton", (HERE / "v3_ordered.py", HERE / "v2_split.py", HERE / "v1_tuned.py",
+                                      HERE / "v0_fused.py", FLASH, *FORWARD_V5, *CUDA_BUILD, TUNING_SOURCE,
+                                      INTERPRETER_SOURCE), _load_v3,
+             "v2_split's kernels with their programs on one grid axis, ordered longest first across groups of "
+             "heads (block 0 of every head in a group, then block 1), the group size (1, 4 or every head) picked "
+             "per shape with v2's loop forms and layouts; delta = rowsum(do * o) computed by the dq kernel, "
+             "launched first, where v2 had a preprocess launch",
+             ">= 1.04x v2_split at (1, 16, 8192, 128) bf16; no slower than v2_split at (1, 12, 1024, 64) bf16",
              refuses=refuses_head_dim),
     Revision("wrong_no_delta", "triton", (HERE / "wrong_no_delta.py", HERE / "v0_fused.py", FLASH, INTERPRETER_SOURCE),
              _load_wrong, "v0_fused with the preprocess never launched: delta left zero",
