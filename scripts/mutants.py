@@ -793,6 +793,16 @@ MUTANTS = [
            "return mine + v3_fma.candidates(\"bf16\", q.shape[-1])",
            "v5's picker never offered v4's kernel, so it could not keep the rung before it",
            ("tests/test_attention_cuda.py",)),
+    Mutant("nvtx-push-pop-only", "kernlog/capture/ncu.py",
+           "    return names + [s for s in spans if s not in names]",
+           "    return names",
+           "a kernel another thread launched inside kernlog's range (autograd's backward) is left out of the profile",
+           ("tests/test_metrics.py",)),
+    Mutant("ncu-include-push-pop-only", "kernlog/capture/ncurun.py",
+           'cmd += ["--nvtx-include", f"{RANGE_PREFIX}{r}/", "--nvtx-include", f"{RANGE_PREFIX}{r}"]',
+           'cmd += ["--nvtx-include", f"{RANGE_PREFIX}{r}/"]',
+           "ncu selects the launching thread's range alone: a reference's autograd backward is never profiled",
+           ("tests/test_profiler.py",)),
 ]
 
 

@@ -70,3 +70,46 @@ def test_the_catalogue_imports_no_report_reader_and_no_other_stage():
     from kernlog import metrics
 
     assert not any(hasattr(metrics, n) for n in ("read_report", "summarize", "findings", "group_by_range"))
+
+
+class _Domain:
+    def __init__(self, push_pop, start_end):
+        self._pp, self._se = push_pop, start_end
+
+    def push_pop_ranges(self):
+        return list(self._pp)
+
+    def start_end_ranges(self):
+        return list(self._se)
+
+
+class _Action:
+    """An ncu_report action's NVTX state: one domain's push/pop ranges (the launching thread's) and
+    start/end ranges (the process's)."""
+
+    def __init__(self, push_pop=(), start_end=()):
+        self.domain = _Domain(push_pop, start_end)
+
+    def nvtx_state(self):
+        action = self
+
+        class State:
+            def domains(self):
+                return [0]
+
+            def domain_by_id(self, i):
+                return action.domain
+        return State()
+
+
+def test_a_kernel_another_thread_launched_is_grouped_by_the_start_end_range():
+    """autograd launches a CUDA backward from a thread of its own: that kernel is inside the
+    target's start/end range only, and belongs to the revision all the same."""
+    main = _Action(push_pop=["kl.torch_sdpa"], start_end=["kl.torch_sdpa"])
+    backward = _Action(start_end=["kl.torch_sdpa"])
+    outside = _Action(push_pop=["warmup"])
+    groups = ncurep.group_by_range([main, backward, outside], "kl.")
+    assert groups == {"kl.torch_sdpa": [main, backward]}
+    assert ncurep.nvtx_ranges(main) == ["kl.torch_sdpa"]  # one name, not the same range twice
+    inner = _Action(push_pop=["kl.v1", "kl.v1/inner"], start_end=["kl.v1"])
+    assert ncurep.group_by_range([inner], "kl.") == {"kl.v1/inner": [inner]}

@@ -36,6 +36,8 @@ def test_ncu_command_is_an_argument_list_with_ncu_option_names(tmp_path):
     assert cmd[cmd.index("--clock-control") + 1] == "base"
     assert cmd[cmd.index("--cache-control") + 1] == "all"
     assert cmd[cmd.index("--nvtx-include") + 1] == "kl.v0_naive/"
+    # the start/end range too: kernels another thread launches (autograd's backward) are in it alone
+    assert [cmd[i + 1] for i, a in enumerate(cmd) if a == "--nvtx-include"] == ["kl.v0_naive/", "kl.v0_naive"]
     assert cmd.count("--section") == len(profiler.metrics.SECTIONS) and "--set" not in cmd
     assert cmd[-6:] == ["kernlog.run.target", str(tmp_path), "softmax", "8x16", "fp32", "v0_naive"]
     assert sys.executable in cmd

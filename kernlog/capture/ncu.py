@@ -109,13 +109,18 @@ def findings(actions) -> list[dict]:
 
 
 def nvtx_ranges(action) -> list[str]:
+    """The NVTX ranges open at `action`'s launch: its thread's push/pop ranges, outermost first,
+    then the process's start/end ranges (a kernel another thread launched inside kernlog's range,
+    such as autograd's backward, is in the latter only: kernlog.run.target)."""
     state = action.nvtx_state()
     if state is None:
         return []
-    names = []
+    names, spans = [], []
     for dom in state.domains():
-        names.extend(state.domain_by_id(dom).push_pop_ranges())
-    return names
+        info = state.domain_by_id(dom)
+        names.extend(info.push_pop_ranges())
+        spans.extend(getattr(info, "start_end_ranges", lambda: [])())
+    return names + [s for s in spans if s not in names]
 
 
 def _ncu_report():
@@ -156,8 +161,8 @@ def read_report(path) -> list:
 
 
 def group_by_range(actions, prefix: str) -> dict[str, list]:
-    """Actions grouped by the innermost NVTX push/pop range whose name starts with `prefix`,
-    keyed by the full range name."""
+    """Actions grouped by the innermost NVTX range whose name starts with `prefix` (push/pop ranges
+    first, then start/end ones: nvtx_ranges), keyed by the full range name."""
     groups: dict[str, list] = {}
     for action in actions:
         for name in reversed(nvtx_ranges(action)):

@@ -31,8 +31,8 @@ def ncu_command(ncu: str, opts: Options, report: Path, root: Path, kernel: str, 
     (kernlog.run.target.profile_revisions)."""
     revs = [rev] if isinstance(rev, str) else list(rev)
     cmd = [ncu, "--target-processes", "all", "--nvtx"]
-    for r in revs:
-        cmd += ["--nvtx-include", f"{RANGE_PREFIX}{r}/"]
+    for r in revs:  # the push/pop range ("name/") and the start/end one ("name"): kernlog.run.target
+        cmd += ["--nvtx-include", f"{RANGE_PREFIX}{r}/", "--nvtx-include", f"{RANGE_PREFIX}{r}"]
     if opts.kernel_filter:
         cmd += ["--kernel-name-base", "demangled", "--kernel-name", f"regex:{opts.kernel_filter}"]
     cmd += ["--clock-control", opts.clock_control, "--cache-control", opts.cache_control,

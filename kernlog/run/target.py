@@ -1,6 +1,9 @@
 """The process that ncu profiles. It warms each revision up outside any NVTX range (module
 load, NVRTC compile and Triton autotuning stay out of the report), then launches it once
-inside a push/pop range named RANGE_PREFIX + revision, which ncu's --nvtx-include selects.
+inside an NVTX range named RANGE_PREFIX + revision, which ncu's --nvtx-include selects: a push/pop
+range, and a start/end range of the same name around it, which is the process's and not the thread's,
+so it also holds kernels that another thread launches for the call (autograd runs a CUDA backward on a
+thread of its own: a reference that calls torch.autograd.grad profiled its forward's kernels alone).
 
 Run as: python -m kernlog.run.target [--after GO PID] ROOT KERNEL SHAPE DTYPE REV [REV ...]
 (--after: profile_revisions; `kernlog profile` starts its ncu process while the gates run.)
@@ -227,11 +230,13 @@ def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs:
                   "process (kernlog.tuning.key_text)", file=sys.stderr)
             sys.exit(4)
         if device == "cuda":
+            whole = torch.cuda.nvtx.range_start(RANGE_PREFIX + name)
             torch.cuda.nvtx.range_push(RANGE_PREFIX + name)
         launch(inputs, out)
         sync()
         if device == "cuda":
             torch.cuda.nvtx.range_pop()
+            torch.cuda.nvtx.range_end(whole)
         if after is not None:
             clock["launched"][name] = time.time()
     if after is not None:  # when each was profiled: where the ncu pass's seconds went (NcuRun.clock)
