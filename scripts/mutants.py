@@ -803,6 +803,11 @@ MUTANTS = [
            'cmd += ["--nvtx-include", f"{RANGE_PREFIX}{r}/"]',
            "ncu selects the launching thread's range alone: a reference's autograd backward is never profiled",
            ("tests/test_profiler.py",)),
+    Mutant("front-unswept-silent", "kernlog/render/arc.py",
+           '"unswept": best if best and best != bar["name"] and vals.get(best) is None else None}',
+           '"unswept": None}',
+           "the front page passes an older step off as the page's best where the best was never swept there",
+           ("tests/test_front_points.py",)),
 ]
 
 

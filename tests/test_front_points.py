@@ -55,3 +55,14 @@ def test_a_front_point_never_lands_where_only_references_ran():
     sw = _sweep("A", [_row("64x64", "fp32", {"torch": 90.0}), _row("64x96", "fp32", {"v1": 100.0, "torch": 90.0})])
     assert arc.front_shape(sw, "64x64", "fp32") == "64x96"
     assert arc.swept_dtype(sw, ("bf16", "fp32"), ["v1"]) == "fp32"
+
+
+def test_a_best_step_the_sweep_never_ran_is_named_not_replaced_silently():
+    """A rung profiled after the sweep ran: the line keeps the sweep's figures (its best step there)
+    and names the page's best as not swept, never passing the older step off as the page's best."""
+    at = "64x64"
+    sw = _sweep("G", [_row(at, "fp32", {"v1": 100.0, "v2": 104.0, "torch": 90.0})])
+    p = arc.point(sw, at, "fp32", "v1", best="v3")
+    assert (p["best"], p["rate"], p["unswept"]) == ("v2", 104.0, "v3")
+    assert arc.point(sw, at, "fp32", "v1", best="v2")["unswept"] is None
+    assert arc.point(sw, at, "fp32", "v1", best="v1")["unswept"] is None  # swept, slower: not "unswept"

@@ -46,7 +46,9 @@ def point(sw: dict | None, shape: str, dtype: str, first_step: str | None, best:
     `best`: the kernel page's best step (kernlog.render.steps.best), named here too where the
     point has it (one best per kernel), unless the point's fastest step is one the page's profile
     finds within noise of it (`tied`) and ran at least as fast here on as current a source: the
-    point's own best then, the figures its sweep table prints; else the point's fastest step."""
+    point's own best then, the figures its sweep table prints; else the point's fastest step, and
+    `unswept` names the page's best where the point lacks it (a rung profiled since the sweep ran),
+    so the line never passes an older step off as the page's best."""
     row = sweep_row(sw, shape, dtype)
     if row is None or not row["bars"] or row["bars"][0]["name"] is None:
         return None
@@ -68,7 +70,8 @@ def point(sw: dict | None, shape: str, dtype: str, first_step: str | None, best:
             "best_ref": bar["best_ref"], "vs_ref": bar["vs_ref"], "ref_met": bar["ref_met"],
             "pct_copy": None if bar["of_copy"] is None else 100.0 * bar["of_copy"],
             "pct_matmul": 100.0 * vals[bar["name"]] / sw["ceiling"] if sw["unit"] == "TFLOP/s" else None,
-            "stale": bar["name"] in row["stale"], "unit": sw["unit"], "gpu": sw["gpu"]}
+            "stale": bar["name"] in row["stale"], "unit": sw["unit"], "gpu": sw["gpu"],
+            "unswept": best if best and best != bar["name"] and vals.get(best) is None else None}
 
 
 def swept_dtype(sw: dict | None, dtypes, steps) -> str:
