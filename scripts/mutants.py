@@ -603,7 +603,7 @@ MUTANTS = [
            "reportfiles.glance(path.parent, ncu) is not None)", "False)",
            "a report lost after its profile was summarised goes unsaid by list", ("tests/test_memo.py",)),
     Mutant("front-line-gpu-unnamed", "kernlog/render/arc.py",
-           '"unit": sw["unit"], "gpu": sw["gpu"]}', '"unit": sw["unit"], "gpu": None}',
+           '"unit": sw["unit"], "gpu": sw["gpu"],', '"unit": sw["unit"], "gpu": None,',
            "a front-page line measured on one GPU names none", ("tests/test_bench.py",)),
     Mutant("dispatch-window-wider", "kernlog/library.py",
            "if not lo - octave <= b <= hi + octave:", "if not lo - 2 * octave <= b <= hi + 2 * octave:",
