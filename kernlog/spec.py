@@ -224,6 +224,14 @@ class Kernel:
         return out
 
     @property
+    def profile_dtype(self) -> str:
+        """The dtype a command takes where none is named (profile, noise, import, triage, a diff's
+        side) and the page heads its arc in: the first the sweeps judge (sweep_dtypes), else the
+        first declared. attention's sweeps and bar are bf16's, its first dtype fp32 (the
+        interpreter's exact check): a profile without --dtype lands on the page's ladder."""
+        return self.sweep_dtypes[0] if self.sweep_dtypes else self.dtypes[0]
+
+    @property
     def gate_shapes(self) -> tuple[Shape, ...]:
         """What the gate checks: the check shapes, then the families' small versions not among them."""
         out = list(self.check_shapes)

@@ -228,8 +228,8 @@ MUTANTS = [
            "for i in range(3, 0, -1):", "for i in range(1, 0, -1):",
            "an open side follows the settled one on its GPU alone", LOOKUP),
     Mutant("declared-last-dtype", "kernlog/store/lookup.py",
-           "r.key.dtype == kernel.dtypes[0]]", "r.key.dtype == kernel.dtypes[-1]]",
-           "the kernel's last dtype preferred, not its first", LOOKUP),
+           "r.key.dtype == kernel.profile_dtype]", "r.key.dtype == kernel.dtypes[-1]]",
+           "the kernel's last dtype preferred, not its profile dtype", LOOKUP),
     Mutant("primary-gpu-least-profiled", "kernlog/store/lookup.py",
            "min(counts, key=lambda g: (-counts[g], g))", "min(counts, key=lambda g: (counts[g], g))",
            "the GPU with the fewest profiles taken as primary", LOOKUP),
@@ -808,6 +808,11 @@ MUTANTS = [
            '"unswept": None}',
            "the front page passes an older step off as the page's best where the best was never swept there",
            ("tests/test_front_points.py",)),
+    Mutant("profile-dtype-first-declared", "kernlog/spec.py",
+           "return self.sweep_dtypes[0] if self.sweep_dtypes else self.dtypes[0]",
+           "return self.dtypes[0]",
+           "`kernlog profile attention` with no --dtype profiles fp32, a ladder its page never shows",
+           ("tests/test_bench.py", "tests/test_report.py")),
 ]
 
 

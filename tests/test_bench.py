@@ -506,3 +506,19 @@ def test_a_point_keeps_the_configs_its_revision_picked_there(tmp_path, monkeypat
     med = df[df["metric"] == "median_ms"].set_index(["revision", "shape"])["note"]
     assert med[("picky", "9x33")] == "picked 'picky'|9|33: 'c'" and med[("picky", "5x33")] == "picked 'picky'|5|33: 'c'"
     assert pd.isna(med[("right", "9x33")])  # nothing picked, nothing said
+
+
+def test_profile_takes_the_dtype_the_page_heads_its_arc_in_unless_told():
+    """attention declares fp32 first (the interpreter's exact check) and sweeps bf16: `kernlog profile
+    attention` with no --dtype profiles bf16, the ladder its page shows; softmax, with no sweep_dtypes,
+    its first dtype; --dtype wins."""
+    from kernlog.capture import profiler
+    from kernlog.capture.options import Options
+    from kernlog.registry import load_kernel
+
+    root = Path(__file__).resolve().parents[1]
+    att, sm = load_kernel(root, "attention"), load_kernel(root, "softmax")
+    assert att.dtypes[0] == "fp32" and att.profile_dtype == "bf16"
+    assert profiler._shape_dtype(att, Options())[1] == "bf16"
+    assert profiler._shape_dtype(sm, Options())[1] == sm.dtypes[0] == "fp32"
+    assert profiler._shape_dtype(att, Options(dtype="fp32"))[1] == "fp32"

@@ -172,7 +172,7 @@ def _kernel_shape_dtype(root: Path, kernel_name: str, rev_name: str, shape: str 
     if len(shp) != len(kernel.profile_shape):
         raise KernlogError(f"{kernel.name} shapes have {len(kernel.profile_shape)} dimension(s), "
                            f"e.g. {format_shape(kernel.profile_shape)}; got {format_shape(shp)}")
-    dtype = dtype or kernel.dtypes[0]
+    dtype = dtype or kernel.profile_dtype
     if dtype not in kernel.dtypes:
         raise KernlogError(f"{kernel.name} has no {dtype} inputs; dtypes: {', '.join(kernel.dtypes)}")
     return kernel, shp, dtype
@@ -219,7 +219,7 @@ def import_report(root: Path, report: Path, kernel_name: str, rev_name: str, sha
                   dtype: str | None = None, range_name: str | None = None, force: bool = False,
                   progress: Callable[[str], None] = print) -> Path:
     """Store `report` as the profile of kernel_name/rev_name at `shape` (text, e.g. 8192x4096)
-    and `dtype` (default: the kernel's profile shape and first dtype), from the kernels inside
+    and `dtype` (default: the kernel's profile shape and dtype), from the kernels inside
     the NVTX range `range_name` (default: every kernel); returns its JSON path. Raises
     KernlogError, having written nothing, for bad names, a file that is not an ncu report or
     holds no kernel, or an existing profile without `force`."""

@@ -28,7 +28,7 @@ DTYPES = ("fp32", "bf16", "fp16")
 
 FLAGS = (
     Flag("shape", "--shape", "Shape, e.g. 8192x4096.", "shape", metavar="ROWSxCOLS"),
-    Flag("dtype", "--dtype", "Default: the kernel's first dtype.", "dtype", DTYPES),
+    Flag("dtype", "--dtype", "Default: the kernel's first sweep dtype, else its first dtype.", "dtype", DTYPES),
     Flag("force", "--force", "Re-profile and replace existing profiles.", "flag"),
     Flag("regate", "--regate", "Gate every revision again, even one whose stored pass has the same source, check "
          "plan, GPU and libraries (reused otherwise).", "flag"),

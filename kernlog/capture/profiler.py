@@ -230,7 +230,7 @@ def launch_floor(root: Path, gpu: str, timer) -> dict:
 
 
 def _shape_dtype(kernel: Kernel, opts: Options) -> tuple[Shape, str]:
-    dtype = opts.dtype or kernel.dtypes[0]
+    dtype = opts.dtype or kernel.profile_dtype
     if dtype not in kernel.dtypes:
         raise KernlogError(f"{kernel.name} has no {dtype} revision inputs; dtypes: {', '.join(kernel.dtypes)}")
     return opts.shape or kernel.profile_shape, dtype

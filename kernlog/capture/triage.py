@@ -2,7 +2,7 @@
 
 TARGET is a program, `module:function` (the function builds the model and inputs and
 returns a zero-argument callable), or a kernlog kernel of many kernels, NAME[/REVISION][@SHAPE][.DTYPE]
-(default: its `torch` revision at its profile shape and first dtype).
+(default: its `torch` revision at its profile shape and dtype).
 
 On a GPU: time the callable, take a CUPTI trace of one warm call (kernlog.capture.trace),
 profile the kernels covering 90% of the GPU time under ncu (one process for all of them, their
@@ -77,7 +77,7 @@ def resolve_target(root: Path, text: str) -> Target:
         shape = parse_shape(shape_text) if shape_text else tuple(kernel.profile_shape)
     except ValueError as exc:
         raise KernlogError(str(exc)) from None
-    dtype = dtype or kernel.dtypes[0]
+    dtype = dtype or kernel.profile_dtype
     if dtype not in kernel.dtypes:
         raise KernlogError(f"{name} has no {dtype} inputs; dtypes: {', '.join(kernel.dtypes)}")
     return Target(f"{name}/{rev}@{format_shape(shape)}.{dtype}", kernel=name, revision=rev, shape=shape, dtype=dtype)

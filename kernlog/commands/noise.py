@@ -9,7 +9,8 @@ from kernlog.commands.common import DTYPE, SHAPE, echo_err, handled, paths, root
 @click.command()
 @click.argument("revs", nargs=-1, required=True, metavar="KERNEL/REVISION...")
 @SHAPE
-@click.option("--dtype", type=DTYPE, default=None, help="Default: each kernel's first dtype.")
+@click.option("--dtype", type=DTYPE, default=None,
+              help="Default: each kernel's first sweep dtype, else its first dtype.")
 @click.option("--runs", type=click.IntRange(3, 50), default=5, show_default=True,
               help="Times each revision is timed and profiled (A/A), interleaved.")
 @click.pass_context

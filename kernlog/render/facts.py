@@ -208,7 +208,7 @@ def not_profiled(kernel) -> dict:
     it "not profiled yet" and its page lists its revisions."""
     return {"kernel": kernel, "order": [r.name for r in kernel.revisions], "ladders": [], "arcs": [], "across": [],
             "sweeps": [], "front": {"sweep": None, "point": None, "shape": format_shape(kernel.profile_shape),
-                                    "dtype": kernel.dtypes[0]},
+                                    "dtype": kernel.profile_dtype},
             "revisions": {r.name: r for r in kernel.revisions}, "unreadable": [], "profiled": False}
 
 
@@ -261,8 +261,8 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims, outcomes[k[0]]),
                         gpu=v[0].gpu.to_dict(), shape=k[1], dtype=k[2], ceilings=v[0].ceilings)
                    for k, v in sorted(groups.items(), key=lambda kv: (
-                       (kv[0][1], kv[0][2]) != (format_shape(kernel.profile_shape), kernel.dtypes[0]), kv[0]))]
-        for i, lad in enumerate(ladders):  # the first: the kernel's profile shape and first dtype, first GPU
+                       (kv[0][1], kv[0][2]) != (format_shape(kernel.profile_shape), kernel.profile_dtype), kv[0]))]
+        for i, lad in enumerate(ladders):  # the first: the kernel's profile shape and dtype, first GPU
             lad["history"] = _histories(root, kernel.name, lad, paths) if histories and i == 0 else None
             lad["excerpts"] = excerpts.of_ladder(lad, kernel) if i == 0 else {}  # its steps' source diffs
         for lad in ladders:

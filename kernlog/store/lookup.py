@@ -14,7 +14,7 @@ A side may name a commit, as git names a file at one: `REF:KERNEL/REVISION[@SELE
 commit stored it (kernlog.store.gitrefs).
 
 A path to a profile's .json file is a side too (a profile from another checkout). Where
-a side still has several profiles, the kernel's declared profile shape and first dtype
+a side still has several profiles, the kernel's declared profile shape and dtype (Kernel.profile_dtype)
 win, then the one shape, dtype and GPU both sides share (or that a settled side has);
 then, where a side names no GPU and its profiles are on several, this machine's GPU
 (nvidia-smi) if it has one of them, else the repository's primary GPU
@@ -193,7 +193,7 @@ def _prefer_declared(root: Path, recs: list) -> list:
     if len(recs) < 2 or not recs[0].key.kernel or recs[0].key.kernel not in kernel_names(root):
         return recs
     kernel = load_kernel(root, recs[0].key.kernel)
-    mine = [r for r in recs if r.key.shape == tuple(kernel.profile_shape) and r.key.dtype == kernel.dtypes[0]]
+    mine = [r for r in recs if r.key.shape == tuple(kernel.profile_shape) and r.key.dtype == kernel.profile_dtype]
     return mine or recs
 
 
