@@ -56,12 +56,14 @@ def test_the_picker_times_v2s_candidates_at_each_group_size():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape,dtype", [((2, 5, 300, 64), torch.bfloat16), ((1, 1, 200, 128), torch.float32)])
+@pytest.mark.parametrize("shape,dtype", [((2, 5, 300, 64), torch.bfloat16), ((1, 1, 200, 128), torch.float32),
+                                         ((1, 5, 300, 128), torch.bfloat16)])
 def test_on_the_gpu_every_candidate_computes_v2s_gradients(shape, dtype):
     """On the GPU, each (form, group, layout) v3's picker is offered, one that fits run against
     v2_split's same (form, layout): the same sums in another grid order, so fp32 rounding apart
     (bf16 outputs: one rounding of the same fp32 value); delta from the dq kernel as from the
-    preprocess. Five heads: groups of 4 leave a last group of one."""
+    preprocess. Five heads: groups of 4 leave a last group of one; head dim 128 in bf16 is where the
+    kernels hold the most registers."""
     from triton.runtime.errors import OutOfResources
 
     gen = torch.Generator(device="cuda").manual_seed(3)
@@ -70,7 +72,7 @@ def test_on_the_gpu_every_candidate_computes_v2s_gradients(shape, dtype):
     B, H, T, D = shape
     o, lse = v2.forward(q, k, v, scale)
     dkdv_layouts, dq_layouts = CANDIDATES[v0.dtype_name(q)]
-    ran = 0
+    ran = set()
     for (form, group, dq_c), (_, _, dkdv_c) in zip(v3.candidates(dq_layouts), v3.candidates(dkdv_layouts), strict=True):
         want = torch.full((B, H, T, 3 * D), float("nan"), device="cuda", dtype=dtype)
         want_delta = v0.preprocess(o, do, want)
@@ -85,8 +87,8 @@ def test_on_the_gpu_every_candidate_computes_v2s_gradients(shape, dtype):
             dkdv((form, group, dkdv_c))
         except OutOfResources:
             continue
-        ran += 1
+        ran.add(group)
         assert not out.isnan().any()
         assert torch.allclose(out.float(), want.float(), rtol=1e-2 if dtype == torch.bfloat16 else 1e-5, atol=1e-3)
         assert torch.allclose(delta, want_delta, rtol=1e-5, atol=1e-5)
-    assert ran >= len(v3.GROUPS)  # a layout of each group size ran
+    assert ran == set(v3.GROUPS)  # a layout of each group size ran

@@ -65,4 +65,6 @@ def test_a_best_step_the_sweep_never_ran_is_named_not_replaced_silently():
     p = arc.point(sw, at, "fp32", "v1", best="v3")
     assert (p["best"], p["rate"], p["unswept"]) == ("v2", 104.0, "v3")
     assert arc.point(sw, at, "fp32", "v1", best="v2")["unswept"] is None
-    assert arc.point(sw, at, "fp32", "v1", best="v1")["unswept"] is None  # swept, slower: not "unswept"
+    # swept there, and the line quotes a faster tie instead: the page's best was swept, not "unswept"
+    p = arc.point(sw, at, "fp32", "v1", best="v1", tied=("v2",))
+    assert (p["best"], p["unswept"]) == ("v2", None)

@@ -113,3 +113,43 @@ def test_a_kernel_another_thread_launched_is_grouped_by_the_start_end_range():
     assert ncurep.nvtx_ranges(main) == ["kl.torch_sdpa"]  # one name, not the same range twice
     inner = _Action(push_pop=["kl.v1", "kl.v1/inner"], start_end=["kl.v1"])
     assert ncurep.group_by_range([inner], "kl.") == {"kl.v1/inner": [inner]}
+
+
+def test_the_thread_s_ranges_are_searched_before_the_process_s():
+    """A report from elsewhere (`kernlog import --range`): the innermost push/pop range that matches
+    names the group, before any start/end range open around it."""
+    action = _Action(push_pop=["user.outer", "user.inner"], start_end=["user.span"])
+    assert ncurep.group_by_range([action], "user.") == {"user.inner": [action]}
+    assert ncurep.group_by_range([action], "user.sp") == {"user.span": [action]}
+
+
+def test_the_measured_launch_is_inside_both_ranges_closed_however_it_ends():
+    """kernlog.run.target's range: start/end (the process's) around push/pop (the thread's), both
+    closed when the launch raises; none off the GPU."""
+    from kernlog.run.target import measured_range
+
+    calls = []
+
+    class Nvtx:
+        def range_start(self, name):
+            calls.append(("start", name))
+            return 7
+
+        def range_push(self, name):
+            calls.append(("push", name))
+
+        def range_pop(self):
+            calls.append(("pop",))
+
+        def range_end(self, handle):
+            calls.append(("end", handle))
+
+    with measured_range("kl.torch_sdpa", Nvtx()):
+        calls.append("launch")
+    assert calls == [("start", "kl.torch_sdpa"), ("push", "kl.torch_sdpa"), "launch", ("pop",), ("end", 7)]
+    calls.clear()
+    with pytest.raises(RuntimeError), measured_range("kl.v1", Nvtx()):
+        raise RuntimeError("the launch failed")
+    assert calls[-2:] == [("pop",), ("end", 7)]
+    with measured_range("kl.v1", None):
+        pass  # off the GPU: no NVTX at all

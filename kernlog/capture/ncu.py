@@ -110,17 +110,23 @@ def findings(actions) -> list[dict]:
 
 def nvtx_ranges(action) -> list[str]:
     """The NVTX ranges open at `action`'s launch: its thread's push/pop ranges, outermost first,
-    then the process's start/end ranges (a kernel another thread launched inside kernlog's range,
-    such as autograd's backward, is in the latter only: kernlog.run.target)."""
+    then the process's start/end ranges not among them (a kernel another thread launched inside
+    kernlog's range, such as autograd's backward, is in the latter only: kernlog.run.target)."""
+    stack, spans = _ranges(action)
+    return stack + [s for s in spans if s not in stack]
+
+
+def _ranges(action) -> tuple[list[str], list[str]]:
+    """(push/pop ranges outermost first, start/end ranges) open at `action`'s launch."""
     state = action.nvtx_state()
     if state is None:
-        return []
-    names, spans = [], []
+        return [], []
+    stack, spans = [], []
     for dom in state.domains():
         info = state.domain_by_id(dom)
-        names.extend(info.push_pop_ranges())
-        spans.extend(getattr(info, "start_end_ranges", lambda: [])())
-    return names + [s for s in spans if s not in names]
+        stack.extend(info.push_pop_ranges())
+        spans.extend(info.start_end_ranges())
+    return stack, spans
 
 
 def _ncu_report():
@@ -165,7 +171,8 @@ def group_by_range(actions, prefix: str) -> dict[str, list]:
     first, then start/end ones: nvtx_ranges), keyed by the full range name."""
     groups: dict[str, list] = {}
     for action in actions:
-        for name in reversed(nvtx_ranges(action)):
+        stack, spans = _ranges(action)
+        for name in [*reversed(stack), *reversed(spans)]:
             if name.startswith(prefix):
                 groups.setdefault(name, []).append(action)
                 break

@@ -15,7 +15,8 @@ from kernlog.commands.common import echo_err, handled, root_of, shape_once
 @click.option("--shape", callback=shape_once, multiple=True, metavar="ROWSxCOLS",
               help="Default: the kernel's profile shape.")
 @click.option("--dtype", metavar="DTYPE", help="Default: the kernel's first sweep dtype, else its first dtype.")
-@click.option("--range", "range_name", metavar="NAME", help="Only the kernels inside this NVTX push/pop range.")
+@click.option("--range", "range_name", metavar="NAME",
+              help="Only the kernels inside this NVTX range (push/pop or start/end).")
 @click.option("--force", is_flag=True, help="Replace a stored profile of that name.")
 @click.pass_context
 @handled

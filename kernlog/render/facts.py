@@ -280,7 +280,8 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         pay = arc.payoff(ladders)
         steps = [r.name for r in kernel.revisions if r.role == "step"]
         main_sw = arc.sweep_of(sweeps, main["gpu"]["name"]) if main else (sweeps[0] if sweeps else None)
-        dtype = arc.swept_dtype(main_sw, kernel.dtypes, steps)  # the first dtype a step was swept in
+        order = (kernel.profile_dtype, *[d for d in kernel.dtypes if d != kernel.profile_dtype])
+        dtype = arc.swept_dtype(main_sw, order, steps)  # the profile dtype where a step was swept in it, else the next
         shape = arc.front_shape(main_sw, format_shape(kernel.profile_shape), dtype)
         chosen = best_row(main) if main else None  # the page's best step, named on the front page too
         chosen = chosen["rec"].revision if chosen else None

@@ -21,6 +21,7 @@ PART, a JSON {"dtypes", "shapes", "turn", "seed"}, runs that part of it alone (k
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -229,18 +230,31 @@ def profile_revisions(root: str, kernel_name: str, shape: str, dtype: str, revs:
                   f"another config: {stray} (pinned: {pinned}); a tuning key must be the same text in every "
                   "process (kernlog.tuning.key_text)", file=sys.stderr)
             sys.exit(4)
-        if device == "cuda":
-            whole = torch.cuda.nvtx.range_start(RANGE_PREFIX + name)
-            torch.cuda.nvtx.range_push(RANGE_PREFIX + name)
-        launch(inputs, out)
-        sync()
-        if device == "cuda":
-            torch.cuda.nvtx.range_pop()
-            torch.cuda.nvtx.range_end(whole)
+        with measured_range(RANGE_PREFIX + name, torch.cuda.nvtx if device == "cuda" else None):
+            launch(inputs, out)
+            sync()
         if after is not None:
             clock["launched"][name] = time.time()
     if after is not None:  # when each was profiled: where the ncu pass's seconds went (NcuRun.clock)
         _write_whole(str(after[0].with_suffix(CLOCK_SUFFIX)), clock)
+
+
+@contextlib.contextmanager
+def measured_range(name: str, nvtx):
+    """The range ncu selects a revision's measured launch by (`nvtx`: torch.cuda.nvtx, None off
+    the GPU): a push/pop range of `name`, the launching thread's, inside a start/end range of the
+    same name, the process's, which also holds the kernels other threads launch for the call
+    (autograd's CUDA backward). Both are closed however the launch ends."""
+    if nvtx is None:
+        yield
+        return
+    whole = nvtx.range_start(name)
+    nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        nvtx.range_pop()
+        nvtx.range_end(whole)
 
 
 if __name__ == "__main__":
