@@ -422,7 +422,7 @@ MUTANTS = [
     Mutant("arc-beyond-any-shape", "kernlog/render/arc.py",
            "    return (same or past or [None])[0]", "    return (past or [None])[0]",
            "the other GPU's arc at whichever shape sorts first, not the headline's own shape",
-           ("tests/test_log_gate.py",)),
+           ("tests/test_front_points.py", "tests/test_log_gate.py")),
     Mutant("front-one-gpu", "kernlog/render/arc.py",
            "        if sw is main_sw:\n            continue\n        dtype = swept_dtype",
            "        if True:\n            continue\n        dtype = swept_dtype",

@@ -68,3 +68,18 @@ def test_a_best_step_the_sweep_never_ran_is_named_not_replaced_silently():
     # swept there, and the line quotes a faster tie instead: the page's best was swept, not "unswept"
     p = arc.point(sw, at, "fp32", "v1", best="v1", tied=("v2",))
     assert (p["best"], p["unswept"]) == ("v2", None)
+
+
+def test_the_second_arc_is_at_the_headline_s_shape_where_that_gpu_has_it():
+    """arc.beyond: of another GPU's ladders whose best step is a later rung, the one at the headline's
+    shape and dtype, though another of that GPU's sorts first; any such ladder where it has none there."""
+    def lad(gpu, shape, best):
+        return {"gpu": {"slug": gpu}, "shape": shape, "dtype": "bf16", "best": best}
+
+    def best_of(ladder):
+        return {"rec": type("Rec", (), {"revision": ladder["best"]})()}
+    head = lad("a", "1x12x1024x64", "v2")
+    first, same = lad("b", "16x16x512x128", "v5"), lad("b", "1x12x1024x64", "v5")
+    assert arc.beyond([head, first, same], {"v5"}, best_of) is same
+    assert arc.beyond([head, first], {"v5"}, best_of) is first
+    assert arc.beyond([head, first, same], {"v4"}, best_of) is None  # its best is no later rung
