@@ -83,7 +83,7 @@ def swept_dtype(sw: dict | None, dtypes, steps) -> str:
 
 def elsewhere(sweeps: list[dict], main_sw: dict | None, shape: str, dtypes, steps) -> list[dict]:
     """The front page's point on each GPU that swept the kernel besides `main_sw` (the headline
-    ladder's GPU; None where that GPU swept nothing), in that sweep's own first dtype, at the swept
+    ladder's GPU; None where that GPU swept nothing), in the first of `dtypes` it swept a step in, at the swept
     shape nearest the profile shape there: its sweep's own best step (no page headline names one on
     that GPU), so the line says what that GPU's sweep table says."""
     out = []

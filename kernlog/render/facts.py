@@ -280,8 +280,9 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         pay = arc.payoff(ladders)
         steps = [r.name for r in kernel.revisions if r.role == "step"]
         main_sw = arc.sweep_of(sweeps, main["gpu"]["name"]) if main else (sweeps[0] if sweeps else None)
-        order = (kernel.profile_dtype, *[d for d in kernel.dtypes if d != kernel.profile_dtype])
-        dtype = arc.swept_dtype(main_sw, order, steps)  # the profile dtype where a step was swept in it, else the next
+        # the profile dtype where a step was swept in it, else the next declared that was: every GPU's line alike
+        dtypes = (kernel.profile_dtype, *[d for d in kernel.dtypes if d != kernel.profile_dtype])
+        dtype = arc.swept_dtype(main_sw, dtypes, steps)
         shape = arc.front_shape(main_sw, format_shape(kernel.profile_shape), dtype)
         chosen = best_row(main) if main else None  # the page's best step, named on the front page too
         chosen = chosen["rec"].revision if chosen else None
@@ -290,8 +291,7 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         front = {"sweep": main_sw, "point": arc.point(main_sw, shape, dtype, steps[0] if steps else None, chosen,
                                                       tied),
                  "shape": shape, "dtype": dtype, "best": chosen, "tied": tied,
-                 "elsewhere": arc.elsewhere(sweeps, main_sw, format_shape(kernel.profile_shape), kernel.dtypes,
-                                            steps)}
+                 "elsewhere": arc.elsewhere(sweeps, main_sw, format_shape(kernel.profile_shape), dtypes, steps)}
         sections.append({"kernel": kernel, "order": order, "ladders": ladders, "front": front,
                          "arcs": [lad for lad in (main, pay, arc.beyond(ladders, later, best_row)) if lad is not None],
                          "across": across_gpus(ladders),
