@@ -828,6 +828,11 @@ MUTANTS = [
            '"unswept": best if best and best != bar["name"] else None}',
            "the front page calls the page's best not swept where the line quotes a faster tie of it instead",
            ("tests/test_front_points.py",)),
+    Mutant("fit-launches-on-hopper", "kernels/attention_backward/v1_tuned.py",
+           "if caps.capability[0] == 9 and caps.smem_per_block_optin >= FITS_SM90:",
+           "if caps.capability[0] == 9 and caps.smem_per_block_optin > FITS_SM90:",
+           "the H100 and H200 launch every candidate to test its fit again, the cold gate's cost",
+           ("tests/test_attention_backward_fit.py",)),
 ]
 
 

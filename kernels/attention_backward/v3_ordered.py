@@ -212,8 +212,8 @@ def backward(q, k, v, do, scale, o, lse, out):
     B, H, T, D = q.shape
     key = (B, H, T, D, q.dtype)
     dkdv_layouts, dq_layouts = CANDIDATES[v0.dtype_name(q)]
-    tuning.launch_fastest(("attention_backward_v3_dq", *key), lambda: fitting(dq, candidates(dq_layouts)), dq,
-                          q.device)
-    tuning.launch_fastest(("attention_backward_v3_dkdv", *key), lambda: fitting(dkdv, candidates(dkdv_layouts)),
-                          dkdv, q.device)
+    tuning.launch_fastest(("attention_backward_v3_dq", *key),
+                          lambda: fitting(dq, candidates(dq_layouts), q.device), dq, q.device)
+    tuning.launch_fastest(("attention_backward_v3_dkdv", *key),
+                          lambda: fitting(dkdv, candidates(dkdv_layouts), q.device), dkdv, q.device)
     return out
