@@ -102,3 +102,34 @@ def test_a_claim_of_no_change_reads_as_equal_within_noise():
     assert c["text"] == "speed_vs:torch = 1 within noise" and c["ok"] and c["tie"]
     (c,) = predictions.judge([{"what": "pct_copy", "at_least": 90, "at_most": 95}], rows[1], by, "fp32", 0.02)["claims"]
     assert c["text"] == "pct_copy >= 90 and <= 95"
+
+
+def test_a_speed_claim_between_profiles_timed_at_clocks_apart_says_so():
+    rows, by = ladder()
+
+    def clocked(r, mhz):
+        r["rec"].timing = SimpleNamespace(clocks={"sm_mhz": {"median": mhz}})
+    clocked(rows[0], 1965.0)
+    clocked(rows[1], 1845.0)  # 6.1% apart: outside a 3.5% band
+    clocked(rows[2], 1950.0)  # 5.4% apart from v2, inside a 6% band
+    claims = [{"what": "speedup", "at_least": 1.9}, {"what": "speed_vs:torch", "at_least": 1.0},
+              {"what": "tbps", "at_least": 2.7}]
+    c = predictions.judge(claims, rows[1], by, "fp32", 0.035)["claims"]
+    assert c[0]["clocks"] == (1845.0, 1965.0, "v1") and c[1]["clocks"] == (1845.0, 1950.0, "torch")
+    assert c[2]["clocks"] is None  # not a speed
+    c = predictions.judge(claims, rows[1], by, "fp32", 0.06)["claims"]
+    assert c[0]["clocks"] == (1845.0, 1965.0, "v1") and c[1]["clocks"] is None
+    clocked(rows[0], None)  # a clock not recorded: nothing said
+    assert predictions.judge(claims[:1], rows[1], by, "fp32", 0.035)["claims"][0]["clocks"] is None
+
+
+def test_the_step_page_says_the_clock_beside_the_claim():
+    from kernlog.render import steps
+
+    judged = {"claims": [{"text": "speed_vs:v1 >= 1.05", "value": 1.04, "ok": True, "tie": True,
+                          "clocks": (1845.0, 1965.0, "v1")},
+                         {"text": "speedup >= 1", "value": 1.2, "ok": True, "tie": False, "clocks": None}]}
+    (a, ok_a), (b, _) = steps._claim_lines(judged)
+    assert a == ("speed_vs:v1 >= 1.05: 1.04 (met, a tie; timed at an SM clock of 1845 MHz, v1 at 1965: "
+                 "part of the ratio is the clock)") and ok_a
+    assert b == "speedup >= 1: 1.2 (met)"

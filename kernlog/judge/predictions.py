@@ -16,10 +16,11 @@ source hash), one table per revision, each claim one measured quantity and a bou
 Quantities: any metric of the profile; pct_copy, tbps, tflops, pct_matmul, pct_roof;
 speedup (previous step's wall time over this one's); speed_vs:REV; ratio_vs_previous:METRIC;
 leading_stall. A speed claim (speedup, speed_vs) meets its bound within the timing noise
-band: a tie is a tie. `dtype` limits a claim to ladders of that dtype, `shape` ("8192x4096", or a list) to
-ladders of that shape (a prediction about one member of a family). A ladder's verdict per
-revision: met (every claim that applies holds), missed (none does), partly (some do), or
-not checkable (no claim applies there).
+band: a tie is a tie; where its two profiles were timed at SM clocks further apart than that
+band, the claim says so (part of the ratio is the clock). `dtype` limits a claim to ladders of
+that dtype, `shape` ("8192x4096", or a list) to ladders of that shape (a prediction about one
+member of a family). A ladder's verdict per revision: met (every claim that applies holds),
+missed (none does), partly (some do), or not checkable (no claim applies there).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from kernlog import config
 from kernlog.errors import KernlogError
-from kernlog.judge.verdicts import at_least, at_most
+from kernlog.judge.verdicts import apart, at_least, at_most
 from kernlog.metrics import ranked_stalls
 from kernlog.spec import format_shape
 
@@ -72,6 +73,21 @@ def value(what: str, row: dict, rows: dict):
                "pct_matmul": rate.get("pct_matmul"),
                "pct_roof": 100 * row["roof"]["pct_of_roof"] if row.get("roof", {}).get("pct_of_roof") else None}
     return derived[what] if what in derived else m.get(what)
+
+
+def _sm_mhz(row: dict):
+    clocks = getattr(getattr(row["rec"], "timing", None), "clocks", None) or {}
+    return (clocks.get("sm_mhz") or {}).get("median")
+
+
+def clocks_apart(what: str, row: dict, rows: dict, band: float) -> tuple | None:
+    """(this row's SM clock, the compared row's, the compared revision) while each was timed, where a
+    speed claim compares two profiles whose clocks lie further apart than `band`: part of the
+    ratio is then the clock, not the code. None otherwise (not a speed claim, a clock unrecorded)."""
+    name = row.get("base") if what == "speedup" else what.split(":", 1)[1] if what.startswith("speed_vs:") else None
+    other = rows.get(name) if name else None
+    here, there = _sm_mhz(row), (_sm_mhz(other) if other else None)
+    return (here, there, name) if here and there and apart(here, there, band) else None
 
 
 def unmeasured(what: str, row: dict, rows: dict) -> str:
@@ -126,7 +142,8 @@ def judge(claims: list[dict], row: dict, rows: dict, dtype: str, time_band: floa
             ("at_least" not in c or at_least(v, c["at_least"], slack))
             and ("at_most" not in c or at_most(v, c["at_most"], slack)))
         tie = bool(ok) and slack > 0 and (v < c.get("at_least", v) or v > c.get("at_most", v))
-        out.append({"text": _text(c), "value": v, "ok": bool(ok), "tie": tie})
+        out.append({"text": _text(c), "value": v, "ok": bool(ok), "tie": tie,
+                    "clocks": clocks_apart(c["what"], row, rows, time_band) if slack else None})
     return {"verdict": verdict([c["ok"] for c in out]), "claims": out}
 
 

@@ -73,8 +73,12 @@ def _claim_lines(judged: dict | None, at: str = "", measured_only: bool = False)
             continue
         value = (f"not measured ({c['why']})" if c.get("why") else "not measured") if v is None else \
             v if isinstance(v, str) else format(v, ".3g")
-        ok = "" if c["ok"] is None else (" (met, a tie)" if c["tie"] else " (met)") if c["ok"] else " (missed)"
-        out.append((f"{c['text']}{at}: {value}{ok}", c["ok"]))
+        ok = "" if c["ok"] is None else ("met, a tie" if c["tie"] else "met") if c["ok"] else "missed"
+        if c.get("clocks"):
+            here, there, name = c["clocks"]
+            ok += (f"{'; ' if ok else ''}timed at an SM clock of {here:.0f} MHz, {name} at {there:.0f}: "
+                   "part of the ratio is the clock")
+        out.append((f"{c['text']}{at}: {value}" + (f" ({ok})" if ok else ""), c["ok"]))
     return out
 
 
