@@ -10,7 +10,7 @@ from functools import lru_cache
 import pytest
 import torch
 
-from kernels.matmul_relu import cuda_launch, cuda_persistent, cuda_splitk, cuda_waves
+from kernels.matmul_relu import cuda_launch, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
 from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
 from kernlog import cuda
 from kernlog.identity import executed_files
@@ -23,8 +23,9 @@ KERNEL = load_kernel(find_root(), "matmul_relu")
 REVS = {r.name: r for r in CUDA_REVISIONS}
 NAMES = list(REVS)
 # rung -> (file, plan, kernels)
-PLANS = {**cuda_launch.PLANS, **cuda_persistent.PLANS, **cuda_waves.PLANS, **cuda_splitk.PLANS}
-SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS, *cuda_waves.PLANS, *cuda_splitk.PLANS)
+PLANS = {**cuda_launch.PLANS, **cuda_persistent.PLANS, **cuda_waves.PLANS, **cuda_splitk.PLANS,
+         **cuda_stages.PLANS}
+SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS, *cuda_waves.PLANS, *cuda_splitk.PLANS, *cuda_stages.PLANS)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit) on the PATH")
 
 # Issue 20's family members plus the brief's: LM heads, squares, decode, large K, unaligned.
@@ -159,7 +160,7 @@ def test_grids_cover_the_output(name):
             if step.kernel == "mm_waves":  # cu10's 192x192 tile, persistent
                 assert (gx, gy) == (min(cuda_persistent.SMS, -(-M // 192) * -(-N // 192)), 1), (step, (M, N, K))
                 continue
-            if step.kernel == "mm_persistent":  # a block per SM (at most one per tile): test_persistent_...
+            if step.kernel in ("mm_persistent", "mm_stages"):  # a block per SM (at most one per tile)
                 assert (gx, gy) == (min(cuda_persistent.SMS, -(-M // 128) * -(-N // 256)), 1), (step, (M, N, K))
                 continue
             if step.kernel.startswith("mm_splitk_n"):  # cu11: a 128 x BN tile along x, its S K-slices along y
@@ -322,6 +323,45 @@ def test_cu11_launcher_matches_its_source():
         assert cuda_splitk.smem_bytes(bn) <= 227 * 1024
 
 
+# (M, N, K) -> cu12's kernel: its own wherever cu11 ran cu9's (4096^3: 1.066x cu9 on the H200, 8192^3 1.065x,
+# 2048^3 1.08x, three interleaved runs), and in place of cu10's 192x192 tile where its waves cost no more
+# (5120x13824x5120: 1056 us against 1102); cu10's tile where its fewer waves pay (3072^3: 90 us against 108);
+# cu11's splits; the scalar path off alignment.
+CU12_PICKS = {(4096, 4096, 4096): "mm_stages", (8192, 8192, 8192): "mm_stages", (2048, 2048, 2048): "mm_stages",
+              (5120, 13824, 5120): "mm_stages", (1536, 2816, 8): "mm_stages", (3072, 3072, 3072): "mm_waves",
+              (2880, 2880, 2880): "mm_waves", (2304, 1920, 8): "mm_waves", (512, 512, 16384): "mm_splitk_n192_s8",
+              (1000, 1000, 1000): "mm_splitk_n128_s2", (1, 4096, 4096): "mm_splitk_n192_s4"}
+
+
+@pytest.mark.parametrize("shape, kernel", CU12_PICKS.items())
+def test_cu12_takes_its_kernel_where_cu11_ran_cu9s_or_its_waves_cost_no_more(shape, kernel):
+    step = cuda_stages.plan_stages(*shape, True)
+    assert step.kernel == kernel
+    cu11 = cuda_splitk.plan_splitk(*shape, True)
+    if kernel == "mm_stages":
+        assert cu11.kernel in ("mm_persistent", "mm_waves") and step.smem == cuda_stages.P12_SMEM_BYTES
+        assert step.grid == (min(132, -(-shape[0] // 128) * -(-shape[1] // 256)), 1, 1) and step.tma
+    else:
+        assert step == cu11
+    assert cuda_stages.plan_stages(*shape, False) == cuda_splitk.plan_splitk(*shape, False)
+    assert cuda_stages.plan_stages(shape[0], shape[1], 0, True).kernel != "mm_stages"  # no k-tile for its ring
+    assert cuda_stages.waves(5120, 13824, (128, 256), 132) == 17
+    assert cuda_stages.waves(5120, 13824, (192, 192), 132) == 15
+
+
+def test_cu12_launcher_matches_its_source():
+    """cu12's launcher and .cu agree on the stages and the shared memory (four 48 KB stages and two 16 KB
+    stagings, under the 227 KB opt-in), and its kernel stores C in two halves of two 64-column boxes."""
+    text = (cuda_launch.CUDA_DIR / "cu12_stages.cu").read_text()
+    assert re.search(rf"#define P12_STAGES {cuda_stages.P12_STAGES}\b", text)
+    assert re.search(r"#define P12_C_BYTES \(64 \* 128 \* 2\)", text) and cuda_stages.P12_C_BYTES == 64 * 128 * 2
+    assert 227 * 1024 >= cuda_stages.P12_SMEM_BYTES > cuda_persistent.P9_SMEM_BYTES
+    assert "for (int half = 0; half < 2; ++half)" in text and "for (int j = 0; j < 2; ++j)" in text
+    gated = {cuda_stages.plan_stages(*s, True).kernel for s in KERNEL.gate_shapes_of(REVS["cu12_stages"])
+             if s[1] % 8 == s[2] % 8 == 0}
+    assert {"mm_stages", "mm_waves", "mm_splitk_n128_s2"} <= gated  # the gate reaches its kernel and cu11's
+
+
 @pytest.mark.parametrize("tiles_m, tiles_n", [(32, 16), (1, 1), (17, 3), (40, 1), (1, 593), (33, 7)])
 def test_cu8s_grouped_order_visits_every_tile_once(tiles_m, tiles_n):
     seen = [cuda_launch.grouped_tile(p, tiles_m, tiles_n) for p in range(tiles_m * tiles_n)]
@@ -394,7 +434,7 @@ def test_misaligned_base_pointers_take_the_scalar_path_on_gpu(name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["cu9_persistent", "cu10_waves", "cu11_splitk"])
+@pytest.mark.parametrize("name", ["cu9_persistent", "cu10_waves", "cu11_splitk", "cu12_stages"])
 def test_persistent_rungs_take_empty_shapes_on_gpu(name):
     """An empty C is returned as it is and K = 0 gives relu(0) = 0: what cu10's refuses promises."""
     launch = REVS[name].load()
@@ -439,7 +479,7 @@ def test_fast_rungs_at_family_sizes_on_gpu(shape):
     b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
     ref = torch.relu(a.float() @ b.float())
     for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide", "cu9_persistent", "cu10_waves",
-                 "cu11_splitk"):
+                 "cu11_splitk", "cu12_stages"):
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         REVS[name].load()((a, b), out)
         torch.cuda.synchronize()

@@ -1,7 +1,7 @@
-"""The CUDA C matmul+ReLU ladder, cu0-cu11: one idea per rung, each motivated by the previous rung's
+"""The CUDA C matmul+ReLU ladder, cu0-cu12: one idea per rung, each motivated by the previous rung's
 expected ncu evidence. kernels/matmul_relu/__init__.py lists CUDA_REVISIONS ahead of the Triton
 revisions; every rung passed the gate on a GPU (tests/test_matmul_cuda.py -m gpu) before that: cu0-cu8
-on the H100, cu9-cu11 on the H200 (sm_90a both).
+on the H100, cu9-cu12 on the H200 (sm_90a both).
 
 Every rung: bf16 A (M, K) and B (K, N) row-major, fp32 accumulation, ReLU in the epilogue, bf16 C,
 masked edges at any M, N, K; the plans (cuda_launch.py, and the later rungs' own launchers) pick a
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kernlog.spec import Revision
 
-from . import cuda_launch, cuda_persistent, cuda_splitk, cuda_waves
+from . import cuda_launch, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
 
 # (name, change, predicts); predicts name the ncu metric expected to move, at 4096^3 unless said.
 STEPS = (
@@ -118,8 +118,22 @@ CU11 = Revision("cu11_splitk", "cuda", _on(CU10, CUDA / "cu11_splitk.cu", HERE /
                 # cu10's two kernels (cu9's where its tiles fill the SMs, as at 4096^3)
                 check_shapes=((33, 72, 8200), (33, 2056, 1032), (33, 4104, 520), (2304, 1920, 8), (1536, 2816, 8)))
 
+CU12 = Revision("cu12_stages", "cuda", _on(CU11, CUDA / "cu12_stages.cu", HERE / "cuda_stages.py"),
+                cuda_stages.loader(),
+                "cu9's 128x256 persistent kernel with a ring of four stages where it had three, the room made by "
+                "staging and storing each consumer warpgroup's C in two halves of 128 columns; run wherever cu11 "
+                "ran cu9's kernel, and in place of cu10's 192x192 tile where its own waves cost no more (a tile of "
+                "192x192 costing 1.18 of its own); cu11's launch elsewhere",
+                "the consumers' wait on a stage's full barrier (cu9's evidence at 4096^3 on the H200: 30% of the "
+                "warp samples, the tensor pipe 78% busy, DRAM 18%) shortened by the fourth stage: >= 1.04x cu11 "
+                "at 4096^3 and 8192^3, where cu11 runs cu9's kernel (the experiment: 1.066x and 1.065x cu9, "
+                "three interleaved runs), and >= 93% of the cuBLAS roof at 4096^3 (cu9: 88%); cu11's speed where "
+                "it splits", refuses=cuda_stages.refuses,
+                # cu11's: its splits, cu10's 192x192 tile (2304x1920) and cu9's shape (1536x2816), now this kernel
+                check_shapes=CU11.check_shapes)
+
 CUDA_REVISIONS = tuple(
     Revision(name, "cuda", (cuda_launch.source(name), HERE / "cuda_launch.py"),
              cuda_launch.loader(name), change, predicts, refuses=cuda_launch.refuses(name))
     for name, change, predicts in STEPS
-) + (CU9, CU10, CU11)
+) + (CU9, CU10, CU11, CU12)
