@@ -369,9 +369,18 @@ TABLED = [name for name in ("softmax", "layernorm", "rmsnorm", "gelu", "dropout"
                             "vector_add") if table_path(ROOT, name).exists()]
 
 
-@pytest.mark.parametrize("name", TABLED)
-def test_the_committed_table_is_what_the_committed_sweep_makes(name):
-    assert render.check(ROOT, name) == ""
+# every committed table: the primary GPU's dispatch.json and each other GPU's dispatch.<slug>.json
+TABLES = [(name, f.name[len("dispatch."):-len(".json")] or None) for name in TABLED
+          for f in sorted(table_path(ROOT, name).parent.glob("dispatch*.json"))]
+
+
+def test_every_other_gpus_table_is_checked_too():
+    assert ("matmul_relu", "nvidia-h200") in TABLES and ("softmax", None) in TABLES
+
+
+@pytest.mark.parametrize("name, gpu", TABLES)
+def test_the_committed_table_is_what_the_committed_sweep_makes(name, gpu):
+    assert render.check(ROOT, name, gpu) == ""
 
 
 def test_the_entry_point_passes_a_cuda_c_pick_over_on_the_cpu():
