@@ -356,10 +356,21 @@ def test_cu12_launcher_matches_its_source():
     assert re.search(rf"#define P12_STAGES {cuda_stages.P12_STAGES}\b", text)
     assert re.search(r"#define P12_C_BYTES \(64 \* 128 \* 2\)", text) and cuda_stages.P12_C_BYTES == 64 * 128 * 2
     assert 227 * 1024 >= cuda_stages.P12_SMEM_BYTES > cuda_persistent.P9_SMEM_BYTES
+    # the kernel's own formula, evaluated with its defines: the launcher's bytes hold its mbarriers too
+    formula = re.search(r"#define P12_SMEM_BYTES (.+)", text).group(1)
+    values = {"P12_STAGES": cuda_stages.P12_STAGES, "P12_C_BYTES": cuda_stages.P12_C_BYTES,
+              "P9_STAGE_BYTES": 128 * 64 * 2 + 64 * 256 * 2}
+    assert eval(re.sub(r"\b[A-Z0-9_]+\b", lambda m: str(values.get(m.group(0), m.group(0))), formula)) \
+        == cuda_stages.P12_SMEM_BYTES
     assert "for (int half = 0; half < 2; ++half)" in text and "for (int j = 0; j < 2; ++j)" in text
     gated = {cuda_stages.plan_stages(*s, True).kernel for s in KERNEL.gate_shapes_of(REVS["cu12_stages"])
              if s[1] % 8 == s[2] % 8 == 0}
     assert {"mm_stages", "mm_waves", "mm_splitk_n128_s2"} <= gated  # the gate reaches its kernel and cu11's
+    # and reaches it where a block takes a second tile (the staging reused) and the ring wraps
+    deep = [s for s in KERNEL.gate_shapes_of(REVS["cu12_stages"]) if s[1] % 8 == s[2] % 8 == 0
+            and cuda_stages.plan_stages(*s, True).kernel == "mm_stages"
+            and -(-s[0] // 128) * -(-s[1] // 256) > 132 and -(-s[2] // 64) > cuda_stages.P12_STAGES]
+    assert deep and any(s[0] % 128 and s[1] % 256 and s[2] % 64 for s in deep)  # with tails in M, N and K
 
 
 @pytest.mark.parametrize("tiles_m, tiles_n", [(32, 16), (1, 1), (17, 3), (40, 1), (1, 593), (33, 7)])

@@ -129,8 +129,10 @@ CU12 = Revision("cu12_stages", "cuda", _on(CU11, CUDA / "cu12_stages.cu", HERE /
                 "at 4096^3 and 8192^3, where cu11 runs cu9's kernel (the experiment: 1.066x and 1.065x cu9, "
                 "three interleaved runs), and >= 93% of the cuBLAS roof at 4096^3 (cu9: 88%); cu11's speed where "
                 "it splits", refuses=cuda_stages.refuses,
-                # cu11's: its splits, cu10's 192x192 tile (2304x1920) and cu9's shape (1536x2816), now this kernel
-                check_shapes=CU11.check_shapes)
+                # cu11's (its splits, cu10's 192x192 tile at 2304x1920, cu9's shape at 1536x2816: now this kernel's,
+                # one tile a block and one k-tile), and two where this kernel's blocks take a second tile, its ring
+                # wraps (8 and 16 k-tiles) and M, N and K have tails
+                check_shapes=CU11.check_shapes + ((1544, 2824, 1000), (2056, 2824, 520)))
 
 CUDA_REVISIONS = tuple(
     Revision(name, "cuda", (cuda_launch.source(name), HERE / "cuda_launch.py"),
