@@ -349,6 +349,17 @@ def test_cu12_takes_its_kernel_where_cu11_ran_cu9s_or_its_waves_cost_no_more(sha
     assert cuda_stages.waves(5120, 13824, (192, 192), 132) == 15
 
 
+@pytest.mark.parametrize("sms, clusters", [(132, cuda_splitk.CLUSTERS), (132, {2: 66, 4: 33, 8: 16, 16: 8}),
+                                            (114, {2: 57, 4: 28, 8: 14, 16: 0}), (78, {2: 39, 4: 19, 8: 9, 16: 0})])
+def test_cu12_takes_its_kernel_only_where_cu11_would_not_split(sms, clusters):
+    """With the same SM count and resident clusters, cu12's plan runs its kernel only where cu11's runs cu9's
+    or cu10's, and is cu11's plan everywhere else."""
+    for shape in (*FAMILY_SHAPES, *PATH_SHAPES, (896, 4096, 16384), (1024, 3584, 16384), (1408, 2560, 16384)):
+        cu11 = cuda_splitk.plan_splitk(*shape, True, sms, clusters)
+        step = cuda_stages.plan_stages(*shape, True, sms, clusters)
+        assert step == cu11 or (step.kernel == "mm_stages" and cu11.kernel in ("mm_persistent", "mm_waves")), shape
+
+
 def test_cu12_launcher_matches_its_source():
     """cu12's launcher and .cu agree on the stages and the shared memory (four 48 KB stages and two 16 KB
     stagings, under the 227 KB opt-in), and its kernel stores C in two halves of two 64-column boxes."""
