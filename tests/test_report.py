@@ -464,3 +464,27 @@ def test_judge_and_render_modules_stay_small_and_free_of_import_circles():
 
     circles = [name(p) for p in mine if reaches(name(p), name(p), set())]
     assert circles == []
+
+
+def test_another_shapes_ratio_timed_at_clocks_apart_is_marked_and_says_both(tmp_path):
+    """The other profiled shapes' "x best reference" between two profiles timed at SM clocks further
+    apart than the wall-time band carries a mark, and a line under the table names both clocks."""
+    root = scratch_repo(tmp_path)
+    _profiles(root)
+
+    def at(rev, ms, mhz, shape=(1024, 131072)):
+        rec = make_record(rev, median_ms=ms, shape=shape, dtype="bf16")
+        rec["timing"]["clocks"] = {"sm_mhz": {"median": mhz, "min": mhz, "max": mhz, "n": 20},
+                                   "mem_mhz": {"median": 3201.0, "min": 3201.0, "max": 3201.0, "n": 20},
+                                   "source": "nvml"}
+        put(root, rec)
+
+    at("v7_bf16_packed", 0.19, 1740.0)
+    at("torch", 0.21, 1950.0)
+    at("v7_bf16_packed", 0.19, 1980.0, shape=(2048, 131072))
+    at("torch", 0.21, 1970.0, shape=(2048, 131072))
+    other = kernel_page(root).split("### Other profiled shapes")[1].split("###")[0]
+    rows = {ln.split("|")[1].strip(): ln for ln in other.splitlines() if ln.startswith("| ") and "bf16" in ln}
+    assert rows["1024x131072 bf16"].endswith("x torch‖ |")
+    assert rows["2048x131072 bf16"].endswith("x torch |")  # 0.5% apart: inside the band
+    assert "(1024x131072 bf16: 1740 and 1950 MHz)" in other and "2048x131072 bf16:" not in other

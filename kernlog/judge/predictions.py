@@ -75,7 +75,8 @@ def value(what: str, row: dict, rows: dict):
     return derived[what] if what in derived else m.get(what)
 
 
-def _sm_mhz(row: dict):
+def sm_mhz(row: dict):
+    """The median SM clock while the row's profile was timed, None where not recorded."""
     clocks = getattr(getattr(row["rec"], "timing", None), "clocks", None) or {}
     return (clocks.get("sm_mhz") or {}).get("median")
 
@@ -86,7 +87,7 @@ def clocks_apart(what: str, row: dict, rows: dict, band: float) -> tuple | None:
     ratio is then the clock, not the code. None otherwise (not a speed claim, a clock unrecorded)."""
     name = row.get("base") if what == "speedup" else what.split(":", 1)[1] if what.startswith("speed_vs:") else None
     other = rows.get(name) if name else None
-    here, there = _sm_mhz(row), (_sm_mhz(other) if other else None)
+    here, there = sm_mhz(row), (sm_mhz(other) if other else None)
     return (here, there, name) if here and there and apart(here, there, band) else None
 
 

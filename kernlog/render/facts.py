@@ -153,7 +153,7 @@ def ladder(records: list[Profile], order: list[str], current: dict | None = None
         row["unchecked"] = entry.get("unchecked")
         row["predicts_text"] = entry.get("text")  # the log's wording where the revision's quotes a stale figure
     return {"rows": rows, "ref": ref.revision if ref else None, "tuned": steps[-1].revision if steps else None,
-            "arc": arc}
+            "arc": arc, "wall_band": bands("wall_ms").rel}
 
 
 def _arc(rows: list[dict], by_rev: dict, band, naive: str | None) -> dict | None:
