@@ -21,8 +21,9 @@ from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
 from kernlog.capture.todo import decide
 from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, Unsupported
+from kernlog.judge.verdicts import DEFAULT_BANDS
 from kernlog.run import fanout, gate, ladder, picker
-from kernlog.run.clocks import Clocks
+from kernlog.run.clocks import Clocks, throttled
 from kernlog.spec import Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 from kernlog.store.keys import ceilings_json
@@ -87,7 +88,11 @@ def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options
     del inputs, out
     torch.cuda.empty_cache()
     progress(f"{tag}: timed in {time.perf_counter() - t0:.1f} s ({len(samples)} samples)")
-    return Timed(rev, tag, samples, timer.clocks.summary(), config, check, t0, traced)
+    clocks = timer.clocks.summary()
+    slow = throttled(clocks, DEFAULT_BANDS["time"][0])
+    if slow:
+        progress(f"{tag}: {slow}")
+    return Timed(rev, tag, samples, clocks, config, check, t0, traced)
 
 
 REJECTED = "rejected"  # _gate_and_time's word for a known-wrong revision the gate rejected, as it must

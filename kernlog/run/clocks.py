@@ -15,6 +15,7 @@ class Clocks:
     def __init__(self, index: int = 0):
         self.sm: list[float] = []
         self.mem: list[float] = []
+        self.sm_max: float | None = None  # the GPU's highest SM clock (its boost), where NVML gives it
         self._lib = self._handle = None
         try:
             lib = ctypes.CDLL("libnvidia-ml.so.1")
@@ -24,6 +25,9 @@ class Clocks:
             if lib.nvmlDeviceGetHandleByIndex_v2(ctypes.c_uint(index), ctypes.byref(handle)) != 0:
                 return
             self._lib, self._handle = lib, handle
+            mhz = ctypes.c_uint()
+            if lib.nvmlDeviceGetMaxClockInfo(handle, ctypes.c_int(NVML_CLOCK_SM), ctypes.byref(mhz)) == 0:
+                self.sm_max = float(mhz.value)
         except (OSError, AttributeError):
             pass
 
@@ -46,4 +50,17 @@ class Clocks:
         def stats(vals):
             return ({"min": min(vals), "median": statistics.median(vals), "max": max(vals), "n": len(vals)}
                     if vals else None)
-        return {"sm_mhz": stats(self.sm), "mem_mhz": stats(self.mem), "source": "nvml" if self._lib else None}
+        return {"sm_mhz": stats(self.sm), "mem_mhz": stats(self.mem), "sm_max_mhz": self.sm_max,
+                "source": "nvml" if self._lib else None}
+
+
+def throttled(summary: dict, band: float) -> str:
+    """One line where a timing pass's median SM clock lies more than `band` under the GPU's highest
+    (it throttled: a ratio to a profile timed at full clock is then partly the clock), else ""."""
+    median = (summary.get("sm_mhz") or {}).get("median")
+    top = summary.get("sm_max_mhz")
+    if not median or not top or median >= top * (1 - band):
+        return ""
+    return (f"timed at an SM clock of {median:.0f} MHz, {100 * (1 - median / top):.0f}% under this GPU's "
+            f"{top:.0f}: it throttled, so a ratio to a profile timed at full clock is partly the clock "
+            "(a sweep's interleaved runs judge it; --force times it again)")
