@@ -853,7 +853,7 @@ MUTANTS = [
            '"clocks": None})',
            "another shape's ratio to the best reference between profiles timed at clocks far apart goes unmarked",
            ("tests/test_report.py",)),
-    Mutant("throttle-band-inverted", "kernlog/run/clocks.py",
+    Mutant("throttle-band-inverted", "kernlog/judge/verdicts.py",
            "if not median or not top or median >= top * (1 - band):",
            "if not median or not top or median >= top * (1 + band):",
            "every timing pass under the GPU's boost clock is called throttled, however little",

@@ -3,6 +3,7 @@ SM clock beside the samples, and the one line `kernlog profile` prints where a p
 needed: NVML is stood in for."""
 import ctypes
 
+from kernlog.judge.verdicts import throttled
 from kernlog.run import clocks
 
 
@@ -43,9 +44,9 @@ def test_a_pass_records_the_gpus_highest_sm_clock_beside_its_samples(monkeypatch
 
 def test_a_throttled_pass_is_one_line_and_a_full_clock_pass_none():
     s = {"sm_mhz": {"median": 1845.0}, "sm_max_mhz": 1980.0}
-    line = clocks.throttled(s, 0.035)
+    line = throttled(s, 0.035)
     assert "1845 MHz" in line and "7% under this GPU's 1980" in line and "--force" in line
-    assert clocks.throttled({"sm_mhz": {"median": 1965.0}, "sm_max_mhz": 1980.0}, 0.035) == ""  # 0.8% under
-    assert clocks.throttled(s, 0.10) == ""  # inside a wider band
-    assert clocks.throttled({"sm_mhz": {"median": 1845.0}, "sm_max_mhz": None}, 0.035) == ""  # no boost read
-    assert clocks.throttled({"sm_mhz": None, "sm_max_mhz": 1980.0}, 0.035) == ""  # no NVML
+    assert throttled({"sm_mhz": {"median": 1965.0}, "sm_max_mhz": 1980.0}, 0.035) == ""  # 0.8% under
+    assert throttled(s, 0.10) == ""  # inside a wider band
+    assert throttled({"sm_mhz": {"median": 1845.0}, "sm_max_mhz": None}, 0.035) == ""  # no boost read
+    assert throttled({"sm_mhz": None, "sm_max_mhz": 1980.0}, 0.035) == ""  # no NVML

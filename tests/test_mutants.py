@@ -483,6 +483,20 @@ def test_show_prints_every_value_with_its_unit():
         "- High Throughput: busy"]
 
 
+def test_show_names_the_gpus_highest_clock_and_a_throttled_pass():
+    from kernlog.render import show
+
+    rec = _shown()
+    rec["timing"]["clocks"] = {"sm_mhz": {"median": 1845.0}, "mem_mhz": {"median": 3201.0}, "sm_max_mhz": 1980.0}
+    lines = show.render(ROOT, profile_of(rec, check=False)).splitlines()
+    i = lines.index("clocks while timed: SM 1845 MHz (its highest 1980), memory 3201 MHz")
+    assert lines[i + 1].startswith("Timed at an SM clock of 1845 MHz, 7% under this GPU's 1980: it throttled")
+    rec["timing"]["clocks"]["sm_mhz"]["median"] = 1965.0
+    lines = show.render(ROOT, profile_of(rec, check=False)).splitlines()
+    i = lines.index("clocks while timed: SM 1965 MHz (its highest 1980), memory 3201 MHz")
+    assert not lines[i + 1].startswith("Timed at")
+
+
 def test_show_of_an_imported_report_says_what_is_unknown():
     import json
 

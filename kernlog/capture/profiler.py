@@ -21,9 +21,9 @@ from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
 from kernlog.capture.todo import decide
 from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, Unsupported
-from kernlog.judge.verdicts import DEFAULT_BANDS
+from kernlog.judge.verdicts import DEFAULT_BANDS, throttled
 from kernlog.run import fanout, gate, ladder, picker
-from kernlog.run.clocks import Clocks, throttled
+from kernlog.run.clocks import Clocks
 from kernlog.spec import Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 from kernlog.store.keys import ceilings_json

@@ -161,6 +161,18 @@ def apart(a: float, b: float, band: float) -> bool:
     return abs(b - a) > band * max(a, b)
 
 
+def throttled(summary: dict, band: float) -> str:
+    """One line where a timing pass's median SM clock lies more than `band` under the GPU's highest
+    (it throttled: a ratio to a profile timed at full clock is then partly the clock), else ""."""
+    median = (summary.get("sm_mhz") or {}).get("median")
+    top = summary.get("sm_max_mhz")
+    if not median or not top or median >= top * (1 - band):
+        return ""
+    return (f"timed at an SM clock of {median:.0f} MHz, {100 * (1 - median / top):.0f}% under this GPU's "
+            f"{top:.0f}: it throttled, so a ratio to a profile timed at full clock is partly the clock "
+            "(a sweep's interleaved runs judge it; --force times it again)")
+
+
 # --- wall time -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
