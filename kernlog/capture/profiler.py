@@ -21,7 +21,7 @@ from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
 from kernlog.capture.todo import decide
 from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, Unsupported
-from kernlog.judge.verdicts import DEFAULT_BANDS, throttled
+from kernlog.judge.verdicts import throttled
 from kernlog.run import fanout, gate, ladder, picker
 from kernlog.run.clocks import Clocks
 from kernlog.spec import Kernel, Revision, Shape, format_shape
@@ -89,7 +89,7 @@ def _time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts: Options
     torch.cuda.empty_cache()
     progress(f"{tag}: timed in {time.perf_counter() - t0:.1f} s ({len(samples)} samples)")
     clocks = timer.clocks.summary()
-    slow = throttled(clocks, DEFAULT_BANDS["time"][0])
+    slow = throttled(clocks)
     if slow:
         progress(f"{tag}: {slow}")
     return Timed(rev, tag, samples, clocks, config, check, t0, traced)

@@ -81,14 +81,20 @@ def sm_mhz(row: dict):
     return (clocks.get("sm_mhz") or {}).get("median")
 
 
-def clocks_apart(what: str, row: dict, rows: dict, band: float) -> tuple | None:
-    """(this row's SM clock, the compared row's, the compared revision) while each was timed, where a
-    speed claim compares two profiles whose clocks lie further apart than `band`: part of the
-    ratio is then the clock, not the code. None otherwise (not a speed claim, a clock unrecorded)."""
-    name = row.get("base") if what == "speedup" else what.split(":", 1)[1] if what.startswith("speed_vs:") else None
-    other = rows.get(name) if name else None
+def clock_gap(row: dict, other: dict | None, band: float) -> tuple[float, float] | None:
+    """(row's SM clock, other's) where the two profiles were timed at clocks further apart than
+    `band`: a ratio of their times is then partly the clock, not the code. None otherwise (a
+    clock unrecorded, no other row)."""
     here, there = sm_mhz(row), (sm_mhz(other) if other else None)
-    return (here, there, name) if here and there and apart(here, there, band) else None
+    return (here, there) if here and there and apart(here, there, band) else None
+
+
+def clocks_apart(what: str, row: dict, rows: dict, band: float) -> tuple | None:
+    """(this row's SM clock, the compared row's, the compared revision) where a speed claim
+    compares two profiles timed at clocks apart (clock_gap); None otherwise (not a speed claim)."""
+    name = row.get("base") if what == "speedup" else what.split(":", 1)[1] if what.startswith("speed_vs:") else None
+    gap = clock_gap(row, rows.get(name), band) if name else None
+    return (*gap, name) if gap else None
 
 
 def unmeasured(what: str, row: dict, rows: dict) -> str:

@@ -161,9 +161,11 @@ def apart(a: float, b: float, band: float) -> bool:
     return abs(b - a) > band * max(a, b)
 
 
-def throttled(summary: dict, band: float) -> str:
-    """One line where a timing pass's median SM clock lies more than `band` under the GPU's highest
-    (it throttled: a ratio to a profile timed at full clock is then partly the clock), else ""."""
+def throttled(summary: dict, band: float | None = None) -> str:
+    """One line where a timing pass's median SM clock lies more than `band` (default: the default
+    wall-time band) under the GPU's highest (it throttled: a ratio to a profile timed at full clock
+    is then partly the clock), else ""."""
+    band = DEFAULT_BANDS["time"][0] if band is None else band
     median = (summary.get("sm_mhz") or {}).get("median")
     top = summary.get("sm_max_mhz")
     if not median or not top or median >= top * (1 - band):

@@ -11,7 +11,7 @@ from kernlog.judge import hotlines
 from kernlog.judge.bands import bands_for
 from kernlog.judge.gate_marks import fails_gate
 from kernlog.judge.plausible import achieved_gbps, impossible
-from kernlog.judge.verdicts import DEFAULT_BANDS, stale, throttled
+from kernlog.judge.verdicts import stale, throttled
 from kernlog.metrics import metric, ncu_filter, time_shares
 from kernlog.registry import load_kernel
 from kernlog.render.diff import gpu_choice_line
@@ -83,7 +83,7 @@ def render(root: Path, prof: Profile, fmt: str = "text") -> str:
         top = f" (its highest {clocks['sm_max_mhz']:.0f})" if clocks.get("sm_max_mhz") else ""
         lines.append(f"clocks while timed: SM {clocks['sm_mhz']['median']:.0f} MHz{top}, memory "
                      f"{(clocks.get('mem_mhz') or {}).get('median', float('nan')):.0f} MHz")
-        slow = throttled(clocks, DEFAULT_BANDS["time"][0])
+        slow = throttled(clocks)
         if slow:
             lines.append(slow[0].upper() + slow[1:])
     for key, value in prof.metrics.items():

@@ -19,7 +19,6 @@ kernel; every page line and the front page's profile-only line use it.
 from __future__ import annotations
 
 from kernlog.judge import predictions
-from kernlog.judge.verdicts import apart
 from kernlog.metrics import ranked_stalls
 from kernlog.render import limits
 from kernlog.spec import parse_shape
@@ -301,12 +300,11 @@ def others(s: dict) -> list[dict]:
         name = row["rec"].revision
         a = _arc_row(lad, name) or {}
         ref = next((r for r in lad["rows"] if r["rec"].revision == a.get("best_ref")), None)
-        clocks = (predictions.sm_mhz(row), predictions.sm_mhz(ref)) if ref else (None, None)
         out.append({"shape": lad["shape"], "dtype": lad["dtype"], "gpu": lad["gpu"]["name"], "best": name,
                     "ties": tied_with(lad, name)[:3], "stale": row["stale"],
                     "us": row["rate"]["us"], "rate": a.get("rate"), "launch_bound": a.get("launch_bound"),
                     "roof": a.get("roof"), "vs_ref": a.get("vs_ref"), "best_ref": a.get("best_ref"),
-                    "clocks": clocks if all(clocks) and apart(*clocks, lad.get("wall_band", 0.0)) else None})
+                    "clocks": predictions.clock_gap(row, ref, lad.get("wall_band", 0.0))})
     return out
 
 
