@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from kernlog.errors import KernlogError
 from kernlog.identity import source_sha256
 
 Shape = tuple[int, ...]
@@ -230,6 +231,14 @@ class Kernel:
         first declared. attention's sweeps and bar are bf16's, its first dtype fp32 (the
         interpreter's exact check): a profile without --dtype lands on the page's ladder."""
         return self.sweep_dtypes[0] if self.sweep_dtypes else self.dtypes[0]
+
+    def dtype_or_default(self, dtype: str | None) -> str:
+        """`dtype`, or the profile dtype where none is named; KernlogError where the kernel has no
+        such inputs (what every command taking --dtype says)."""
+        dtype = dtype or self.profile_dtype
+        if dtype not in self.dtypes:
+            raise KernlogError(f"{self.name} has no {dtype} inputs; dtypes: {', '.join(self.dtypes)}")
+        return dtype
 
     @property
     def gate_shapes(self) -> tuple[Shape, ...]:

@@ -514,6 +514,7 @@ def test_profile_takes_the_dtype_the_page_heads_its_arc_in_unless_told():
     its first dtype; --dtype wins."""
     from kernlog.capture import profiler
     from kernlog.capture.options import Options
+    from kernlog.errors import KernlogError
     from kernlog.registry import load_kernel
 
     root = Path(__file__).resolve().parents[1]
@@ -522,3 +523,5 @@ def test_profile_takes_the_dtype_the_page_heads_its_arc_in_unless_told():
     assert profiler._shape_dtype(att, Options())[1] == "bf16"
     assert profiler._shape_dtype(sm, Options())[1] == sm.dtypes[0] == "fp32"
     assert profiler._shape_dtype(att, Options(dtype="fp32"))[1] == "fp32"
+    with pytest.raises(KernlogError, match="attention has no fp16 inputs; dtypes: fp32, bf16"):
+        profiler._shape_dtype(att, Options(dtype="fp16"))  # one message for every command (Kernel.dtype_or_default)

@@ -172,10 +172,7 @@ def _kernel_shape_dtype(root: Path, kernel_name: str, rev_name: str, shape: str 
     if len(shp) != len(kernel.profile_shape):
         raise KernlogError(f"{kernel.name} shapes have {len(kernel.profile_shape)} dimension(s), "
                            f"e.g. {format_shape(kernel.profile_shape)}; got {format_shape(shp)}")
-    dtype = dtype or kernel.profile_dtype
-    if dtype not in kernel.dtypes:
-        raise KernlogError(f"{kernel.name} has no {dtype} inputs; dtypes: {', '.join(kernel.dtypes)}")
-    return kernel, shp, dtype
+    return kernel, shp, kernel.dtype_or_default(dtype)
 
 
 def build_record(root: Path, report: Path, kernel, rev_name: str, shape, dtype: str, actions: list) -> dict:

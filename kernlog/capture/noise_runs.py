@@ -42,9 +42,7 @@ def _groups(root: Path, revs: list[str], shape, dtype) -> dict:
         except KeyError:
             raise KernlogError(f"no revision {rname!r} in {kname}; revisions: "
                                + ", ".join(r.name for r in kernel.revisions)) from None
-        d = dtype or kernel.profile_dtype
-        if d not in kernel.dtypes:
-            raise KernlogError(f"{kname} has no {d} inputs; dtypes: {', '.join(kernel.dtypes)}")
+        d = kernel.dtype_or_default(dtype)
         groups.setdefault((kname, tuple(shape or kernel.profile_shape), d), []).append(rname)
     return groups
 

@@ -235,10 +235,7 @@ def launch_floor(root: Path, gpu: str, timer) -> dict:
 
 
 def _shape_dtype(kernel: Kernel, opts: Options) -> tuple[Shape, str]:
-    dtype = opts.dtype or kernel.profile_dtype
-    if dtype not in kernel.dtypes:
-        raise KernlogError(f"{kernel.name} has no {dtype} revision inputs; dtypes: {', '.join(kernel.dtypes)}")
-    return opts.shape or kernel.profile_shape, dtype
+    return opts.shape or kernel.profile_shape, kernel.dtype_or_default(opts.dtype)
 
 
 def profile_on_gpus(root: Path, kernel: Kernel, revs: list[Revision], opts: Options, gpus: int | None = None,

@@ -77,9 +77,7 @@ def resolve_target(root: Path, text: str) -> Target:
         shape = parse_shape(shape_text) if shape_text else tuple(kernel.profile_shape)
     except ValueError as exc:
         raise KernlogError(str(exc)) from None
-    dtype = dtype or kernel.profile_dtype
-    if dtype not in kernel.dtypes:
-        raise KernlogError(f"{name} has no {dtype} inputs; dtypes: {', '.join(kernel.dtypes)}")
+    dtype = kernel.dtype_or_default(dtype)
     return Target(f"{name}/{rev}@{format_shape(shape)}.{dtype}", kernel=name, revision=rev, shape=shape, dtype=dtype)
 
 
