@@ -166,6 +166,25 @@ TRITON_PEELED = Revision(
     deterministic=False,  # as triton: a warp that polls too long sums its row in another order
 )
 
+def _load_triton_met():
+    from . import softmax_triton_met
+
+    return softmax_triton_met.load()
+
+
+TRITON_MET = Revision(
+    "triton_met", "triton",
+    (HERE / "softmax_triton_met.py", HERE / "softmax_triton_peeled.py", HERE / "softmax_triton.py", TUNING_SOURCE),
+    _load_triton_met,
+    "long rows on the 16-byte boundary take triton_peeled's kernel too (their head and tail empty): their chunks "
+    "meet a warp at a time, each exponential one ex2.approx.ftz, each output one multiply; the picker times it "
+    "beside triton's split chunks and pipelined rows; rows off the boundary as triton_peeled, short rows as triton",
+    "bf16 4096x128256 and 4096x151936 (triton's split kernel at 77% and 72% of copy on the H200, its chunk's "
+    "max reduced at a barrier) >= 1.08x triton; no row slower than triton beyond noise",
+    role="counterpart",
+    deterministic=False,  # as triton: a warp that polls too long sums its row in another order
+)
+
 REFERENCES = (
     *references(lambda x: torch.softmax(x, dim=-1), HERE / "__init__.py",
                "F.softmax, eager: PyTorch's own kernel",
@@ -204,7 +223,7 @@ KERNEL = Kernel(
     flops_per_element=5,  # for the roofline: max, subtract, exp, sum, scale
     name="softmax",
     families=FAMILIES,
-    revisions=CUDA_REVISIONS + (V9, V10, TRITON, TRITON_PEELED) + REFERENCES,
+    revisions=CUDA_REVISIONS + (V9, V10, TRITON, TRITON_PEELED, TRITON_MET) + REFERENCES,
     make_inputs=make_inputs,
     make_output=make_output,
     reference=reference,
