@@ -74,12 +74,6 @@ def _load_v4():
     return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
 
 
-def _load_v5():
-    from .v5_tall import matmul_relu
-
-    return lambda inputs, out: matmul_relu(inputs[0], inputs[1], out)
-
-
 # The CUDA C ladder (cu0-cu7, cuda_ladder.py) first, naive to wgmma, then the Triton revisions.
 REVISIONS = (
     *CUDA_REVISIONS,
@@ -110,13 +104,6 @@ REVISIONS = (
              "into a buffer padded to 128-byte rows so TMA loads both, C stored by masked pointer stores; timed "
              "beside v3",
              "4096x50257x768 >= 0.95x of torch.compile (v3: 0.38x); members TMA takes as v3"),
-    Revision("v5_tall", "triton", (HERE / "v5_tall.py", HERE / "v4_padded.py", HERE / "v3_b_pointers.py",
-                                   HERE / "v2_split_k.py", HERE / "v1_tma_persistent.py", HERE / "v0_tiled.py",
-                                   TUNING_SOURCE), _load_v5,
-             "where every stride suits TMA, v1's kernel in 256x128 tiles at four stages, C stored in two halves "
-             "(a layout v1 does not try), timed beside v4",
-             "3000x5000x4000 >= 1.04x v4_padded (ad hoc on the H200: 208 us against v4's pick at 220); no member "
-             "slower than v4"),
     *references(lambda a, b: torch.relu(a @ b), HERE / "__init__.py",
                "torch.relu(A @ B), eager: cuBLAS then a separate ReLU pass",
                "torch.compile of relu(A @ B): cuBLAS with Inductor's ReLU kernel"),
