@@ -1,6 +1,6 @@
 """The launcher of cu12_stages: cu9's 128x256 persistent kernel with a ring of four stages
 (cu12_stages.cu's mm_stages) wherever cu11's plan would run cu9's kernel, and where it would run
-cu10's 192x192 kernel but this one's waves cost less; cu11's launch everywhere else (its splits,
+cu10's 192x192 kernel but this one's waves cost no more; cu11's launch everywhere else (its splits,
 cu10's tile where that tile's fewer waves pay, the scalar path and the edge cases). Its own file:
 cuda_splitk.py, cuda_waves.py and cuda_persistent.py are hashed by cu9-cu11's profiles.
 """
@@ -54,8 +54,28 @@ def loader() -> Callable[[], Callable]:
         from kernlog.errors import Unsupported
 
         splitk = cs.loader()()
-        state: dict = {}  # device -> SM count; "kernel" once built
+        state: dict = {}  # device -> (SM count, resident clusters by size); "kernel" once built
         maps: dict = {}  # (device, A, B, C pointers, M, N, K) -> device tensor of the three maps
+        steps: dict = {}  # (device, M, N, K, aligned) -> the plan's Launch: no model on the hot path
+
+        def device_plan(device):
+            """(SM count, clusters resident at once by size) as cu11's launcher reads them: its split
+            kernels are in this module too (cu12_stages.cu includes cu11_splitk.cu)."""
+            import ctypes
+
+            split_names = cs.NAMES[:-len(cs.cw.NAMES)]
+            built = cl.load_sm90a(src, split_names)
+            clusters = {}
+            for s in sorted({s for ss in cs.SPLITS.values() for s in ss}):
+                bn = max(b_ for b_, ss in cs.SPLITS.items() if s in ss)
+                fn = built[f"mm_splitk_n{bn}_s{s}"]
+                if s == 16:
+                    ctypes.CDLL("libcuda.so.1").cuFuncSetAttribute(ctypes.c_void_p(fn.kernel.ptr),
+                                                                   cs.NON_PORTABLE_CLUSTER, 1)
+                kernel = cl.OptIn(fn)
+                kernel.max_dynamic_shared_size_bytes = cs.smem_bytes(bn)  # the query needs the opt-in
+                clusters[s] = cs.resident_clusters(kernel.fn, cs.smem_bytes(bn), s)
+            return torch.cuda.get_device_properties(device).multi_processor_count, clusters
 
         def launch(inputs, out):
             a, b = inputs
@@ -68,8 +88,13 @@ def loader() -> Callable[[], Callable]:
             a, b = a.contiguous(), b.contiguous()
             (M, K), N = a.shape, b.shape[1]
             if a.device not in state:
-                state[a.device] = torch.cuda.get_device_properties(a.device).multi_processor_count
-            step = plan_stages(M, N, K, cl.is_aligned(a, b, out), state[a.device])
+                state[a.device] = device_plan(a.device)
+            at = (a.device, M, N, K, cl.is_aligned(a, b, out))
+            step = steps.get(at)
+            if step is None:
+                if len(steps) > 256:
+                    steps.clear()
+                step = steps[at] = plan_stages(M, N, K, at[-1], *state[a.device])
             if step.kernel != "mm_stages":
                 return splitk((a, b), out)
             if "kernel" not in state:

@@ -6,7 +6,7 @@
 // stores its 64 x 256 tile in two halves of 128 columns (16 KB where cu9 stages 32), the second half
 // written once the first half's TMA stores have read the staging. 4 x 48 KB + 2 x 16 KB + alignment =
 // 225 KB. Everything else is cu9's kernel. Launched by kernels/matmul_relu/cuda_stages.py where cu11's
-// plan takes cu9's kernel, or cu10's 192x192 one where this kernel's waves cost less; cu11's elsewhere.
+// plan takes cu9's kernel, or cu10's 192x192 one where this kernel's waves cost no more; cu11's elsewhere.
 #include "cu11_splitk.cu"
 
 #define P12_STAGES 4
