@@ -124,11 +124,10 @@ CU12 = Revision("cu12_stages", "cuda", _on(CU11, CUDA / "cu12_stages.cu", HERE /
                 "staging and storing each consumer warpgroup's C in two halves of 128 columns; run wherever cu11 "
                 "ran cu9's kernel, and in place of cu10's 192x192 tile where its own waves cost no more (a tile of "
                 "192x192 costing 1.18 of its own); cu11's launch elsewhere",
-                "the consumers' wait on a stage's full barrier (cu9's evidence at 4096^3 on the H200: 30% of the "
-                "warp samples, the tensor pipe 78% busy, DRAM 18%) shortened by the fourth stage: >= 1.04x cu11 "
-                "at 4096^3 and 8192^3, where cu11 runs cu9's kernel (the experiment: 1.066x and 1.065x cu9, "
-                "three interleaved runs), and >= 93% of the cuBLAS roof at 4096^3 (cu9: 88%); cu11's speed where "
-                "it splits", refuses=cuda_stages.refuses,
+                "cu9's waits on a stage's full barrier (30% of its warp samples at 4096^3 on the H200, the tensor "
+                "pipe 78% busy) shortened by a fourth stage: >= 1.04x cu11 at 4096^3 and 8192^3 (the experiment: "
+                "1.066x and 1.065x cu9), >= 93% of the cuBLAS roof at 4096^3 (cu9: 88%); cu11's speed where it "
+                "splits", refuses=cuda_stages.refuses,
                 # cu11's (its splits, cu10's 192x192 tile at 2304x1920, cu9's shape at 1536x2816: now this kernel's,
                 # one tile a block and one k-tile), and two where this kernel's blocks take a second tile, its ring
                 # wraps (8 and 16 k-tiles) and M, N and K have tails
