@@ -583,6 +583,10 @@ MUTANTS = [
            "cols > base.SHORT and not (cols % q or x.stride(0) % q)", "cols > base.SHORT",
            "triton_met sends rows off the 16-byte boundary to the peeled kernel's launch with no offset check",
            ("tests/test_softmax_triton_met.py",)),
+    Mutant("met-span-without-the-vector", "kernels/softmax/softmax_triton_met.py",
+           "triton.cdiv(cols + q - 1, block", "triton.cdiv(cols, block",
+           "triton_met counts a row's chunks without the kernel's span, so a row of SPLIT_CAP chunks exactly "
+           "launches one more and meets in a slot past its own", ("tests/test_softmax_triton_met.py",)),
     Mutant("met-drops-triton-s-candidates", "kernels/softmax/softmax_triton_met.py",
            "return met + split + base.pipe_configs", "return met + base.pipe_configs",
            "triton_met's picker stops timing triton's split chunks, so a shape may run slower than triton",

@@ -40,6 +40,35 @@ def test_rows_on_the_boundary_take_the_peeled_kernel(sm, monkeypatch):
     assert not _gate(launch, ((3, 1280), (4, 1040)), cases=("random", "neg_inf", "nan"))
 
 
+def test_aligned_rows_of_a_wider_buffer_take_the_peeled_kernel(sm, monkeypatch):
+    """Rows on the boundary read out of a buffer a vector wider (x's stride cols + Q, out contiguous):
+    the kernel addresses x by its stride and out by the row length; triton's kernels refused."""
+    import torch
+
+    monkeypatch.setattr(sm.base, "softmax", _refuse)
+    monkeypatch.setattr(sm.peeled, "softmax", _refuse)
+
+    def launch(inputs, out):
+        x = inputs[0]
+        q = 16 // x.element_size()
+        wide = torch.full((x.shape[0], x.shape[1] + q), float("nan"), dtype=x.dtype)
+        wide[:, :x.shape[1]] = x
+        return sm.softmax(wide[:, :x.shape[1]], out, block=256)
+    assert not _gate(launch, ((3, 1280), (2, 1040)), cases=("random", "neg_inf"))
+
+
+def test_rows_of_split_cap_chunks_and_a_vector_more_go_to_triton(sm, monkeypatch):
+    """32 chunks of 256 columns exactly: the kernel's span (a vector more) would need a 33rd chunk
+    and a slot past the row's 32, so such rows go to triton (which splits them in 32); a vector
+    fewer and this revision takes them, its own kernel meeting in all 32 slots."""
+    seen = []
+    real = sm.peeled.softmax
+    monkeypatch.setattr(sm.peeled, "softmax", lambda x, out, **kw: seen.append(x.shape[1]) or real(x, out, **kw))
+    launch = lambda inputs, out: sm.softmax(inputs[0], out, block=256)  # noqa: E731
+    assert not _gate(launch, ((2, 32 * 256), (2, 32 * 256 - 8)), dtypes=("fp32",), cases=("random",))
+    assert set(seen) == {32 * 256}, seen
+
+
 def test_a_refused_met_path_fails_the_gate(sm, monkeypatch):
     monkeypatch.setattr(sm.peeled, "launch", _refuse)
     failed = _gate(lambda inputs, out: sm.softmax(inputs[0], out, block=256), ((3, 1280),), dtypes=("fp32",),
@@ -49,11 +78,10 @@ def test_a_refused_met_path_fails_the_gate(sm, monkeypatch):
 
 def test_rows_off_the_boundary_and_short_rows_take_triton_peeled(sm, monkeypatch):
     """Odd lengths and short rows go to triton_peeled's launcher (which sends short rows on to
-    triton's), with the chunk asked for; this revision's own launch is never reached."""
+    triton's), with the chunk asked for."""
     seen = []
     real = sm.peeled.softmax
     monkeypatch.setattr(sm.peeled, "softmax", lambda x, out, **kw: seen.append((x.shape[1], kw)) or real(x, out, **kw))
-    monkeypatch.setattr(sm, "run", _refuse)
     launch = lambda inputs, out: sm.softmax(inputs[0], out, block=256)  # noqa: E731
     assert not _gate(launch, ((3, 1037), (5, 100)), dtypes=("fp32",), cases=("random",))
     assert {cols for cols, _ in seen} == {1037, 100} and all(kw["block"] == 256 for _, kw in seen), seen
@@ -68,6 +96,8 @@ def test_rows_off_the_boundary_and_short_rows_take_triton_peeled(sm, monkeypatch
     (1028, 1028, 4, None, True),
     (131072, 131072, 2, 1024, False),  # 129 chunks of 1024 (the span is a vector longer): past SPLIT_CAP
     (32 * 32768 - 8, 32 * 32768 - 8, 2, None, True),  # 32 chunks of 32768
+    (32 * 32768, 32 * 32768, 2, None, False),  # its span a vector longer: 33 chunks, one past the row's slots
+    (32 * 1024, 32 * 1024, 4, 1024, False),
 ])
 def test_takes_long_rows_on_the_boundary_in_at_most_split_cap_chunks(sm, cols, stride, elem, block, takes):
     import torch
@@ -119,12 +149,15 @@ def test_each_candidate_kind_launches_its_own_kernel(sm, monkeypatch):
 
 @pytest.mark.gpu
 def test_every_met_config_passes_the_gate_on_aligned_rows_on_gpu(sm):
-    """Each peeled-kernel config the picker may time on rows on the boundary, at 2 to 4 chunks (the
+    """Each peeled-kernel config the picker may time on rows on the boundary (every chunk and warp count
+    its configs give, rows of 1500 to 524272 columns), at 2 to 4 chunks (the
     last ragged, or empty where the row fills its chunks: the span is a vector longer), met through
     the slots, every program falling back (no polls), and mixed (two polls); then the picked path."""
     failed = []
-    for cfg in sm.peeled.configs(32 * 16384 - 16, 8) + sm.peeled.configs(5000, 8):
-        block = cfg["BLOCK"]
+    every = {(c["BLOCK"], c["num_warps"]) for cols in (1500, 5000, 20000, 40000, 32 * 16384 - 16) for q in (4, 8)
+             for c in sm.peeled.configs(cols, q)}
+    for block, warps in sorted(every):
+        cfg = {"BLOCK": block, "num_warps": warps}
         for polls in (sm.base.GPU_POLLS, 0, 2):
             def launch(inputs, out, c=cfg, p=polls):
                 sm.peeled.launch(inputs[0].contiguous(), out, p, **c)

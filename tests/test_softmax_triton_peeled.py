@@ -162,11 +162,14 @@ def test_no_config_meets_at_a_barrier_after_it_publishes():
 
 @pytest.mark.gpu
 def test_every_peeled_config_passes_the_gate_on_gpu(sp):
-    """Each config the picker may time, at rows of 2 and 4 chunks (a ragged last one), met through
+    """Each config the picker may time (every chunk and warp count its configs give, rows of 1501 to
+    524279 columns), at rows of 2 and 4 chunks (a ragged last one), met through
     the slots, with every program falling back (no polls), and mixed (two polls)."""
     failed = []
-    for cfg in sp.configs(32 * 16384 - 9, 8) + sp.configs(5003, 8):
-        block = cfg["BLOCK"]
+    every = {(c["BLOCK"], c["num_warps"]) for cols in (1501, 5003, 20001, 40001, 32 * 16384 - 9) for q in (4, 8)
+             for c in sp.configs(cols, q)}
+    for block, warps in sorted(every):
+        cfg = {"BLOCK": block, "num_warps": warps}
         for polls in (sp.base.GPU_POLLS, 0, 2):
             def launch(inputs, out, c=cfg, p=polls):
                 sp.launch(inputs[0].contiguous(), out, p, **c)
