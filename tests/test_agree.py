@@ -54,3 +54,35 @@ def test_no_sweep_no_note(tmp_path):
     root = scratch_repo(tmp_path)
     put(root, make_record("torch", median_ms=0.12))
     assert "disagree" not in kernel_page(root)
+
+
+def test_another_shapes_ratio_whose_profile_the_sweep_timed_apart_is_marked(tmp_path):
+    """In the other profiled shapes' table, a ratio one of whose two profiles the sweep measured
+    apart beyond noise carries ≠, and the line under the table names both figures; an agreeing
+    point, and a launch-bound one (its launch overhead moves between sessions), carry none."""
+    root = scratch_repo(tmp_path)
+    put(root, make_record("torch", median_ms=0.12))  # the headline ladder (softmax's profile shape)
+    recs = {}
+    for rev, ms, shape in (("v7_bf16_packed", 0.19, (1024, 131072)), ("torch", 0.21, (1024, 131072)),
+                           ("v7_bf16_packed", 0.19, (2048, 131072)), ("torch", 0.21, (2048, 131072)),
+                           ("v7_bf16_packed", 0.004, (8, 1024)), ("torch", 0.0045, (8, 1024))):
+        recs[rev, shape] = rec = make_record(rev, median_ms=ms, shape=shape, dtype="bf16")
+        put(root, rec)
+
+    def swept(rev, shape, factor):
+        rec = recs[rev, shape]
+        return {"kernel": "softmax", "revision": rev, "shape": "x".join(map(str, shape)), "dtype": "bf16",
+                "metric": "median_ms", "value": rec["metrics"]["wall_ms"] * factor, "gpu": "NVIDIA H100 80GB HBM3",
+                "copy_gbps": 3000.0, "matmul_tflops": 700.0, "source_sha256": rec["source_sha256"]}
+
+    rows = [swept("torch", (1024, 131072), 1.25), swept("v7_bf16_packed", (1024, 131072), 1.0),
+            swept("torch", (2048, 131072), 1.01), swept("v7_bf16_packed", (2048, 131072), 1.0),
+            swept("torch", (8, 1024), 1.3), swept("v7_bf16_packed", (8, 1024), 1.0)]
+    pd.DataFrame(rows).to_csv(root / "profiles" / "nvidia-h100-80gb-hbm3" / "softmax" / "bench.csv", index=False)
+    other = kernel_page(root).split("### Other profiled shapes")[1].split("###")[0]
+    table = {ln.split("|")[1].strip(): ln for ln in other.splitlines() if ln.startswith("| ") and "bf16" in ln}
+    assert table["1024x131072 bf16"].endswith("x torch≠ |")
+    assert table["2048x131072 bf16"].endswith("x torch |") and "≠" not in table["8x1024 bf16"]
+    t_us = recs["torch", (1024, 131072)]["metrics"]["wall_ms"] * 1e3
+    assert f"1024x131072 bf16 torch profiled {t_us:.1f} us, swept {t_us * 1.25:.1f}" in other
+    assert "2048x131072 bf16 torch profiled" not in other and "8x1024 bf16" not in other.split("≠ The sweep")[1]

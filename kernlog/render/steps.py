@@ -304,7 +304,11 @@ def others(s: dict) -> list[dict]:
                     "ties": tied_with(lad, name)[:3], "stale": row["stale"],
                     "us": row["rate"]["us"], "rate": a.get("rate"), "launch_bound": a.get("launch_bound"),
                     "roof": a.get("roof"), "vs_ref": a.get("vs_ref"), "best_ref": a.get("best_ref"),
-                    "clocks": predictions.clock_gap(row, ref, lad.get("wall_band", 0.0))})
+                    "clocks": predictions.clock_gap(row, ref, lad.get("wall_band", 0.0)),
+                    # the two profiles the ratio divides, where the sweep measured either apart (agree.py)
+                    # (launch-bound points aside: their launch overhead moves between sessions)
+                    "disagree": [d for d in lad.get("disagree", []) if d["revision"] in (name, a.get("best_ref"))
+                                 and not d["launch_bound"]]})
     return out
 
 
