@@ -188,3 +188,18 @@ def ptxas_entries(report: str) -> dict[str, str]:
         elif current:
             out[current] += line + "\n"
     return out
+
+
+def gate_failures(kernel, rev_name: str, launch, shapes, dtypes=None, cases=None, device: str = "cpu") -> list[str]:
+    """The gate's lines for each case `launch` fails when it stands for `kernel`'s revision
+    `rev_name` at `shapes` (`cases`: only those of the kernel's cases; None: all of them)."""
+    import dataclasses
+
+    from kernlog.run import gate
+
+    if cases:
+        kernel = dataclasses.replace(kernel, cases=cases)
+    results = gate.check_revision(kernel, kernel.revision(rev_name), device, shapes=shapes, dtypes=dtypes,
+                                  launch=launch)
+    return [r.line() for r in results if not r.ok]
+

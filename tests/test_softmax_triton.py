@@ -8,6 +8,7 @@ import pytest
 from kernlog.registry import find_root, load_kernel
 from kernlog.run import gate
 
+from .helpers import gate_failures
 from .test_triton_compiles import _compile_all
 
 KERNEL = load_kernel(find_root(), "softmax")
@@ -37,9 +38,7 @@ def _refuse_all_but(st, monkeypatch, kept):
 
 
 def _gate(launch, shapes, dtypes=None, device="cpu"):
-    results = gate.check_revision(KERNEL, KERNEL.revision("triton"), device, shapes=shapes, dtypes=dtypes,
-                                  launch=launch)
-    return [r.line() for r in results if not r.ok]
+    return gate_failures(KERNEL, "triton", launch, shapes, dtypes, device=device)
 
 
 def test_short_rows_take_the_several_rows_path(st, monkeypatch):

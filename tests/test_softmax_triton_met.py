@@ -1,12 +1,11 @@
 """softmax/triton_met: long rows on the 16-byte boundary through triton_peeled's kernel, timed beside
 triton's own candidates; rows off it as triton_peeled, short rows as triton. Each path passes the gate
 where it is taken (a refused path would fail it), and each candidate kind launches its own kernel."""
-import dataclasses
-
 import pytest
 
 from kernlog.registry import find_root, load_kernel
-from kernlog.run import gate
+
+from .helpers import gate_failures
 
 ROOT = find_root()
 KERNEL = load_kernel(ROOT, "softmax")
@@ -24,10 +23,7 @@ def _refuse(*args, **kwargs):
 
 
 def _gate(launch, shapes, dtypes=None, cases=None, device="cpu"):
-    kernel = dataclasses.replace(KERNEL, cases=cases) if cases else KERNEL
-    results = gate.check_revision(kernel, kernel.revision("triton_met"), device, shapes=shapes, dtypes=dtypes,
-                                  launch=launch)
-    return [r.line() for r in results if not r.ok]
+    return gate_failures(KERNEL, "triton_met", launch, shapes, dtypes, cases, device)
 
 
 def test_rows_on_the_boundary_take_the_peeled_kernel(sm, monkeypatch):

@@ -2,16 +2,14 @@
 triton's kernels. Each path passes the gate where it is taken (a refused path would fail it), the
 body's loads and stores are 16-byte vectors in the PTX for sm_90, and on the GPU every config the
 picker times passes the gate, met, mixed and fallen back."""
-import dataclasses
 import json
 from functools import lru_cache
 
 import pytest
 
 from kernlog.registry import find_root, load_kernel
-from kernlog.run import gate
 
-from .helpers import without_interpreter
+from .helpers import gate_failures, without_interpreter
 
 ROOT = find_root()
 KERNEL = load_kernel(ROOT, "softmax")
@@ -32,10 +30,7 @@ class _Refused:
 
 
 def _gate(launch, shapes, dtypes=None, device="cpu", cases=None):
-    kernel = dataclasses.replace(KERNEL, cases=cases) if cases else KERNEL
-    results = gate.check_revision(kernel, kernel.revision("triton_peeled"), device, shapes=shapes, dtypes=dtypes,
-                                  launch=launch)
-    return [r.line() for r in results if not r.ok]
+    return gate_failures(KERNEL, "triton_peeled", launch, shapes, dtypes, cases, device)
 
 
 def test_rows_off_the_boundary_take_the_peeled_kernel(sp, monkeypatch):

@@ -52,4 +52,3 @@ class Clocks:
                     if vals else None)
         return {"sm_mhz": stats(self.sm), "mem_mhz": stats(self.mem), "sm_max_mhz": self.sm_max,
                 "source": "nvml" if self._lib else None}
-
