@@ -13,10 +13,12 @@ import torch
 from kernels.matmul_relu import cuda_launch, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
 from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
 from kernlog import cuda
+from kernlog.cuda import DeviceCaps
+from kernlog.errors import Unsupported
 from kernlog.identity import executed_files
 from kernlog.registry import find_root, load_kernel
 
-from .helpers import compile_report
+from .helpers import A100, compile_report, fake_gpu
 from .helpers import ptxas_entries as entries
 
 KERNEL = load_kernel(find_root(), "matmul_relu")
@@ -382,6 +384,36 @@ def test_cu12_launcher_matches_its_source():
             and cuda_stages.plan_stages(*s, True).kernel == "mm_stages"
             and -(-s[0] // 128) * -(-s[1] // 256) > 132 and -(-s[2] // 64) > cuda_stages.P12_STAGES]
     assert deep and any(s[0] % 128 and s[1] % 256 and s[2] % 64 for s in deep)  # with tails in M, N and K
+
+
+@pytest.mark.parametrize("caps", [A100, DeviceCaps("NVIDIA B200", (10, 0), 148, 227 * 1024, True)])
+def test_cu12_refuses_a_gpu_other_than_sm90_before_loading_sm90a_code(caps, monkeypatch):
+    """The first launch on a device checks for compute capability 9.0 exactly before the plan reads
+    its clusters from cu12's sm_90a module: another GPU (with TMA or without) gets one Unsupported line."""
+    fake_gpu(monkeypatch, caps)
+
+    def no_sm90a(*args, **kwargs):
+        raise AssertionError("sm_90a code loaded on a GPU that cannot run it")
+
+    monkeypatch.setattr(cuda_launch, "load_sm90a", no_sm90a)
+
+    class Fake:  # a CUDA bf16 tensor as the launcher's checks see it
+        def __init__(self, *shape):
+            self.shape, self.dtype, self.is_cuda, self.device = shape, torch.bfloat16, True, "cuda:0"
+
+        def dim(self):
+            return len(self.shape)
+
+        def is_contiguous(self):
+            return True
+
+        def contiguous(self):
+            return self
+
+    launch = REVS["cu12_stages"].load()
+    with pytest.raises(Unsupported) as exc:
+        launch((Fake(4096, 4096), Fake(4096, 4096)), Fake(4096, 4096))
+    assert str(exc.value).startswith("needs ") and f"this GPU ({caps.name}) is {caps.capability[0]}." in str(exc.value)
 
 
 @pytest.mark.parametrize("tiles_m, tiles_n", [(32, 16), (1, 1), (17, 3), (40, 1), (1, 593), (33, 7)])

@@ -87,7 +87,11 @@ def loader() -> Callable[[], Callable]:
                 return splitk(inputs, out)
             a, b = a.contiguous(), b.contiguous()
             (M, K), N = a.shape, b.shape[1]
-            if a.device not in state:
+            if a.device not in state:  # the GPU checked before its clusters are read from sm_90a code
+                caps = cuda.require(a.device, ("tma",))
+                if caps.capability != (9, 0):
+                    raise Unsupported(f"needs sm_90a (wgmma: compute capability 9.0 exactly), this GPU "
+                                      f"({caps.name}) is {caps.capability[0]}.{caps.capability[1]}")
                 state[a.device] = device_plan(a.device)
             at = (a.device, M, N, K, cl.is_aligned(a, b, out))
             step = steps.get(at)
@@ -98,10 +102,6 @@ def loader() -> Callable[[], Callable]:
             if step.kernel != "mm_stages":
                 return splitk((a, b), out)
             if "kernel" not in state:
-                caps = cuda.require(a.device, ("tma",))
-                if caps.capability != (9, 0):
-                    raise Unsupported(f"needs sm_90a (wgmma: compute capability 9.0 exactly), this GPU "
-                                      f"({caps.name}) is {caps.capability[0]}.{caps.capability[1]}")
                 state["kernel"] = cl.OptIn(cl.load_sm90a(src, ("mm_stages",))["mm_stages"])
             key = (a.device, a.data_ptr(), b.data_ptr(), out.data_ptr(), M, N, K)
             if key not in maps:
