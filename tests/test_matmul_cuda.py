@@ -10,7 +10,7 @@ from functools import lru_cache
 import pytest
 import torch
 
-from kernels.matmul_relu import cuda_launch, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
+from kernels.matmul_relu import cuda_launch, cuda_multicast, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
 from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
 from kernlog import cuda
 from kernlog.cuda import DeviceCaps
@@ -26,8 +26,9 @@ REVS = {r.name: r for r in CUDA_REVISIONS}
 NAMES = list(REVS)
 # rung -> (file, plan, kernels)
 PLANS = {**cuda_launch.PLANS, **cuda_persistent.PLANS, **cuda_waves.PLANS, **cuda_splitk.PLANS,
-         **cuda_stages.PLANS}
-SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS, *cuda_waves.PLANS, *cuda_splitk.PLANS, *cuda_stages.PLANS)
+         **cuda_stages.PLANS, **cuda_multicast.PLANS}
+SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS, *cuda_waves.PLANS, *cuda_splitk.PLANS, *cuda_stages.PLANS,
+         *cuda_multicast.PLANS)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit) on the PATH")
 
 # Issue 20's family members plus the brief's: LM heads, squares, decode, large K, unaligned.
@@ -164,6 +165,10 @@ def test_grids_cover_the_output(name):
                 continue
             if step.kernel in ("mm_persistent", "mm_stages"):  # a block per SM (at most one per tile)
                 assert (gx, gy) == (min(cuda_persistent.SMS, -(-M // 128) * -(-N // 256)), 1), (step, (M, N, K))
+                continue
+            if step.kernel == "mm_stages_mc":  # cu13: a cluster of two blocks a pair of row tiles, one an SM
+                pairs = -(-M // 256) * -(-N // 256)
+                assert (gx, gy) == (2 * min(cuda_persistent.SMS // 2, pairs), 1), (step, (M, N, K))
                 continue
             if step.kernel.startswith("mm_splitk_n"):  # cu11: a 128 x BN tile along x, its S K-slices along y
                 bn, s = map(int, re.fullmatch(r"mm_splitk_n(\d+)_s(\d+)", step.kernel).groups())
@@ -386,8 +391,50 @@ def test_cu12_launcher_matches_its_source():
     assert deep and any(s[0] % 128 and s[1] % 256 and s[2] % 64 for s in deep)  # with tails in M, N and K
 
 
+@pytest.mark.parametrize("sms, clusters", [(132, cuda_splitk.CLUSTERS), (114, {2: 57, 4: 28, 8: 14, 16: 0})])
+def test_cu13_takes_its_kernel_only_where_cu12_runs_its_own_and_bs_stride_is_slow(sms, clusters):
+    """cu13's plan is cu12's except where that takes cu12's kernel and N = 8 mod 16 (B's rows 16 mod 32 bytes):
+    there a cluster of two blocks a pair of row tiles, as many pairs as are resident or as there are."""
+    taken = set()
+    for shape in (*FAMILY_SHAPES, *PATH_SHAPES, *CU12_PICKS, (1544, 2824, 1000), (2056, 2824, 520), (3000, 4992, 4000),
+                  (3000, 5056, 4000), (4096, 4088, 4096)):
+        cu12 = cuda_stages.plan_stages(*shape, True, sms, clusters)
+        step = cuda_multicast.plan_multicast(*shape, True, sms, clusters)
+        assert cuda_multicast.plan_multicast(*shape, False, sms, clusters) == cuda_stages.plan_stages(
+            *shape, False, sms, clusters)
+        if cu12.kernel == "mm_stages" and (2 * shape[1]) % 32 == 16:
+            pairs = -(-shape[0] // 256) * -(-shape[1] // 256)
+            assert step == cuda_launch.Launch("mm_stages_mc", (2 * min(clusters[2], pairs), 1, 1), (384, 1, 1),
+                                              cuda_stages.P12_SMEM_BYTES, tma=True), shape
+            taken.add(shape)
+        else:
+            assert step == cu12, shape
+    assert {(1544, 2824, 1000), (2056, 2824, 520), (4096, 4088, 4096)} <= taken
+    assert ((3000, 5000, 4000) in taken) == (sms == 132)  # 114 SMs: cu12's plan takes cu10's tile there
+    assert not taken & {(3000, 4992, 4000), (3000, 5056, 4000), (4096, 4096, 4096)}
+    assert [n for n in range(4980, 5020) if cuda_multicast.slow_stride(n)] == [4984, 5000, 5016]
+
+
+def test_cu13_launcher_matches_its_source():
+    """cu13's kernel: cu12's tile and shared memory in clusters of (2, 1, 1), B's four boxes split two a block
+    and multicast to both (mask 0b11), a stage freed by 16 arrivals (8 consumer warps, here and in the peer)
+    with no cluster-scope release; the gate reaches its kernel with an odd count of row tiles, a second pair
+    a cluster and the ring wrapping."""
+    text = (cuda_launch.CUDA_DIR / "cu13_multicast.cu").read_text()
+    assert '#include "cu12_stages.cu"' in text and "__cluster_dims__(2, 1, 1) __launch_bounds__(P9_THREADS, 1)" in text
+    assert "mbar_init(empty0 + 8 * s, 16);" in text and "mbarrier.arrive.shared::cluster.b64" in text
+    assert ".release.cluster.shared::cluster" not in text  # a fence a stage: 0.56-0.67x cu12
+    assert "for (int j = 2 * (int)rank; j < 2 * (int)rank + 2; ++j)" in text and "kt * P9_BK, 3);" in text
+    assert "mbar_expect_tx(full, P9_STAGE_BYTES);" in text  # each block's barrier still counts a whole stage
+    gated = [s for s in KERNEL.gate_shapes_of(REVS["cu13_multicast"]) if s[1] % 8 == s[2] % 8 == 0
+             and cuda_multicast.plan_multicast(*s, True).kernel == "mm_stages_mc"]
+    assert any(-(-s[0] // 128) % 2 and -(-s[0] // 256) * -(-s[1] // 256) > 66
+               and -(-s[2] // 64) > cuda_stages.P12_STAGES for s in gated), gated
+
+
+@pytest.mark.parametrize("name", ["cu12_stages", "cu13_multicast"])
 @pytest.mark.parametrize("caps", [A100, DeviceCaps("NVIDIA B200", (10, 0), 148, 227 * 1024, True)])
-def test_cu12_refuses_a_gpu_other_than_sm90_before_loading_sm90a_code(caps, monkeypatch):
+def test_cu12_and_cu13_refuse_a_gpu_other_than_sm90_before_loading_sm90a_code(caps, name, monkeypatch):
     """The first launch on a device checks for compute capability 9.0 exactly before the plan reads
     its clusters from cu12's sm_90a module: another GPU (with TMA or without) gets one Unsupported line."""
     fake_gpu(monkeypatch, caps)
@@ -401,6 +448,9 @@ def test_cu12_refuses_a_gpu_other_than_sm90_before_loading_sm90a_code(caps, monk
         def __init__(self, *shape):
             self.shape, self.dtype, self.is_cuda, self.device = shape, torch.bfloat16, True, "cuda:0"
 
+        def data_ptr(self):
+            return 1 << 20
+
         def dim(self):
             return len(self.shape)
 
@@ -410,9 +460,10 @@ def test_cu12_refuses_a_gpu_other_than_sm90_before_loading_sm90a_code(caps, monk
         def contiguous(self):
             return self
 
-    launch = REVS["cu12_stages"].load()
+    launch = REVS[name].load()
+    n = 4096 if name == "cu12_stages" else 5000  # cu13's kernel: B's stride 16 mod 32 bytes
     with pytest.raises(Unsupported) as exc:
-        launch((Fake(4096, 4096), Fake(4096, 4096)), Fake(4096, 4096))
+        launch((Fake(4096, 4096), Fake(4096, n)), Fake(4096, n))
     assert str(exc.value).startswith("needs ") and f"this GPU ({caps.name}) is {caps.capability[0]}." in str(exc.value)
 
 
@@ -488,7 +539,7 @@ def test_misaligned_base_pointers_take_the_scalar_path_on_gpu(name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["cu9_persistent", "cu10_waves", "cu11_splitk", "cu12_stages"])
+@pytest.mark.parametrize("name", ["cu9_persistent", "cu10_waves", "cu11_splitk", "cu12_stages", "cu13_multicast"])
 def test_persistent_rungs_take_empty_shapes_on_gpu(name):
     """An empty C is returned as it is and K = 0 gives relu(0) = 0: what cu10's refuses promises."""
     launch = REVS[name].load()
@@ -533,7 +584,7 @@ def test_fast_rungs_at_family_sizes_on_gpu(shape):
     b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
     ref = torch.relu(a.float() @ b.float())
     for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide", "cu9_persistent", "cu10_waves",
-                 "cu11_splitk", "cu12_stages"):
+                 "cu11_splitk", "cu12_stages", "cu13_multicast"):
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         REVS[name].load()((a, b), out)
         torch.cuda.synchronize()

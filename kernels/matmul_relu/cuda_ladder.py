@@ -1,7 +1,7 @@
-"""The CUDA C matmul+ReLU ladder, cu0-cu12: one idea per rung, each motivated by the previous rung's
+"""The CUDA C matmul+ReLU ladder, cu0-cu13: one idea per rung, each motivated by the previous rung's
 expected ncu evidence. kernels/matmul_relu/__init__.py lists CUDA_REVISIONS ahead of the Triton
 revisions; every rung passed the gate on a GPU (tests/test_matmul_cuda.py -m gpu) before that: cu0-cu8
-on the H100, cu9-cu12 on the H200 (sm_90a both).
+on the H100, cu9-cu13 on the H200 (sm_90a both).
 
 Every rung: bf16 A (M, K) and B (K, N) row-major, fp32 accumulation, ReLU in the epilogue, bf16 C,
 masked edges at any M, N, K; the plans (cuda_launch.py, and the later rungs' own launchers) pick a
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kernlog.spec import Revision
 
-from . import cuda_launch, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
+from . import cuda_launch, cuda_multicast, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
 
 # (name, change, predicts); predicts name the ncu metric expected to move, at 4096^3 unless said.
 STEPS = (
@@ -133,8 +133,21 @@ CU12 = Revision("cu12_stages", "cuda", _on(CU11, CUDA / "cu12_stages.cu", HERE /
                 # wraps (8 and 16 k-tiles) and M, N and K have tails
                 check_shapes=CU11.check_shapes + ((1544, 2824, 1000), (2056, 2824, 520)))
 
+CU13 = Revision("cu13_multicast", "cuda", _on(CU12, CUDA / "cu13_multicast.cu", HERE / "cuda_multicast.py"),
+                cuda_multicast.loader(),
+                "where B's row stride is 16 mod 32 bytes (N = 8 mod 16), cu12's kernel in clusters of two blocks "
+                "taking M-neighbour tiles: each loads its own A and half of B's tile, multicast by TMA into both, "
+                "and a stage is refilled once both blocks' consumers released it; cu12's launch elsewhere",
+                "cu12's loads at N = 5000 (44% of its warp samples waiting on a full barrier at 3000x5000x4000 on "
+                "the H200; 1.14x faster at N = 5056) shortened by loading B once for two tiles: >= 1.06x cu12 at "
+                "3000x5000x4000 (the experiment: 1.10x); cu12's kernel and speed where B's stride is a multiple "
+                "of 32 bytes", refuses=cuda_multicast.refuses,
+                # cu12's: at 1544x2824x1000 and 2056x2824x520 (N = 8 mod 16) this kernel, an odd count of row
+                # tiles (a pair's second tile past M), a second pair a cluster and the ring wrapping
+                check_shapes=CU12.check_shapes)
+
 CUDA_REVISIONS = tuple(
     Revision(name, "cuda", (cuda_launch.source(name), HERE / "cuda_launch.py"),
              cuda_launch.loader(name), change, predicts, refuses=cuda_launch.refuses(name))
     for name, change, predicts in STEPS
-) + (CU9, CU10, CU11, CU12)
+) + (CU9, CU10, CU11, CU12, CU13)
