@@ -9,7 +9,7 @@ from kernlog.errors import KernlogError
 from kernlog.judge.verdicts import timing_verdict
 from kernlog.metrics import time_shares
 from kernlog.registry import load_kernel
-from kernlog.render import facts, prose, report
+from kernlog.render import facts, prose, report, steps
 from kernlog.render.show import render as show
 
 from .helpers import ROOT, make_record, profile_of, put, scratch_repo
@@ -192,3 +192,13 @@ def test_the_sweep_legend_prints_the_band_it_judges_by():
     from kernlog.render.sweeps import band_pct
 
     assert band_pct(0.035) == "3.5" and band_pct(0.02) == "2" and band_pct(0.1) == "10" and band_pct(0.0125) == "1.2"
+
+
+def test_a_step_profiled_elsewhere_names_each_gpu_once_with_its_places():
+    """The heading's phrase of a step's places: those on one GPU named together, GPUs in the order first met,
+    a stale profile's mark kept on its place."""
+    at = ["4096x4096x4096 bf16 on NVIDIA H200", "3072x3072x3072 bf16 on NVIDIA H100 80GB HBM3",
+          "1000x1000x1000 bf16 on NVIDIA H200 (stale)"]
+    assert steps.places(at) == ("4096x4096x4096 bf16, 1000x1000x1000 bf16 (stale) on NVIDIA H200; "
+                                "3072x3072x3072 bf16 on NVIDIA H100 80GB HBM3")
+    assert steps.places([]) == ""

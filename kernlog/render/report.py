@@ -163,7 +163,7 @@ def page_blocks(s: dict, paths: where.Paths | None = None, root: Path | None = N
         blocks["steps"] = env.get_template("steps.md.j2").render(
             link_from_page=link_from_page, s=s, steps=steps.of_ladder(main, told, s["ladders"]),
             refs=steps.references(main),
-            elsewhere=steps.elsewhere(s, main, told),
+            elsewhere=steps.elsewhere(s, main, told), places_in_heading=steps.PLACES_IN_HEADING,
             profiles=paths.profiles, story=told.get("story"))
     blocks["evidence"] = env.get_template("kernel.md.j2").render(
         link_from_page=link_from_page, s=s, copy_bar=COPY_BAR, profiles=paths.profiles, others=steps.others(s),

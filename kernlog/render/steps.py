@@ -138,6 +138,21 @@ def of_ladder(lad: dict, notes: dict[str, str], others: list[dict] = ()) -> list
     return out
 
 
+PLACES_IN_HEADING = 6  # a step profiled elsewhere names up to this many places in its heading, else a list
+
+
+def places(at: list[str]) -> str:
+    """Places ("SHAPE DTYPE on GPU", maybe " (stale)") in one phrase, those on one GPU named once, in
+    the order first met: "4096x4096x4096 bf16, 1000x1000x1000 bf16 on NVIDIA H200; 3072x3072x3072 bf16
+    on NVIDIA H100 80GB HBM3"."""
+    by_gpu: dict[str, list[str]] = {}
+    for where in at:
+        head, _, gpu = where.partition(" on ")
+        stale = " (stale)" if gpu.endswith(" (stale)") else ""
+        by_gpu.setdefault(gpu.removesuffix(" (stale)"), []).append(head + stale)
+    return "; ".join(f"{', '.join(heads)} on {gpu}" for gpu, heads in by_gpu.items())
+
+
 def elsewhere(s: dict, main: dict, notes: dict[str, str]) -> list[dict]:
     """The kernel's steps and counterparts that the main ladder lacks but another ladder holds
     (profiled at other shapes or on another GPU only), in the kernel's order: what changed,
@@ -147,6 +162,7 @@ def elsewhere(s: dict, main: dict, notes: dict[str, str]) -> list[dict]:
     at = _other_rows(s["ladders"], main)
     return [{"revision": r.name, "role": r.role, "change": " ".join((r.change or "").split()),
              "at": [where + (" (stale)" if row["stale"] else "") for where, row in at[r.name]],
+             "places": places([where + (" (stale)" if row["stale"] else "") for where, row in at[r.name]]),
              "note": notes.get(r.name),
              "bought": [f"{row['speedup']:.2f}x{'†' if row['stale'] else ''} vs {row['base']} ({row['verdict']}) "
                         f"at {where}"
