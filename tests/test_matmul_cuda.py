@@ -415,6 +415,43 @@ def test_cu13_takes_its_kernel_only_where_cu12_runs_its_own_and_bs_stride_is_slo
     assert [n for n in range(4980, 5020) if cuda_multicast.slow_stride(n)] == [4984, 5000, 5016]
 
 
+def _cu13_tiles_of_block(block: int, blocks: int, M: int, N: int) -> list[tuple[int, int]]:
+    """cu13's walk, as its kernel writes it: cluster block // 2 strides over the pairs of row tiles in cu9's
+    grouped order (pairs_m x tiles_n), its block of rank block % 2 taking row tile 2 pm + rank."""
+    tiles_m, tiles_n = -(-M // 128), -(-N // 256)
+    pairs_m = -(-tiles_m // 2)
+    out = []
+    for p in range(block // 2, pairs_m * tiles_n, blocks // 2):
+        pm, tn = cuda_launch.grouped_tile(p, pairs_m, tiles_n, cuda_persistent.P9_GROUP_M)
+        out.append((2 * pm + block % 2, tn))
+    return out
+
+
+@pytest.mark.parametrize("M, N, K", [(3000, 5000, 4000), (1544, 2824, 1000), (2056, 2824, 520), (1000, 2824, 1000),
+                                     (4096, 4088, 4096), (128, 264, 64)])
+def test_cu13s_clusters_walk_every_tile_once_in_step(M, N, K):
+    """The plan's clusters, walking as the kernel does: every real tile once; the two blocks of a cluster the same
+    count of tiles (each waits on the other's half of B), on the same column tile each time, in adjacent rows; a
+    tile past M only as the second of the last pair, where the count of row tiles is odd."""
+    step = cuda_multicast.plan_multicast(M, N, K, True)
+    assert step.kernel == "mm_stages_mc"
+    blocks = step.grid[0]
+    walks = [_cu13_tiles_of_block(b, blocks, M, N) for b in range(blocks)]
+    tiles_m, tiles_n = -(-M // 128), -(-N // 256)
+    real = sorted(t for w in walks for t in w if t[0] < tiles_m)
+    assert real == [(m, n) for m in range(tiles_m) for n in range(tiles_n)]
+    for c in range(blocks // 2):
+        lo, hi = walks[2 * c], walks[2 * c + 1]
+        assert len(lo) == len(hi) and all(a[1] == b[1] and b[0] == a[0] + 1 for a, b in zip(lo, hi, strict=True))
+    phantoms = [t for w in walks for t in w if t[0] >= tiles_m]
+    assert sorted(phantoms) == ([(tiles_m, n) for n in range(tiles_n)] if tiles_m % 2 else [])
+    text = (cuda_launch.CUDA_DIR / "cu13_multicast.cu").read_text()
+    assert text.count("for (int tile = first; tile < tiles; tile += step) {") == 2  # producer and consumers alike
+    assert text.count("p9_tile(tile, pairs_m, tiles_n, tm, tn);") == 2 and text.count("tm = 2 * tm + (int)rank;") == 2
+    assert "const int first = blockIdx.x / 2, step = gridDim.x / 2;" in text
+    assert "const int pairs_m = (tiles_m + 1) / 2, tiles = pairs_m * tiles_n;" in text
+
+
 def test_cu13_launcher_matches_its_source():
     """cu13's kernel: cu12's tile and shared memory in clusters of (2, 1, 1), B's four boxes split two a block
     and multicast to both (mask 0b11), a stage freed by 16 arrivals (8 consumer warps, here and in the peer)
@@ -590,6 +627,31 @@ def test_fast_rungs_at_family_sizes_on_gpu(shape):
         torch.cuda.synchronize()
         err = ((out.float() - ref).norm() / ref.norm()).item()
         assert err < 1e-2 and not out.isnan().any(), (name, shape, err)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1000, 2824, 1000), (1544, 2824, 136), (3000, 5000, 4000), (256, 5000, 8)])
+def test_cu13s_kernel_matches_float64_elementwise_and_repeats_bit_for_bit_on_gpu(shape):
+    """cu13's own kernel (N = 8 mod 16) at an even and an odd count of row tiles, a K of fewer k-tiles than its
+    ring, 3000x5000x4000 and one k-tile: every element within the gate's bound of float64, and five launches
+    bit-identical (a race on a stage or the staging would move some element in some launch)."""
+    M, N, K = shape
+    assert cuda_multicast.plan_multicast(M, N, K, True).kernel == "mm_stages_mc"
+    a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+    b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
+    ref = torch.relu(a.double() @ b.double())
+    tol = 1.6e-2 * ref.abs() + 8e-3 * ref.abs().mean(dim=1, keepdim=True) + 1e-6
+    launch = REVS["cu13_multicast"].load()
+    first = None
+    for _ in range(5):
+        out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+        launch((a, b), out)
+        torch.cuda.synchronize()
+        bad = ((out.double() - ref).abs() > tol) | out.isnan()
+        assert not bad.any(), (shape, bad.nonzero()[:4].tolist())
+        if first is None:
+            first = out.clone()
+        assert torch.equal(out, first), shape
 
 
 def test_rungs_over_48_kb_of_shared_memory_can_be_opted_in():
