@@ -497,6 +497,21 @@ def test_show_names_the_gpus_highest_clock_and_a_throttled_pass():
     assert not lines[i + 1].startswith("Timed at")
 
 
+def test_show_says_plainly_a_profile_taken_before_the_first_commit():
+    """kernlog init, then profile before any commit: git names no commit, and show says so with the fix, where
+    it had read "at commit unknown (whether the tree was dirty: unknown)"; a known commit keeps its dirty mark."""
+    from kernlog.render import show
+
+    rec = _shown()
+    rec["git"] = {"commit": "unknown", "dirty": "unknown"}
+    assert show.render(ROOT, profile_of(rec, check=False)).splitlines()[1] == (
+        "captured 2026-11-22T00:00:00+00:00 at no commit git could name (outside a repository, or before its "
+        "first commit): commit, then profile again to tie its figures to one")
+    rec["git"] = {"commit": "abc", "dirty": "unknown"}
+    assert show.render(ROOT, profile_of(rec, check=False)).splitlines()[1] == (
+        "captured 2026-11-22T00:00:00+00:00 at commit abc (whether the tree was dirty: unknown)")
+
+
 def test_show_of_an_imported_report_says_what_is_unknown():
     import json
 
@@ -508,7 +523,7 @@ def test_show_of_an_imported_report_says_what_is_unknown():
     rec["timing"].update(source="ncu duration", clocks={})
     lines = show.render(ROOT, profile_of(rec, check=False)).splitlines()
     assert lines[1:4] == [
-        "captured 2026-11-22T00:00:00+00:00 at commit unknown (whether the tree was dirty: unknown)",
+        "captured 2026-11-22T00:00:00+00:00 at no known commit",
         "imported from a.ncu-rep (sha256 ffffffffffffffff...), not captured by kernlog: the source it ran is unknown",
         "change: one block per row"]
     assert lines[4] == "time: 100 us, ncu's duration of the profiled launch (no wall-time samples); 2.684 TB/s achieved"

@@ -36,6 +36,18 @@ def gate_failure(root: Path, prof: Profile) -> str | None:
     return fails_gate(prof.source_sha256, prof.revision, gates.load(root, prof.gpu.slug, prof.kernel))
 
 
+def commit_phrase(git: dict, imported: bool) -> str:
+    """Where in the repository's history a profile was taken, as show's second line says it; a profile that
+    git could not place (taken outside a repository or before its first commit) says so, with the fix."""
+    commit = git.get("commit")
+    if commit in (None, "unknown"):
+        return "at no known commit" if imported else (
+            "at no commit git could name (outside a repository, or before its first commit): commit, then "
+            "profile again to tie its figures to one")
+    return f"at commit {commit}" + {True: " (dirty)", "unknown": " (whether the tree was dirty: unknown)"}.get(
+        git.get("dirty"), "")
+
+
 def render(root: Path, prof: Profile, fmt: str = "text") -> str:
     flags = impossible(prof, bands_for(root, prof, prof)("dram_gbps").rel)
     if fmt == "json":  # the record as stored, with what the text marks: stale, fails_gate (its case or null)
@@ -49,8 +61,7 @@ def render(root: Path, prof: Profile, fmt: str = "text") -> str:
     lines = [f"{prof.kernel}/{prof.revision}  {format_shape(tuple(prof.shape))} {prof.dtype}"
              + (" STALE" if old else "") + (" FAILS GATE" if failing else "")
              + f"  on {prof.gpu.name}  ({prof.path or '?'})",
-             f"captured {prof.captured_at or 'unknown'} at commit {git.get('commit') or 'unknown'}"
-             + {True: " (dirty)", "unknown": " (whether the tree was dirty: unknown)"}.get(git.get("dirty"), ""),
+             f"captured {prof.captured_at or 'unknown'} " + commit_phrase(git, bool(prof.imported)),
              f"change: {prof.change}"]
     choice = gpu_choice_line(prof.gpu_choice)
     if choice:
