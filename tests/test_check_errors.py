@@ -292,3 +292,21 @@ def test_a_suggested_check_runs_where_it_is_read():
     assert check_command("op", rev("cu8", "cuda")) == "kernlog check op --rev cu8"
     assert check_command("op", rev("torch", "torch")) == "kernlog check op --rev torch --device cpu"
     assert check_command("op", rev("v1", "triton"), "cuda", 3) == "kernlog check op --rev v1 --seed 3"
+
+
+def test_a_missing_library_is_named_with_its_install_command_not_as_the_users_package():
+    """A revision whose import needs torch (or triton, cupy...) where this environment lacks it is told the
+    library's install command (torch's CPU build: plain pip pulls the CUDA one); the user's own package keeps
+    the install-your-package hint."""
+    from kernlog.registry import find_root, load_kernel
+    from kernlog.run.loading import import_problem
+
+    k = load_kernel(find_root(), "vector_add")
+    rev = k.revisions[0]
+    torch_line = import_problem(k, rev, ModuleNotFoundError("No module named 'torch'", name="torch"))
+    assert torch_line.endswith("; a library this environment lacks: pip install torch --index-url "
+                               "https://download.pytorch.org/whl/cpu (a GPU machine: its CUDA build)"), torch_line
+    assert "pip install triton" in import_problem(k, rev, ModuleNotFoundError("x", name="triton.language"))
+    own = import_problem(k, rev, ModuleNotFoundError("No module named 'mypkg'", name="mypkg"))
+    assert own.endswith("; install your package (pip install -e .) or put it on PYTHONPATH"), own
+    assert "install" not in import_problem(k, rev, ImportError("cannot import name 'x' from 'y'", name="y"))

@@ -39,10 +39,21 @@ def load(kernel: Kernel, rev: Revision, for_gate: bool = False):
         raise CannotRun(import_problem(kernel, rev, exc)) from None
 
 
+# the libraries kernels import that are not the user's own, each with the command that installs it (torch's
+# CPU build where there is no GPU: plain pip pulls the CUDA one, gigabytes of it; docs/your-repository.md)
+LIBRARIES = {"torch": "pip install torch --index-url https://download.pytorch.org/whl/cpu (a GPU machine: its CUDA "
+                      "build)",
+             "triton": "pip install triton", "cupy": "pip install cupy-cuda12x", "numpy": "pip install numpy",
+             "liger_kernel": "pip install liger-kernel"}
+
+
 def import_problem(kernel: Kernel, rev: Revision, exc: ImportError) -> str:
-    """The one line of a revision whose import failed; where a module is missing, how to provide it."""
+    """The one line of a revision whose import failed; where a module is missing, how to provide it: a library
+    kernels use by its install command, anything else as the user's own package."""
     missing = isinstance(exc, ModuleNotFoundError)
-    hint = "; install your package (pip install -e .) or put it on PYTHONPATH" if missing else ""
+    library = LIBRARIES.get((exc.name or "").split(".")[0]) if missing else None
+    hint = (f"; a library this environment lacks: {library}" if library
+            else "; install your package (pip install -e .) or put it on PYTHONPATH" if missing else "")
     return f"{kernel.name}/{rev.name}: cannot import {exc.name or 'a module'} ({source_of(rev)}: {gist(exc)}){hint}"
 
 
