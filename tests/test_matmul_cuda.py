@@ -168,7 +168,7 @@ def test_grids_cover_the_output(name):
                 continue
             if step.kernel == "mm_stages_mc":  # cu13: a cluster of two blocks a pair of row tiles, one an SM
                 pairs = -(-M // 256) * -(-N // 256)
-                assert (gx, gy) == (2 * min(cuda_persistent.SMS // 2, pairs), 1), (step, (M, N, K))
+                assert (gx, gy) == (2 * min(cuda_splitk.CLUSTERS[2], pairs), 1), (step, (M, N, K))
                 continue
             if step.kernel.startswith("mm_splitk_n"):  # cu11: a 128 x BN tile along x, its S K-slices along y
                 bn, s = map(int, re.fullmatch(r"mm_splitk_n(\d+)_s(\d+)", step.kernel).groups())
@@ -465,7 +465,7 @@ def test_cu13_launcher_matches_its_source():
     assert "mbar_expect_tx(full, P9_STAGE_BYTES);" in text  # each block's barrier still counts a whole stage
     gated = [s for s in KERNEL.gate_shapes_of(REVS["cu13_multicast"]) if s[1] % 8 == s[2] % 8 == 0
              and cuda_multicast.plan_multicast(*s, True).kernel == "mm_stages_mc"]
-    assert any(-(-s[0] // 128) % 2 and -(-s[0] // 256) * -(-s[1] // 256) > 66
+    assert any(-(-s[0] // 128) % 2 and -(-s[0] // 256) * -(-s[1] // 256) > cuda_splitk.CLUSTERS[2]
                and -(-s[2] // 64) > cuda_stages.P12_STAGES for s in gated), gated
 
 
