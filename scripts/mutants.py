@@ -696,8 +696,8 @@ MUTANTS = [
            ' and runs.get(r) == runs.get(best)\n', "\n",
            "a step timed in another run named a tie of the best step", ("tests/test_render_behaviours.py",)),
     Mutant("elsewhere-stale-unmarked", "kernlog/render/steps.py",
-           """"at": [where + (" (stale)" if row["stale"] else "") for where, row in at[r.name]],""",
-           """"at": [where for where, row in at[r.name]],""",
+           """[where + (" (stale)" if row["stale"] else "") for where, row in rows] for name, rows in at.items()}""",
+           """[where for where, row in rows] for name, rows in at.items()}""",
            "a step profiled elsewhere on an older source shown as current", ("tests/test_page_shape.py",)),
     # --- kernels: attention's rungs (the launchers' arithmetic and the backward's loop bounds) -----------
     Mutant("v2-split-dq-mid-late", "kernels/attention_backward/v2_split.py",

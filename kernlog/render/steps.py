@@ -160,9 +160,9 @@ def elsewhere(s: dict, main: dict, notes: dict[str, str]) -> list[dict]:
     ladder), and the author's note, so no step or note goes unshown."""
     there = {row["rec"].revision for row in main["rows"]}
     at = _other_rows(s["ladders"], main)
+    marked = {name: [where + (" (stale)" if row["stale"] else "") for where, row in rows] for name, rows in at.items()}
     return [{"revision": r.name, "role": r.role, "change": " ".join((r.change or "").split()),
-             "at": [where + (" (stale)" if row["stale"] else "") for where, row in at[r.name]],
-             "places": places([where + (" (stale)" if row["stale"] else "") for where, row in at[r.name]]),
+             "at": marked[r.name], "places": places(marked[r.name]),
              "note": notes.get(r.name),
              "bought": [f"{row['speedup']:.2f}x{'†' if row['stale'] else ''} vs {row['base']} ({row['verdict']}) "
                         f"at {where}"
