@@ -10,7 +10,15 @@ from functools import lru_cache
 import pytest
 import torch
 
-from kernels.matmul_relu import cuda_launch, cuda_multicast, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
+from kernels.matmul_relu import (
+    cuda_gsplit,
+    cuda_launch,
+    cuda_multicast,
+    cuda_persistent,
+    cuda_splitk,
+    cuda_stages,
+    cuda_waves,
+)
 from kernels.matmul_relu.cuda_ladder import CUDA_REVISIONS
 from kernlog import cuda
 from kernlog.cuda import DeviceCaps
@@ -26,9 +34,9 @@ REVS = {r.name: r for r in CUDA_REVISIONS}
 NAMES = list(REVS)
 # rung -> (file, plan, kernels)
 PLANS = {**cuda_launch.PLANS, **cuda_persistent.PLANS, **cuda_waves.PLANS, **cuda_splitk.PLANS,
-         **cuda_stages.PLANS, **cuda_multicast.PLANS}
+         **cuda_stages.PLANS, **cuda_multicast.PLANS, **cuda_gsplit.PLANS}
 SM90A = (*cuda_launch.SM90A, *cuda_persistent.PLANS, *cuda_waves.PLANS, *cuda_splitk.PLANS, *cuda_stages.PLANS,
-         *cuda_multicast.PLANS)
+         *cuda_multicast.PLANS, *cuda_gsplit.PLANS)
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit) on the PATH")
 
 # Issue 20's family members plus the brief's: LM heads, squares, decode, large K, unaligned.
@@ -169,6 +177,10 @@ def test_grids_cover_the_output(name):
             if step.kernel == "mm_stages_mc":  # cu13: a cluster of two blocks a pair of row tiles, one an SM
                 pairs = -(-M // 256) * -(-N // 256)
                 assert (gx, gy) == (2 * min(cuda_splitk.CLUSTERS[2], pairs), 1), (step, (M, N, K))
+                continue
+            if step.kernel.startswith("mm_gsplit_n"):  # cu14: a 128 x BN tile along x, its K-slices along y
+                bn = int(step.kernel.removeprefix("mm_gsplit_n"))
+                assert gx == -(-M // 128) * -(-N // bn) and 2 <= gy <= cuda_gsplit.GSPLIT_MAX_S, (step, (M, N, K))
                 continue
             if step.kernel.startswith("mm_splitk_n"):  # cu11: a 128 x BN tile along x, its S K-slices along y
                 bn, s = map(int, re.fullmatch(r"mm_splitk_n(\d+)_s(\d+)", step.kernel).groups())
@@ -415,6 +427,111 @@ def test_cu13_takes_its_kernel_only_where_cu12_runs_its_own_and_bs_stride_is_slo
     assert [n for n in range(4980, 5020) if cuda_multicast.slow_stride(n)] == [4984, 5000, 5016]
 
 
+
+def test_cu13_keeps_cu12s_plan_where_no_pair_of_blocks_is_resident():
+    """A GPU where no two-block cluster fits at once (clusters[2] == 0) would get a grid of none: cu12's plan."""
+    none = {2: 0, 4: 0, 8: 0, 16: 0}
+    for shape in ((3000, 5000, 4000), (4096, 4088, 4096), (1544, 2824, 1000)):
+        assert cuda_multicast.plan_multicast(*shape, True, 132, none) == cuda_stages.plan_stages(
+            *shape, True, 132, none), shape
+
+
+def test_cu13_checks_alignment_after_its_contiguous_copy(monkeypatch):
+    """A non-contiguous A whose view starts off a 16-byte boundary is copied first; the copy starts aligned,
+    so the slow-stride shape reaches cu13's own path (its module loaded) rather than cu12's launch."""
+    fake_gpu(monkeypatch, DeviceCaps("NVIDIA H100 80GB HBM3", (9, 0), 132, 227 * 1024, True))
+    to_cu12 = []
+    monkeypatch.setattr(cuda_stages, "loader", lambda: lambda: lambda inputs, out: to_cu12.append(inputs))
+
+    class Reached(Exception):
+        pass
+
+    def reached(*args, **kwargs):
+        raise Reached
+
+    monkeypatch.setattr(cuda_launch, "load_sm90a", reached)
+
+    class Fake:  # a CUDA bf16 tensor as the launcher's checks see it
+        def __init__(self, *shape, ptr=1 << 20, contiguous=True):
+            self.shape, self.dtype, self.is_cuda, self.device = shape, torch.bfloat16, True, "cuda:0"
+            self.ptr, self.contig = ptr, contiguous
+
+        def data_ptr(self):
+            return self.ptr
+
+        def dim(self):
+            return len(self.shape)
+
+        def is_contiguous(self):
+            return self.contig
+
+        def contiguous(self):
+            return self if self.contig else Fake(*self.shape)
+
+    launch = REVS["cu13_multicast"].load()
+    M, N, K = 3000, 5000, 4000
+    with pytest.raises(Reached):
+        launch((Fake(M, K, ptr=(1 << 20) + 2, contiguous=False), Fake(K, N)), Fake(M, N))
+    assert not to_cu12
+    launch((Fake(M, K, ptr=(1 << 20) + 2), Fake(K, N)), Fake(M, N))  # contiguous and misaligned: cu12's launch
+    assert len(to_cu12) == 1
+
+# (M, N, K) -> cu14's slices of 128x64 tiles: the most that fill one wave of 132 with 8 k-tiles each (512x512x16384:
+# cuBLAS's four; the experiment on the H200: 27.7 us to cu11's 30.3, and 35.0 to 37.2 at 128x1024x32768 in eight)
+CU14_SLICES = {(512, 512, 16384): 4, (128, 1024, 32768): 8, (256, 256, 65536): 16, (300, 264, 9000): 8,
+               (136, 200, 8200): 16}
+
+
+@pytest.mark.parametrize("shape, slices", CU14_SLICES.items())
+def test_cu14_splits_long_k_without_clusters_where_cu11_splits(shape, slices):
+    step = cuda_gsplit.plan_gsplit(*shape, True)
+    tiles = -(-shape[0] // 128) * -(-shape[1] // 64)
+    assert step == cuda_launch.Launch("mm_gsplit_n64", (tiles, slices, 1), (288, 1, 1), cuda_gsplit.smem_bytes(64),
+                                      tma=True)
+    ktiles = -(-shape[2] // 64)
+    assert tiles * slices <= 132 and (tiles * 2 * slices > 132 or slices == 32 or -(-ktiles // (2 * slices)) < 8)
+    assert cuda_splitk.plan_splitk(*shape, True).kernel.startswith("mm_splitk")
+    assert cuda_gsplit.plan_gsplit(*shape, False) == cuda_multicast.plan_multicast(*shape, False)
+
+
+def test_cu14_keeps_cu13s_plan_off_long_k_and_the_decode_rows():
+    """K under GSPLIT_MIN_K (a guess: the experiment timed K of 16384 and more; 200x384x4104 would take 8 slices
+    without the bound), decode's few rows and every shape that cu11 does not split keep cu13's plan."""
+    for shape in (*FAMILY_SHAPES, *PATH_SHAPES, (1000, 1000, 1000), (32, 4096, 11008), (64, 1024, 65536)):
+        step = cuda_gsplit.plan_gsplit(*shape, True)
+        M, N, K = shape
+        if step.kernel.startswith("mm_gsplit"):
+            assert K >= cuda_gsplit.GSPLIT_MIN_K and min(M, N) >= 128, shape
+        else:
+            assert step == cuda_multicast.plan_multicast(*shape, True), shape
+    assert not cuda_gsplit.plan_gsplit(200, 384, 4104, True).kernel.startswith("mm_gsplit")
+    assert cuda_gsplit.gsplit_slices(200, 384, 4104, 132) == 8  # what the bound keeps it from
+    assert not cuda_gsplit.plan_gsplit(64, 1024, 65536, True).kernel.startswith("mm_gsplit")
+
+
+def test_cu14_launcher_matches_its_source():
+    """cu14's kernels: no cluster, the slice from blockIdx.y, the partial stored to ws[slice][M][N], the reduce
+    summing the slices in order four elements a thread; shared memory as the launcher counts it; the gate reaches
+    its split with tails in M, N and K and a slice past K."""
+    text = (cuda_launch.CUDA_DIR / "cu14_gsplit.cu").read_text()
+    assert '#include "cu13_multicast.cu"' in text and "__cluster_dims__" not in text.split("#include")[-1]
+    for bn, stages in cuda_gsplit.GSPLIT_STAGES.items():
+        assert f"gs_body<{bn}, {stages}>(tmaps, ws, M, N, K);" in text
+        assert cuda_gsplit.smem_bytes(bn) <= 227 * 1024
+    assert "const int S = gridDim.y, slice = blockIdx.y;" in text
+    assert "float* part = ws + (long long)slice * M * N;" in text
+    assert "for (int s = 1; s < S; ++s) {" in text and "__launch_bounds__(256)" in text
+    assert cuda_gsplit.REDUCE_THREADS == 256
+    gated = [s for s in KERNEL.gate_shapes_of(REVS["cu14_gsplit"])
+             if cuda_gsplit.plan_gsplit(*s, True).kernel.startswith("mm_gsplit")]
+    assert any(s[0] % 128 and s[1] % 64 and s[2] % 64 for s in gated), gated
+    def empty_slice(shape):  # the kernel's split: per = cdiv(ktiles, S), slice S - 1 starts at (S - 1) per
+        ktiles, slices = -(-shape[2] // 64), cuda_gsplit.plan_gsplit(*shape, True).grid[1]
+        return (slices - 1) * -(-ktiles // slices) >= ktiles
+
+    assert any(empty_slice(s) for s in gated), "no gated shape leaves a slice past K"
+
+
 def _cu13_tiles_of_block(block: int, blocks: int, M: int, N: int) -> list[tuple[int, int]]:
     """cu13's walk, as its kernel writes it: cluster block // 2 strides over the pairs of row tiles in cu9's
     grouped order (pairs_m x tiles_n), its block of rank block % 2 taking row tile 2 pm + rank."""
@@ -469,9 +586,9 @@ def test_cu13_launcher_matches_its_source():
                and -(-s[2] // 64) > cuda_stages.P12_STAGES for s in gated), gated
 
 
-@pytest.mark.parametrize("name", ["cu12_stages", "cu13_multicast"])
+@pytest.mark.parametrize("name", ["cu12_stages", "cu13_multicast", "cu14_gsplit"])
 @pytest.mark.parametrize("caps", [A100, DeviceCaps("NVIDIA B200", (10, 0), 148, 227 * 1024, True)])
-def test_cu12_and_cu13_refuse_a_gpu_other_than_sm90_before_loading_sm90a_code(caps, name, monkeypatch):
+def test_cu12_to_cu14_refuse_a_gpu_other_than_sm90_before_loading_sm90a_code(caps, name, monkeypatch):
     """The first launch on a device checks for compute capability 9.0 exactly before the plan reads
     its clusters from cu12's sm_90a module: another GPU (with TMA or without) gets one Unsupported line."""
     fake_gpu(monkeypatch, caps)
@@ -498,9 +615,10 @@ def test_cu12_and_cu13_refuse_a_gpu_other_than_sm90_before_loading_sm90a_code(ca
             return self
 
     launch = REVS[name].load()
-    n = 4096 if name == "cu12_stages" else 5000  # cu13's kernel: B's stride 16 mod 32 bytes
+    m, n, k = {"cu12_stages": (4096, 4096, 4096), "cu13_multicast": (4096, 5000, 4096),  # B 16 mod 32 bytes
+               "cu14_gsplit": (512, 512, 16384)}[name]  # cu14's split
     with pytest.raises(Unsupported) as exc:
-        launch((Fake(4096, 4096), Fake(4096, n)), Fake(4096, n))
+        launch((Fake(m, k), Fake(k, n)), Fake(m, n))
     assert str(exc.value).startswith("needs ") and f"this GPU ({caps.name}) is {caps.capability[0]}." in str(exc.value)
 
 
@@ -576,7 +694,8 @@ def test_misaligned_base_pointers_take_the_scalar_path_on_gpu(name):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["cu9_persistent", "cu10_waves", "cu11_splitk", "cu12_stages", "cu13_multicast"])
+@pytest.mark.parametrize("name", ["cu9_persistent", "cu10_waves", "cu11_splitk", "cu12_stages", "cu13_multicast",
+                                  "cu14_gsplit"])
 def test_persistent_rungs_take_empty_shapes_on_gpu(name):
     """An empty C is returned as it is and K = 0 gives relu(0) = 0: what cu10's refuses promises."""
     launch = REVS[name].load()
@@ -621,7 +740,7 @@ def test_fast_rungs_at_family_sizes_on_gpu(shape):
     b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
     ref = torch.relu(a.float() @ b.float())
     for name in ("cu5_mma", "cu6_cp_async", "cu7_wgmma", "cu8_wgmma_wide", "cu9_persistent", "cu10_waves",
-                 "cu11_splitk", "cu12_stages", "cu13_multicast"):
+                 "cu11_splitk", "cu12_stages", "cu13_multicast", "cu14_gsplit"):
         out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
         REVS[name].load()((a, b), out)
         torch.cuda.synchronize()
@@ -652,6 +771,45 @@ def test_cu13s_kernel_matches_float64_elementwise_and_repeats_bit_for_bit_on_gpu
         if first is None:
             first = out.clone()
         assert torch.equal(out, first), shape
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("slices", [2, 4, 8, 16, 32])
+def test_cu14s_split_matches_float64_elementwise_at_every_slice_count_on_gpu(slices, monkeypatch):
+    """cu14's split forced to each slice count at tails in M, N and K and a K whose last slices hold no k-tile
+    (their partials must be stored as zeros: the workspace is poisoned through torch's caching allocator first),
+    every element against float64, three launches bit-identical; then a misaligned A, which must leave the split."""
+    def forced(M, N, K, aligned, sms=132, clusters=None):
+        assert aligned
+        return cuda_launch.Launch("mm_gsplit_n64", (-(-M // 128) * -(-N // 64), slices, 1), (288, 1, 1),
+                                  cuda_gsplit.smem_bytes(64), tma=True)
+
+    monkeypatch.setattr(cuda_gsplit, "plan_gsplit", forced)
+    launch = REVS["cu14_gsplit"].load()
+    for M, N, K in ((136, 200, 8200), (300, 264, 9000), (256, 256, 8192 + 64 * slices - 64)):
+        a = torch.randn(M, K, device="cuda").to(torch.bfloat16)
+        b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
+        ref = torch.relu(a.double() @ b.double())
+        tol = 1.6e-2 * ref.abs() + 8e-3 * ref.abs().mean(dim=1, keepdim=True) + 1e-6
+        first = None
+        for _ in range(3):
+            junk = torch.full((slices * M * N,), float("nan"), device="cuda")
+            del junk  # the split's workspace is likely this block again, NaN where a slice stores nothing
+            out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+            launch((a, b), out)
+            torch.cuda.synchronize()
+            bad = ((out.double() - ref).abs() > tol) | out.isnan()
+            assert not bad.any(), (slices, (M, N, K), bad.nonzero()[:4].tolist())
+            first = out.clone() if first is None else first
+            assert torch.equal(out, first), (slices, (M, N, K))
+    M, N, K = 300, 264, 9000
+    ab = torch.randn(M * K + 8, device="cuda").to(torch.bfloat16)
+    a = ab[1:1 + M * K].view(M, K)  # one element past a 16-byte boundary: no TMA, cu13's scalar path
+    b = torch.randn(K, N, device="cuda").to(torch.bfloat16)
+    out = torch.full((M, N), float("nan"), device="cuda", dtype=torch.bfloat16)
+    launch((a, b), out)
+    ref = torch.relu(a.double() @ b.double())
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-2 and not out.isnan().any()
 
 
 def test_rungs_over_48_kb_of_shared_memory_can_be_opted_in():

@@ -1,4 +1,4 @@
-"""The CUDA C matmul+ReLU ladder, cu0-cu13: one idea per rung, each motivated by the previous rung's
+"""The CUDA C matmul+ReLU ladder, cu0-cu14: one idea per rung, each motivated by the previous rung's
 expected ncu evidence. kernels/matmul_relu/__init__.py lists CUDA_REVISIONS ahead of the Triton
 revisions; every rung passed the gate on a GPU (tests/test_matmul_cuda.py -m gpu) before that: cu0-cu8
 on the H100, cu9-cu13 on the H200 (sm_90a both).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kernlog.spec import Revision
 
-from . import cuda_launch, cuda_multicast, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
+from . import cuda_gsplit, cuda_launch, cuda_multicast, cuda_persistent, cuda_splitk, cuda_stages, cuda_waves
 
 # (name, change, predicts); predicts name the ncu metric expected to move, at 4096^3 unless said.
 STEPS = (
@@ -146,8 +146,23 @@ CU13 = Revision("cu13_multicast", "cuda", _on(CU12, CUDA / "cu13_multicast.cu", 
                 # tiles (a pair's second tile past M), a second pair a cluster and the ring wrapping
                 check_shapes=CU12.check_shapes)
 
+CU14 = Revision("cu14_gsplit", "cuda", _on(CU13, CUDA / "cu14_gsplit.cu", HERE / "cuda_gsplit.py"),
+                cuda_gsplit.loader(),
+                "split-K without clusters where cu11's split is held by cluster residency (K >= 8192, M and N >= "
+                "128): a block per 128x64 tile and K-slice, as many slices as fill one wave, each storing its fp32 "
+                "partial to a workspace, then a kernel summing the slices in order with the ReLU; cu13's launch "
+                "elsewhere",
+                "cu11's 96 blocks at 512x512x16384 (12 clusters of 8: 16 would not be resident at once; cuBLAS runs "
+                "128 blocks of 128x64 tiles in four slices) made 128: >= 1.05x cu13 there (cu11's split; the "
+                "experiment: 27.7 us to 30.3), >= 0.95x torch.compile; cu13's kernels and speed where it does not "
+                "split this way",
+                refuses=cuda_gsplit.refuses,
+                # cu13's, and two of this rung's split: tails in M, N and K, and a slice past K's last k-tile
+                check_shapes=CU13.check_shapes + ((300, 264, 9000), (136, 200, 8200)))
+
 CUDA_REVISIONS = tuple(
     Revision(name, "cuda", (cuda_launch.source(name), HERE / "cuda_launch.py"),
              cuda_launch.loader(name), change, predicts, refuses=cuda_launch.refuses(name))
     for name, change, predicts in STEPS
-) + (CU9, CU10, CU11, CU12, CU13)
+) + (
+    CU9, CU10, CU11, CU12, CU13, CU14)

@@ -23,10 +23,10 @@ def slow_stride(N: int) -> bool:
 def plan_multicast(M, N, K, aligned, sms: int = cp.SMS, clusters: dict[int, int] = cs.CLUSTERS):
     """cu12's plan, with this kernel where that plan takes cu12's and B's stride is slow: one cluster of
     two blocks a pair of row tiles, as many clusters as are resident at once (clusters[2]: cu11's pairs
-    hold an SM a block, as this kernel's blocks do) or as there are pairs."""
+    hold an SM a block, as this kernel's blocks do) or as there are pairs; cu12's where no pair is resident."""
     step = cst.plan_stages(M, N, K, aligned, sms, clusters)
-    if step.kernel != "mm_stages" or not slow_stride(N):
-        return step
+    if step.kernel != "mm_stages" or not slow_stride(N) or not clusters.get(2):
+        return step  # (no pair resident at once: a grid of none)
     pairs = cl._cdiv(cl._cdiv(M, 128), 2) * cl._cdiv(N, 256)
     return cl.Launch("mm_stages_mc", (2 * min(clusters[2], pairs), 1, 1), (cp.P9_THREADS, 1, 1),
                      cst.P12_SMEM_BYTES, tma=True)
@@ -76,9 +76,11 @@ def loader() -> Callable[[], Callable]:
                      and {a.dtype, b.dtype, out.dtype} == {torch.bfloat16} and a.is_cuda
                      and b.device == out.device == a.device
                      and tuple(out.shape) == (a.shape[0], b.shape[1]) and min(*a.shape, b.shape[1]) > 0)
-            if not plain or not slow_stride(b.shape[1]) or not cl.is_aligned(a, b, out):
+            if not plain or not slow_stride(b.shape[1]):
                 return stages(inputs, out)  # cu12's launch: no shape of this kernel's
-            a, b = a.contiguous(), b.contiguous()
+            a, b = a.contiguous(), b.contiguous()  # before the alignment check: a copy starts aligned
+            if not cl.is_aligned(a, b, out):
+                return stages((a, b), out)
             (M, K), N = a.shape, b.shape[1]
             if a.device not in state:  # the GPU checked before its clusters are read from sm_90a code
                 caps = cuda.require(a.device, ("tma", "clusters"))
