@@ -39,7 +39,7 @@ def test_a_second_gpus_sweep_has_a_page_of_its_own_with_every_definition_and_goe
     page, other = pages["reports/softmax.md"], pages["reports/softmax_sweep_nvidia-h200.md"]
     # the kernel page: the first GPU's sweep in full, the other's as a line linking its page
     assert "### softmax sweep on NVIDIA H100 80GB HBM3 (" in page and "- **decode**: " in page
-    assert ("### softmax sweep on NVIDIA H200\n\nOn a page of its own: [softmax_sweep_nvidia-h200.md]"
+    assert ("**The sweep on NVIDIA H200** is on a page of its own: [softmax_sweep_nvidia-h200.md]"
             "(softmax_sweep_nvidia-h200.md), 1 point, 1 missing a bar.") in page
     assert "| decode | fp32 | 1x50257 |" in page and page.count("| decode | fp32 | 1x50257 |") == 1
     # its own page stands alone: back link, the families' words, the legend, the copy

@@ -1,7 +1,7 @@
 """The CUDA C matmul+ReLU ladder, cu0-cu14: one idea per rung, each motivated by the previous rung's
 expected ncu evidence. kernels/matmul_relu/__init__.py lists CUDA_REVISIONS ahead of the Triton
 revisions; every rung passed the gate on a GPU (tests/test_matmul_cuda.py -m gpu) before that: cu0-cu8
-on the H100, cu9-cu13 on the H200 (sm_90a both).
+on the H100, cu9-cu14 on the H200 (sm_90a both).
 
 Every rung: bf16 A (M, K) and B (K, N) row-major, fp32 accumulation, ReLU in the epilogue, bf16 C,
 masked edges at any M, N, K; the plans (cuda_launch.py, and the later rungs' own launchers) pick a
