@@ -19,6 +19,12 @@ class CannotRun(KernlogError):
     exit_code = 2
 
 
+class OperatorError(KernlogError):
+    """The operator's own code (its make_inputs, make_output or reference) raised while the gate ran a
+    revision: no revision's fault, so said once, with the operator's line, and not as every revision's failure."""
+    exit_code = 2
+
+
 class NoGpu(KernlogError):
     exit_code = 4
 

@@ -18,8 +18,12 @@ def find_root(start: Path | None = None) -> Path:
 
 
 def kernel_names(root: Path) -> list[str]:
-    """The operator folders of the repository's kernels folder ([tool.kernlog] kernels)."""
-    return config.layout(root).operators()
+    """The operator folders of the repository's kernels folder ([tool.kernlog] kernels); one line where that
+    folder is missing (a renamed folder or a typo in [tool.kernlog] is not an empty repository: `report`
+    would drop every page)."""
+    lay = config.layout(root)
+    config.require_kernels(lay)
+    return lay.operators()
 
 
 def load_kernel(root: Path, name: str) -> Kernel:
@@ -28,7 +32,13 @@ def load_kernel(root: Path, name: str) -> Kernel:
     if name not in names:
         config.require_kernels(lay)
         known = ", ".join(names) if names else f"none yet in {lay.rel(lay.kernels)}/"
-        raise KernlogError(f"unknown kernel {name!r}; known: {known}")
+        folder = lay.kernels / name
+        init = folder / "__init__.py"
+        why = ("" if not folder.is_dir() else
+               f" ({lay.rel(folder)}/ has no __init__.py: an operator's folder declares KERNEL = Kernel(...) there)"
+               if not init.is_file() else
+               f" ({lay.rel(init)} binds no KERNEL = Kernel(...) at its top level)")
+        raise KernlogError(f"unknown kernel {name!r}{why}; known: {known}")
     init = f"{lay.rel(lay.kernels)}/{name}/__init__.py"
     try:
         module = lay.import_operator(name)
@@ -48,7 +58,7 @@ def load_kernel(root: Path, name: str) -> Kernel:
     kernel = getattr(module, "KERNEL", None)
     if not isinstance(kernel, Kernel):
         raise KernlogError(f"{init} defines no KERNEL = Kernel(...)")
-    why = declared_wrongly(kernel, name)
+    why = declared_wrongly(kernel, name) or sources_missing(kernel, lay)
     if why:
         raise KernlogError(f"{init}: {why}")
     return kernel
@@ -64,6 +74,8 @@ def _where(exc: BaseException, lay, init: str) -> tuple[str, str]:
     frames = traceback.extract_tb(exc.__traceback__)
 
     def own(f) -> bool:
+        if f.filename.startswith("<"):  # code made at run time (a dataclass's __init__): no line of the user's
+            return False
         p = Path(f.filename).resolve()
         return p.is_relative_to(lay.root.resolve()) and not p.is_relative_to(pkg) and "site-packages" not in p.parts
     mine = [f for f in frames if own(f)]
@@ -109,9 +121,27 @@ def declared_wrongly(kernel: Kernel, folder: str) -> str:
             return (f"Revision({rev.name!r}, check_shapes=...): {tuple(wrong[0])!r} has {len(wrong[0])} dimensions, "
                     f"the kernel's shapes {len(kernel.profile_shape)} "
                     f"(as profile_shape={tuple(kernel.profile_shape)!r})")
+    rank = len(kernel.profile_shape)
+    for field in ("check_shapes", "bench_shapes"):
+        other = next((tuple(s) for s in getattr(kernel, field) if len(s) != rank), None)
+        if other is not None:
+            return (f"{field}: {other!r} has {len(other)} dimensions, profile_shape={tuple(kernel.profile_shape)!r} "
+                    f"{rank}: a kernel's shapes share one rank")
     unknown = [d for d in kernel.dtypes if d not in DTYPE_BYTES]
     if unknown or not kernel.dtypes:
         return f"dtypes={kernel.dtypes!r}: {unknown[0] + ' is not ' if unknown else ''}one of {', '.join(DTYPE_BYTES)}"
+    return ""
+
+
+def sources_missing(kernel: Kernel, lay) -> str:
+    """A revision's source that is no file (a renamed or misspelt path hashes nothing, and stale never shows),
+    in one line; "" where every source is a file."""
+    for rev in kernel.revisions:
+        for src in rev.sources:
+            if not Path(src).is_file():
+                shown = lay.rel(Path(src).resolve()) if Path(src).is_absolute() else str(src)
+                return (f"Revision({rev.name!r}) names the source {shown}, which is no file: "
+                        "its sources are the files its kernel is built from")
     return ""
 
 

@@ -94,8 +94,10 @@ class Revision:
     def __post_init__(self):
         if not NAME_RE.match(self.name):
             raise ValueError(f"revision name {self.name!r} must match {NAME_RE.pattern}")
-        if self.kind not in KINDS or self.role not in ROLES:
-            raise ValueError(f"revision {self.name}: kind must be one of {KINDS}, role one of {ROLES}")
+        if self.kind not in KINDS:
+            raise ValueError(f"revision {self.name}: kind={self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.role not in ROLES:
+            raise ValueError(f"revision {self.name}: role={self.role!r} is not one of {', '.join(ROLES)}")
         if (self.role == WRONG) != bool(self.bug.strip()):
             raise ValueError(f"revision {self.name}: role='wrong' takes bug='the bug it documents', and only it does")
 
@@ -191,7 +193,9 @@ class Kernel:
     def __post_init__(self):
         names = [r.name for r in self.revisions]
         if len(set(names)) != len(names):
-            raise ValueError(f"kernel {self.name}: duplicate revision names")
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"kernel {self.name}: two revisions named {', '.join(map(repr, twice))}: "
+                             "a revision's name is its own")
         if COPY in names:
             raise ValueError(f"kernel {self.name}: {COPY!r} is the sweep's copy column, not a revision name")
         missing = [r for r in self.speed_bar.against if r not in names]

@@ -204,7 +204,16 @@ def test_the_gate_draws_from_its_seed_and_names_it(repo):
     (("IMPORTED = 1", "IMPORTED = 1 / 0"), r"ops/myop/__init__\.py:\d+: ZeroDivisionError: division by zero"),
     (("IMPORTED = 1", "IMPORTED = int('x')"), r"ops/myop/__init__\.py:\d+: ValueError: invalid literal for int"),
     (('Revision("v0_naive", "torch"', 'Revision("v0_naive", "torchy"'),
-     r"ops/myop/__init__\.py:\d+: revision v0_naive: kind must be one of"),  # spec's own check: its words
+     r"ops/myop/__init__\.py:\d+: revision v0_naive: kind='torchy' is not one of cuda, triton, torch"),  # spec's
+    (('_times2("v4_after"), "x * 2, checked last")', '_times2("v4_after"), "x * 2, checked last", role="refrence")'),
+     r"ops/myop/__init__\.py:\d+: revision v4_after: role='refrence' is not one of step, reference"),
+    (('Revision("v4_after", "torch"', 'Revision("v0_naive", "torch"'),
+     r"ops/myop/__init__\.py:\d+: kernel myop: two revisions named 'v0_naive': a revision's name is its own"),
+    (('(HERE / "v3_triton.py",)', '(HERE / "v3_trtion.py",)'),
+     r"ops/myop/__init__\.py: Revision\('v3_triton'\) names the source ops/myop/v3_trtion\.py, which is no file"),
+    (("profile_shape=(7, 33)", "profile_shape=(4096,)"),
+     r"ops/myop/__init__\.py: check_shapes: \(3, 5\) has 2 dimensions, profile_shape=\(4096,\) 1: a kernel's "
+     r"shapes share one rank"),
     (('_times2("v4_after"), "x * 2, checked last")', '_times2("v4_after"), "x * 2", check_shapes=(3, 5))'),
      r"ops/myop/__init__\.py: Revision\('v4_after', check_shapes=\(3, 5\)\): a tuple of shapes, each a tuple of "
      r"positive ints: check_shapes=\(\(3, 5\),\)"),
@@ -212,10 +221,12 @@ def test_the_gate_draws_from_its_seed_and_names_it(repo):
      r"ops/myop/__init__\.py: Revision\('v4_after', check_shapes=\.\.\.\): \(3, 5, 7\) has 3 dimensions, the kernel's "
      r"shapes 2"),
 ])
-def test_a_declaration_mistake_is_one_line_naming_the_file_not_a_traceback(repo, edit, said):
+def test_a_declaration_mistake_is_one_line_naming_the_file_not_a_traceback(repo, edit, said, monkeypatch):
     """What a team gets wrong first in its operator's __init__.py (a field left out, a shape not
     nested, a dtype kernlog does not know, a name that is not the folder's, a syntax error, any
-    error its own code raises): one line with the file (and line), exit 2, for every command."""
+    error its own code raises): one line with the file (and line), exit 2, for every command. Run from inside
+    the repository, as a team does: a dataclass's generated __init__ ("<string>") is no line of theirs."""
+    monkeypatch.chdir(repo)
     init = repo / "ops" / "myop" / "__init__.py"
     text = init.read_text() + "IMPORTED = 1\n"
     assert edit[0] in text
@@ -310,3 +321,106 @@ def test_a_missing_library_is_named_with_its_install_command_not_as_the_users_pa
     own = import_problem(k, rev, ModuleNotFoundError("No module named 'mypkg'", name="mypkg"))
     assert own.endswith("; install your package (pip install -e .) or put it on PYTHONPATH"), own
     assert "install" not in import_problem(k, rev, ImportError("cannot import name 'x' from 'y'", name="y"))
+
+
+def test_the_operators_own_code_raising_is_said_once_with_its_line_not_as_every_revisions_failure(repo):
+    """make_inputs, make_output or the reference raising is no revision's fault: one line naming the operator's
+    line and the shape, exit 2, and no revision reported failed."""
+    init = repo / "ops" / "myop" / "__init__.py"
+    text = init.read_text()
+    for old, new, what in (
+            ("make_inputs=lambda shape, dtype, gen, device, case: (",
+             "make_inputs=lambda shape, dtype, gen, device, case: (shape[2],",
+             "make_inputs raised IndexError: tuple index out of range (shape (3, 5), fp32)"),
+            ("make_output=lambda inputs: torch.empty_like(inputs[0]),", "make_output=lambda inputs: inputs[1],",
+             "make_output raised IndexError: tuple index out of range (shape (3, 5), fp32)"),
+            ("reference=lambda inputs, out=None: inputs[0].double() * 2,",
+             "reference=lambda inputs, out=None: inputs[0].double() * undefined,",
+             "reference raised NameError: name 'undefined' is not defined (shape (3, 5), float32)")):
+        assert old in text
+        init.write_text(text.replace(old, new))
+        _forget_ops()
+        got = check(repo, "--rev", "v0_naive", "--rev", "v4_after")
+        assert got.exit_code == 2 and "Traceback" not in got.output, got.output
+        assert re.fullmatch(rf"kernlog: ops/myop/__init__\.py:\d+: myop's {re.escape(what)}: the operator's code, "
+                            r"not a revision's; fix it, then `kernlog check myop` again\n", got.stderr), got.stderr
+        assert "FAIL" not in got.stdout and "failed the correctness gate" not in got.output
+
+
+BROKEN = '''def _broken():
+    from .v5_broken import launch
+    return launch
+
+
+def _typo():
+    from .v6_tpyo import launch
+    return launch
+
+
+KERNEL = Kernel('''
+MORE = '''     Revision("v5_broken", "torch", (HERE / "v0_naive.py",), _broken, "does not compile"),
+     Revision("v6_typo", "torch", (HERE / "v0_naive.py",), _typo, "imports a misspelt module"),
+     Revision("v4_after",'''
+
+
+def test_a_revision_module_that_does_not_compile_or_imports_a_misspelt_module_is_one_line_naming_its_line(repo):
+    """A syntax error in a revision's own module, or an import of a module of the team's package that is no file,
+    is that revision's one line with the file and line (not the revision's first source, not "install your
+    package"), and the other revisions are still checked."""
+    (repo / "ops" / "myop" / "v5_broken.py").write_text("def launch(inputs, out)\n    return out\n")
+    init = repo / "ops" / "myop" / "__init__.py"
+    text = init.read_text().replace('     Revision("v4_after",', MORE).replace("KERNEL = Kernel(", BROKEN, 1)
+    init.write_text(text)
+    _forget_ops()
+    got = check(repo, "--rev", "v5_broken", "--rev", "v6_typo", "--rev", "v4_after")
+    assert got.exit_code == 2 and "Traceback" not in got.output, got.output
+    assert re.search(r"^v4_after: ok ", got.stdout, re.M), got.stdout
+    lines = got.stderr.splitlines()
+    assert lines[0] == ("kernlog: myop/v5_broken: ops/myop/v5_broken.py:1: syntax error: expected ':'; "
+                        "`python -m py_compile ops/myop/v5_broken.py` shows it"), lines
+    assert re.fullmatch(r"kernlog: myop/v6_typo: no module ops\.myop\.v6_tpyo, imported at ops/myop/__init__\.py:\d+: "
+                        r"ops/myop/v6_tpyo\.py is no file of this repository \(a typo in the import, or a file not "
+                        r"written yet\)", lines[1]), lines
+
+
+def test_a_missing_kernels_folder_stops_every_command_and_report_drops_no_page(repo):
+    """A [tool.kernlog] kernels folder that is not there (renamed, misspelt) is one line for list and report as for
+    check: report would otherwise render a log of no operators and delete every page."""
+    assert CliRunner().invoke(main, ["--root", str(repo), "report"]).exit_code == 0
+    pages = sorted(p.name for p in (repo / "reports").iterdir())
+    assert "myop.md" in pages
+    (repo / "pyproject.toml").write_text('[tool.kernlog]\nkernels = "opz"\n')
+    for args in (["list"], ["report"], ["report", "--check"], ["misses"], ["check", "myop", "--device", "cpu"]):
+        _forget_ops()
+        got = CliRunner().invoke(main, ["--root", str(repo), *args])
+        assert got.exit_code == 2 and got.stderr.startswith("kernlog: no opz/ folder in "), (args, got.output)
+    assert sorted(p.name for p in (repo / "reports").iterdir()) == pages
+
+
+def test_an_operator_folder_without_its_init_or_its_kernel_is_named_as_such(repo):
+    (repo / "ops" / "mine").mkdir()
+    got = CliRunner().invoke(main, ["--root", str(repo), "check", "mine", "--device", "cpu"])
+    assert got.exit_code == 2 and got.stderr == ("kernlog: unknown kernel 'mine' (ops/mine/ has no __init__.py: an "
+                                                 "operator's folder declares KERNEL = Kernel(...) there); known: "
+                                                 "myop\n"), got.stderr
+    (repo / "ops" / "mine" / "__init__.py").write_text("X = 1\n")
+    got = CliRunner().invoke(main, ["--root", str(repo), "check", "mine", "--device", "cpu"])
+    assert got.stderr == ("kernlog: unknown kernel 'mine' (ops/mine/__init__.py binds no KERNEL = Kernel(...) at "
+                          "its top level); known: myop\n"), got.stderr
+
+
+def test_a_revision_that_raises_names_its_line_and_no_error_figure(repo):
+    """A crash is the revision's failure with the place in the team's code it raised at; no "rel err inf", which
+    reads as a measured error, on its line or in the revision's count."""
+    init = repo / "ops" / "myop" / "__init__.py"
+    text = init.read_text()
+    old = "            out.copy_(inputs[0] * 2)\n"
+    assert old in text
+    init.write_text(text.replace(old, '            out.copy_(inputs[0] * (undefined if name == "v4_after" else 2))\n'))
+    _forget_ops()
+    got = check(repo, "--rev", "v0_naive", "--rev", "v4_after")
+    assert got.exit_code == 3 and "Traceback" not in got.output, got.output
+    assert re.search(r"^v0_naive: ok \(\d+ cases, worst rel err ", got.stdout, re.M), got.stdout
+    assert re.search(r"^v4_after: FAIL \(\d+ cases\)$", got.stdout, re.M), got.stdout
+    assert re.search(r"^  v4_after 3x5 fp32 random: FAIL raised NameError: name 'undefined' is not defined "
+                     r"\(at ops/myop/__init__\.py:\d+\); seed \d+$", got.stdout, re.M), got.stdout

@@ -176,3 +176,16 @@ def test_a_lost_report_in_the_work_tree_is_said_once_beside_the_comparison(repo)
     said = [ln for ln in r.stderr.splitlines() if ln.startswith("kernlog: ")]
     assert len(said) == 1 and rec["ncu"]["report"] in said[0], r.stderr
     assert run(repo, "HEAD", "HEAD").stderr == ""  # two commits: no work tree to glance at
+
+
+def test_a_ref_outside_any_repository_or_before_the_first_commit_says_which(tmp_path):
+    """Where there is no repository, or no commit yet, a ref names nothing for that reason, and the line says so
+    with the fix, not "names no commit of this repository" (as if HEAD were a typo)."""
+    from kernlog.errors import KernlogError
+    from kernlog.store.gitrefs import resolve
+
+    with pytest.raises(KernlogError, match=r"is no git repository, so 'HEAD' names nothing: `git init` there"):
+        resolve(tmp_path, "HEAD")
+    git(tmp_path, "init", "-q")
+    with pytest.raises(KernlogError, match=r"^'HEAD' names no commit: the repository has none yet"):
+        resolve(tmp_path, "HEAD")

@@ -581,3 +581,17 @@ def test_bands_of_a_gpu_are_those_bands_for_gives_a_pair_on_it(tmp_path):
     a, b = profile_of(a), profile_of(b)
     assert bands.bands_of(root, a.gpu.slug)("wall_ms") == bands.bands_for(root, a, b)("wall_ms")
     assert bands.bands_of(root, "nvidia-h200")("wall_ms").source == "default (time)"
+
+
+def test_a_typo_in_the_second_side_is_said_before_the_first_sides_state():
+    """`kernlog diff A B` with B misspelt says B's typo, not A's own state (here a known-wrong revision, never
+    profiled), which would send the user to fix the wrong side."""
+    a = lookup.parse_side("attention_backward/wrong_no_delta")
+    with pytest.raises(KernlogError, match="is a known-wrong revision, never profiled"):
+        lookup.resolve_one(ROOT, a)
+    with pytest.raises(KernlogError) as e:
+        lookup.resolve_pair(ROOT, a, lookup.parse_side("attention_backward/v3_orderd"))
+    assert str(e.value).startswith("no revision 'v3_orderd' in attention_backward; revisions: "), str(e.value)
+    with pytest.raises(KernlogError) as e:
+        lookup.resolve_pair(ROOT, a, lookup.parse_side("atention_backward/v3_ordered"))
+    assert str(e.value).startswith("no kernel 'atention_backward'; kernels: "), str(e.value)

@@ -133,3 +133,23 @@ def test_the_step_page_says_the_clock_beside_the_claim():
     assert a == ("speed_vs:v1 >= 1.05: 1.04 (met, a tie; timed at an SM clock of 1845 MHz, v1 at 1965: "
                  "part of the ratio is the clock)") and ok_a
     assert b == "speedup >= 1: 1.2 (met)"
+
+
+@pytest.mark.parametrize("toml, said", [
+    ("[v9]\nclaims = [{what = 'speedup', at_least = 1.1}]\n", "[v9] names no revision of k (v0, v1)"),
+    ("[v1]\nclaims = [{what = 'speedupp', at_least = 1.1}]\n", "[v1]: 'speedupp' is no quantity kernlog measures"),
+    ("[v1]\nclaims = [{what = 'speed_vs:torhc', at_least = 1}]\n", "[v1]: speed_vs:torhc names no revision (v0, v1)"),
+    ("[v1]\nclaims = [{what = 'ratio_vs_previous:dram_mbb', at_most = 1}]\n", "'ratio_vs_previous:dram_mbb' is no "),
+])
+def test_a_claim_or_table_naming_nothing_of_the_kernel_is_one_line(tmp_path, toml, said):
+    """Given the kernel's revisions (as report passes them), a typo in predictions.toml is said where it is
+    written, not left to judge nothing on the GPU later."""
+    (tmp_path / "kernels" / "k").mkdir(parents=True)
+    (tmp_path / "kernels" / "k" / "predictions.toml").write_text(toml)
+    with pytest.raises(KernlogError) as e:
+        predictions.load(tmp_path, "k", ["v0", "v1"])
+    assert str(e.value).startswith("kernels/k/predictions.toml: ") and said in str(e.value), str(e.value)
+    ok = "[v1]\nclaims = [{what = 'speed_vs:v0', at_least = 1}, {what = 'stall_barrier', at_most = 2}, " \
+         "{what = 'ratio_vs_previous:dram_mb', at_most = 1}, {what = 'pct_copy', at_least = 80}]\n"
+    (tmp_path / "kernels" / "k" / "predictions.toml").write_text(ok)
+    assert predictions.load(tmp_path, "k", ["v0", "v1"])["v1"]["claims"][0]["what"] == "speed_vs:v0"

@@ -72,7 +72,7 @@ def test_a_kernel_refuses_duplicate_names_the_copy_column_and_an_unknown_ceiling
                       ceiling=ceiling)
 
     assert kernel(["a", "b"], "matmul").ceiling == "matmul" and kernel(["a"]).revision("a").name == "a"
-    with pytest.raises(ValueError, match="^kernel k: duplicate revision names$"):
+    with pytest.raises(ValueError, match="^kernel k: two revisions named .a.: a revision.s name is its own$"):
         kernel(["a", "a"])
     with pytest.raises(ValueError, match=f"^kernel k: '{COPY}' is the sweep's copy column, not a revision name$"):
         kernel([COPY])

@@ -27,7 +27,8 @@ DTYPES = ("fp32", "bf16", "fp16")
 
 
 FLAGS = (
-    Flag("shape", "--shape", "Shape, e.g. 8192x4096.", "shape", metavar="ROWSxCOLS"),
+    Flag("shape", "--shape", "Shape: the kernel's dimensions joined by x, e.g. 8192x4096 (or 1048576, "
+         "4096x4096x4096).", "shape", metavar="DIMxDIM..."),
     Flag("dtype", "--dtype", "Default: the kernel's first sweep dtype, else its first dtype.", "dtype", DTYPES),
     Flag("force", "--force", "Re-profile and replace existing profiles.", "flag"),
     Flag("regate", "--regate", "Gate every revision again, even one whose stored pass has the same source, check "

@@ -11,7 +11,7 @@ from kernlog.errors import KernlogError
 @click.argument("kernel_name", metavar="KERNEL")
 @REVS
 @click.option("--shape", "shapes", callback=lambda c, p, v: [shape_arg(c, p, s) for s in v], multiple=True,
-              metavar="ROWSxCOLS", help="Only this shape (repeatable; default: the kernel's bench shapes).")
+              metavar="DIMxDIM...", help="Only this shape (repeatable; default: the kernel's bench shapes).")
 @click.option("--family", "families", multiple=True, metavar="NAME",
               help="The members of this shape family (repeatable; 'all': every family the kernel declares).")
 @click.option("--dtype", type=DTYPE, multiple=True,

@@ -34,7 +34,7 @@ def handled(fn):
 
 
 def shape_arg(ctx, param, value):
-    """click callback: ROWSxCOLS -> a shape tuple (None stays None)."""
+    """click callback: DIMxDIM... -> a shape tuple (None stays None)."""
     if value is None:
         return None
     try:
@@ -53,7 +53,7 @@ def shape_once(ctx, param, values):
 
 
 def one_shape(ctx, param, values):
-    """click callback of a --shape taken once (`shape_once`): ROWSxCOLS -> a shape tuple, None where not given."""
+    """click callback of a --shape taken once (`shape_once`): DIMxDIM... -> a shape tuple, None where not given."""
     return shape_arg(ctx, param, shape_once(ctx, param, values))
 
 
@@ -79,7 +79,8 @@ def paths(root: Path, written) -> None:
 
 
 DTYPE = click.Choice(["fp32", "bf16", "fp16"])
-SHAPE = click.option("--shape", callback=one_shape, multiple=True, metavar="ROWSxCOLS", help="Shape, e.g. 8192x4096.")
+SHAPE = click.option("--shape", callback=one_shape, multiple=True, metavar="DIMxDIM...",
+                     help="Shape: the kernel's dimensions joined by x, e.g. 8192x4096 (or 1048576, 4096x4096x4096).")
 REVS = click.option("--rev", "revs", multiple=True, metavar="R", help="Only this revision (repeatable).")
 LOOKUP = [SHAPE, click.option("--dtype", type=DTYPE, default=None),
           click.option("--gpu", default=None, metavar="SLUG", help="GPU slug, e.g. nvidia-h100-80gb-hbm3.")]

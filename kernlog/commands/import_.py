@@ -12,7 +12,7 @@ from kernlog.commands.common import echo_err, handled, root_of, shape_once
 @click.argument("report_path", metavar="REPORT.ncu-rep", type=click.Path(path_type=Path))
 @click.option("--kernel", "kernel_name", required=True, metavar="K", help="The kernel it belongs to.")
 @click.option("--rev", "rev_name", required=True, metavar="R", help="Its revision name (need not be in the ladder).")
-@click.option("--shape", callback=shape_once, multiple=True, metavar="ROWSxCOLS",
+@click.option("--shape", callback=shape_once, multiple=True, metavar="DIMxDIM...",
               help="Default: the kernel's profile shape.")
 @click.option("--dtype", metavar="DTYPE", help="Default: the kernel's first sweep dtype, else its first dtype.")
 @click.option("--range", "range_name", metavar="NAME",

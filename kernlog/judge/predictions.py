@@ -36,7 +36,27 @@ from kernlog.spec import format_shape
 SPEED = ("speedup", "speed_vs:")
 
 
-def load(root: Path, kernel: str) -> dict[str, dict]:
+DERIVED = ("pct_copy", "tbps", "tflops", "pct_matmul", "pct_roof")
+
+
+def unknown_quantity(what: str, revisions) -> str:
+    """Why `what` names nothing a claim can be judged by ("" where it does): a quantity kernlog does not
+    measure (a typo such as speedupp), or speed_vs: a revision the kernel does not declare."""
+    from kernlog.metrics import BY_KEY
+
+    if what.startswith("speed_vs:"):
+        other = what.split(":", 1)[1]
+        return "" if other in revisions else f"speed_vs:{other} names no revision ({', '.join(revisions)})"
+    key = what.split(":", 1)[1] if what.startswith("ratio_vs_previous:") else what
+    if key in ("speedup", "leading_stall", *DERIVED) or key in BY_KEY or key.startswith("stall_"):
+        return ""
+    return (f"{what!r} is no quantity kernlog measures: speedup, speed_vs:REV, leading_stall, "
+            f"{', '.join(DERIVED)}, ratio_vs_previous:METRIC or a metric `kernlog show` lists")
+
+
+def load(root: Path, kernel: str, revisions=None) -> dict[str, dict]:
+    """The claims of `kernel`'s predictions.toml by revision; with `revisions` (the kernel's), a table or a claim
+    that names none of them, or a quantity kernlog does not measure, is one line."""
     path = config.layout(root).kernels / kernel / "predictions.toml"
     if not path.exists():
         return {}
@@ -49,6 +69,12 @@ def load(root: Path, kernel: str) -> dict[str, dict]:
             if "what" not in c or not ({"at_least", "at_most", "is"} & set(c)):
                 raise KernlogError(f"{path.relative_to(root)}: a claim of {rev} needs `what` and a bound "
                                    "(at_least, at_most or is)")
+            why = unknown_quantity(c["what"], revisions) if revisions is not None else ""
+            if why:
+                raise KernlogError(f"{path.relative_to(root)}: [{rev}]: {why}")
+        if revisions is not None and rev not in revisions:
+            raise KernlogError(f"{path.relative_to(root)}: [{rev}] names no revision of {kernel} "
+                               f"({', '.join(revisions)})")
     return data
 
 

@@ -88,7 +88,9 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
         if done is not None:
             done(rev, results, time.perf_counter() - t0)
         bad = gate.first_failure(results)
-        counted = f"({len(results)} cases, worst rel err {max((r.rel_error for r in results), default=0.0):.1e})"
+        worst = max((r.rel_error for r in results), default=0.0)
+        counted = (f"({len(results)} cases, worst rel err {worst:.1e})" if bad is None or bad.has_error_figure()
+                   else f"({len(results)} cases)")
         if rev.known_wrong:
             ok, said = known_wrong(rev, bad and bad.line())
             yield f"{rev.name}: {said} {counted}" + ("" if bad is None else f"\n  {bad.line()}")

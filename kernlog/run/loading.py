@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from kernlog import config
-from kernlog.errors import CannotRun, KernlogError
+from kernlog.errors import CannotRun, KernlogError, OperatorError
 from kernlog.spec import Kernel, Revision
 
 
@@ -37,6 +37,11 @@ def load(kernel: Kernel, rev: Revision, for_gate: bool = False):
         return ((for_gate and rev.load_for_gate) or rev.load)()
     except ImportError as exc:
         raise CannotRun(import_problem(kernel, rev, exc)) from None
+    except SyntaxError as exc:  # a revision's module that does not compile: its line, and the others still checked
+        where = f"{_shown(Path(exc.filename))}:{exc.lineno}" if exc.filename and Path(exc.filename).is_file() \
+            else source_of(rev)
+        raise CannotRun(f"{kernel.name}/{rev.name}: {where}: syntax error: {exc.msg}; "
+                        f"`python -m py_compile {where.split(':')[0]}` shows it") from None
 
 
 # the libraries kernels import that are not the user's own, each with the command that installs it (torch's
@@ -51,6 +56,12 @@ def import_problem(kernel: Kernel, rev: Revision, exc: ImportError) -> str:
     """The one line of a revision whose import failed; where a module is missing, how to provide it: a library
     kernels use by its install command, anything else as the user's own package."""
     missing = isinstance(exc, ModuleNotFoundError)
+    own = getattr(rev.load, "__module__", "") or ""
+    if missing and exc.name and own and exc.name.split(".")[0] == own.split(".")[0]:  # the user's package: a typo
+        where = own_line(exc)
+        return (f"{kernel.name}/{rev.name}: no module {exc.name}" + (f", imported at {where}" if where else "") +
+                f": {exc.name.replace('.', '/')}.py is no file of this repository (a typo in the import, or a "
+                "file not written yet)")
     library = LIBRARIES.get((exc.name or "").split(".")[0]) if missing else None
     hint = (f"; a library this environment lacks: {library}" if library
             else "; install your package (pip install -e .) or put it on PYTHONPATH" if missing else "")
@@ -61,11 +72,7 @@ def source_of(rev: Revision) -> str:
     """The revision's first source as its repository names it (relative to the root kernlog finds
     above it), else the file its load() is written in."""
     code = getattr(rev.load, "__code__", None)
-    path = Path(rev.sources[0]) if rev.sources else Path(code.co_filename if code else "?")
-    try:
-        return Path(os.path.relpath(path.resolve(), config.find_root(path.parent))).as_posix()
-    except (KernlogError, OSError, ValueError):
-        return str(path)
+    return _shown(Path(rev.sources[0]) if rev.sources else Path(code.co_filename if code else "?"))
 
 
 def gist(exc: Exception) -> str:
@@ -74,3 +81,43 @@ def gist(exc: Exception) -> str:
     if not lines:
         return ""
     return lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1][:300]}"
+
+
+def own_line(exc: BaseException) -> str:
+    """file:line of the innermost frame of `exc`'s traceback in the user's code (not kernlog's, not an installed
+    package's, not code made at run time), as its repository names it; "" where there is none."""
+    import traceback
+
+    pkg = Path(__file__).resolve().parents[1]
+    for f in reversed(traceback.extract_tb(exc.__traceback__)):
+        p = Path(f.filename)
+        if f.filename.startswith("<") or not p.is_file() or p.resolve().is_relative_to(pkg) \
+                or "site-packages" in p.parts or "dist-packages" in p.parts:
+            continue
+        return f"{_shown(p)}:{f.lineno}"
+    return ""
+
+
+def _shown(p: Path) -> str:
+    """A file as its repository names it (relative to the root kernlog finds above it), else as given."""
+    try:
+        return Path(os.path.relpath(p.resolve(), config.find_root(p.parent))).as_posix()
+    except (KernlogError, OSError, ValueError):
+        return str(p)
+
+
+def operators_own(kernel: Kernel, what: str, shape, dtype: str, fn, *args):
+    """fn(*args), the operator's own `what` (make_inputs, make_output, reference) at a shape: where it raises,
+    OperatorError's one line with its place (no revision's fault, said once for all)."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 -- any error of the operator's code
+        raise operator_error(kernel, what, shape, dtype, exc) from None
+
+
+def operator_error(kernel: Kernel, what: str, shape, dtype: str, exc: BaseException) -> OperatorError:
+    """The one line of the operator's own `what` (make_inputs, make_output, reference) raising at a shape."""
+    where = own_line(exc)
+    return OperatorError(f"{where + ': ' if where else ''}{kernel.name}'s {what} raised {type(exc).__name__}: "
+                         f"{gist(exc)} (shape {tuple(shape)!r}, {dtype}): the operator's code, not a revision's; "
+                         f"fix it, then `kernlog check {kernel.name}` again")

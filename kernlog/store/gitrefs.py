@@ -59,6 +59,12 @@ def resolve(root: Path, ref: str) -> str:
     try:
         return git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").strip()
     except KernlogError:
+        if git_or_none(root, "rev-parse", "--git-dir") is None:
+            raise KernlogError(f"{root} is no git repository, so {ref!r} names nothing: `git init` there and "
+                               "commit first") from None
+        if git_or_none(root, "rev-parse", "--verify", "--quiet", "HEAD") is None:
+            raise KernlogError(f"{ref!r} names no commit: the repository has none yet (`git commit` makes the "
+                               "first)") from None
         raise KernlogError(f"{ref!r} names no commit of this repository (`git log` lists them)") from None
 
 

@@ -139,6 +139,18 @@ def _gpu_part(root: Path, side: ProfileKey, recs: list[Profile]) -> ProfileKey:
     return side.with_(gpu=hits[0]) if hits else side
 
 
+def _named(root: Path, side: ProfileKey) -> None:
+    """One line where `side` names a kernel, or (with no ref) a revision, that is neither declared nor stored."""
+    if side.path is not None:
+        return
+    known = kernel_names(root)
+    if side.kernel not in known:
+        raise KernlogError(f"no kernel {side.kernel!r}; kernels: {', '.join(known)}")
+    names = [r.name for r in load_kernel(root, side.kernel).revisions]
+    if not side.ref and side.revision not in names and not stored(root, side.kernel, side.revision)[0]:
+        raise KernlogError(f"no revision {side.revision!r} in {side.kernel}; revisions: {', '.join(names)}")
+
+
 def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Phantom], list[store.ProfileError]]:
     """(the side, its GPU part read; the profiles it may mean, a file that does not load as a
     candidate of its path's key (a Phantom); the files of the revision that no key names)."""
@@ -256,6 +268,8 @@ def _settle(ra: list, rb: list) -> None:
 
 def resolve_pair(root: Path, a: ProfileKey, b: ProfileKey) -> tuple[Profile, Profile]:
     """The two profiles a diff compares (see the module docstring for the rules)."""
+    for side in (a, b):  # both sides' names first: a typo in the second is said as one, not as the first's state
+        _named(root, side)
     (a, fa, sa), (b, fb, sb) = _gather(root, a), _gather(root, b)
     ra, rb = _prefer_declared(root, list(fa)), _prefer_declared(root, list(fb))
     _settle(ra, rb)
