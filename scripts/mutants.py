@@ -969,6 +969,11 @@ MUTANTS = [
            'why = unknown_quantity(c["what"], revisions) if revisions is not None else ""', 'why = ""',
            "a claim on `speedupp` loads, to be judged \"not checkable\" on the GPU, the typo never said",
            ("tests/test_predictions.py",)),
+    Mutant("shape-rank-of-side-unchecked", "kernlog/store/lookup.py",
+           "if side.shape is not None and len(side.shape) != len(kernel.profile_shape):", "if False:",
+           "show --shape 4096x4096x2 on a 2-D kernel says there is no such profile, not that the shape has one "
+           "dimension too many",
+           ("tests/test_diff.py",)),
     Mutant("cu14-short-k", "kernels/matmul_relu/cuda_gsplit.py",
            "or K < GSPLIT_MIN_K or min(M, N) < 128:", "or min(M, N) < 128:",
            "cu14 splits K under 8192 too (200x384x4104 in 8 slices), where no split of its was ever timed",

@@ -313,6 +313,7 @@ def test_remaining_ambiguity_lists_copy_pasteable_choices(tmp_path):
     ("softmax/v7_bf16_packed@4096x1024", "no profile of softmax/v7_bf16_packed@4096x1024; stored: "
                                          "softmax/v7_bf16_packed@1024x131072.bf16.nvidia-h100-80gb-hbm3"),
     ("softmax/v7_bf16_packed@nvidia-b200", "no profile of softmax/v7_bf16_packed@nvidia-b200"),
+    ("softmax/v5_tuned@4096x4096x2", "shape 4096x4096x2 has 3 dimensions, softmax's shapes 2 (as 8192x4096)"),
 ])
 def test_errors_name_the_fix(text, fragment):
     with pytest.raises(KernlogError) as e:

@@ -41,6 +41,7 @@ from kernlog import config, hints
 from kernlog.errors import KernlogError
 from kernlog.identity import gpu_slug
 from kernlog.registry import kernel_names, load_kernel
+from kernlog.spec import format_shape
 from kernlog.store import gitrefs, integrity
 from kernlog.store import profiles as store
 from kernlog.store.keys import DTYPES, GPU_RE, ProfileKey, glob_profiles, profiles_dir  # noqa: F401
@@ -160,6 +161,9 @@ def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Ph
     if side.kernel not in known:
         raise KernlogError(f"no kernel {side.kernel!r}; kernels: {', '.join(known)}")
     kernel = load_kernel(root, side.kernel)
+    if side.shape is not None and len(side.shape) != len(kernel.profile_shape):
+        raise KernlogError(f"shape {format_shape(side.shape)} has {len(side.shape)} dimensions, {side.kernel}'s "
+                           f"shapes {len(kernel.profile_shape)} (as {format_shape(kernel.profile_shape)})")
     recs, bad = (stored_at(root, side.ref, side.kernel, side.revision), []) if side.ref else stored(
         root, side.kernel, side.revision)
     side = _gpu_part(root, side, recs)
