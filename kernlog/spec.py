@@ -37,6 +37,7 @@ REFUSED = "refused"  # bench.csv's metric of a point a revision declined, its re
 # user's baseline is timed all the same, and the log marks it with the problem (in "note")
 FAILS_GATE = "fails_gate"
 RUN_SPREAD = "run_spread"  # bench.csv's metric of a point's run-to-run spread (`kernlog bench --repeat`)
+SM_MHZ = "sm_mhz"  # bench.csv's metric of the median SM clock while a revision's launches at a point ran (NVML)
 
 
 def torch_dtype(name: str):

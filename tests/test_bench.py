@@ -525,3 +525,40 @@ def test_profile_takes_the_dtype_the_page_heads_its_arc_in_unless_told():
     assert profiler._shape_dtype(att, Options(dtype="fp32"))[1] == "fp32"
     with pytest.raises(KernlogError, match="attention has no fp16 inputs; dtypes: fp32, bf16"):
         profiler._shape_dtype(att, Options(dtype="fp16"))  # one message for every command (Kernel.dtype_or_default)
+
+
+def test_each_point_stores_the_sm_clock_its_revision_ran_at_and_says_a_throttled_one(
+        tmp_path, monkeypatch, own_kernels_package):
+    """A sweep point's rows carry the median SM clock NVML read while that revision's own batches ran (not its
+    neighbours'), and a revision timed more than the wall-time band under the GPU's highest clock gets the profile's
+    throttle line: at the LM heads one kernel timed 8% apart from itself in one sweep, and only the clock can say
+    whether that was the GPU."""
+    from kernlog.registry import load_kernel
+
+    from .test_profiler import FakeTimer, _cpu_bench, _toy_repo
+
+    class FakeClocks:
+        def __init__(self):
+            self.sm, self.sm_max = [], 1980.0
+
+    seen: dict = {}
+
+    class ClockTimer(FakeTimer):
+        def samples(self, fn, **kw):  # the first revision timed runs at the boost clock, every later one throttled
+            self.clocks.sm += [1980.0 if seen.setdefault(fn, len(seen)) == 0 else 1500.0] * 3
+            return super().samples(fn, **kw)
+
+    root = _toy_repo(tmp_path)
+    _cpu_bench(monkeypatch)
+    monkeypatch.setattr(bench.timing, "Timer", ClockTimer)
+    monkeypatch.setattr(bench, "Clocks", FakeClocks)
+    kernel = load_kernel(root, "toy")
+    said = []
+    bench.bench(root, kernel, [kernel.revision("right"), kernel.revision("ref")], [(9, 33)], ["fp32"],
+                budget_s=0.01, progress=said.append, repeat=3)
+    df = pd.read_csv(root / "profiles" / GPU["slug"] / "toy" / "bench.csv", dtype={"shape": str})
+    sm = df[df["metric"] == bench.SM_MHZ].set_index("revision")["value"]
+    assert sm.to_dict() == {"right": 1980.0, "ref": 1500.0, bench.COPY: 1500.0}
+    slow = [s for s in said if "throttled" in s]
+    assert [s.split(":")[0] for s in slow] == ["  ref", f"  {bench.COPY}"], said
+    assert "timed at an SM clock of 1500 MHz, 24% under this GPU's 1980" in slow[0]

@@ -16,8 +16,10 @@ from kernlog.capture import costs, gate_runs, gated, provenance
 from kernlog.capture.profiler import GATE_TIMEOUT_S, ceilings, require_gpu
 from kernlog.capture.timed import loads_by_name
 from kernlog.errors import CannotRun, GateFailure, Unsupported
+from kernlog.judge.verdicts import throttled
 from kernlog.run import gate, gatekey, ladder, picker
-from kernlog.spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, Kernel, Revision, Shape, format_shape
+from kernlog.run.clocks import Clocks
+from kernlog.spec import COPY, FAILS_GATE, REFUSED, RUN_SPREAD, SM_MHZ, Kernel, Revision, Shape, format_shape
 from kernlog.store import profiles as store
 
 KEY = ["kernel", "revision", "shape", "dtype"]
@@ -78,6 +80,15 @@ def interleaved(fns: dict, repeat: int, sample: Callable) -> dict:
     return runs
 
 
+def clocked(timer, budget_s: float, sm_of: dict, fn) -> list[float]:
+    """timer.samples(fn), the SM clocks its Clocks read meanwhile added to sm_of[fn]."""
+    before = len(timer.clocks.sm) if timer.clocks is not None else 0
+    got = timer.samples(fn, budget_s=budget_s)
+    if timer.clocks is not None:
+        sm_of.setdefault(fn, []).extend(timer.clocks.sm[before:])
+    return got
+
+
 def combine(runs: list[list[float]]) -> dict:
     """One point's timing from its runs: timing.summary of every sample, but the median of the
     runs' medians, and run_spread, (max - min) / median of those (0 for one run): the measured
@@ -97,6 +108,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
     gpu = provenance.gpu_info()
     timer = timing.Timer()
     ceil = ceilings(root, gpu["slug"], timer, force=False)
+    timer.clocks = Clocks()  # after the ceilings: their copies are no point's
     vers = provenance.versions()
     git = provenance.git_state(root)
     run = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")  # tells this run's points from a merged file's
@@ -171,7 +183,7 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                 "liger_kernel": vers.get("liger_kernel"), "commit": git["commit"], "run": run,
                 "source_sha256": sha, "copy_gbps": ceil["copy_gbps"], "matmul_tflops": ceil["matmul_bf16_tflops"]}
 
-    def point(name, sha, shape, dtype, s, picked=""):
+    def point(name, sha, shape, dtype, s, picked="", sm=()):
         nbytes, flops = kernel.bytes_moved(shape, dtype), kernel.flops(shape)
         values = {"median_ms": s["median_ms"], "p05_ms": s["p05_ms"], "p95_ms": s["p95_ms"],
                   "gbps": nbytes / s["median_ms"] / 1e6}
@@ -179,12 +191,17 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             values[RUN_SPREAD] = s["run_spread"]
         if flops:
             values["tflops"] = flops / s["median_ms"] / 1e9
+        if sm:  # the SM clock while its launches ran (NVML, sampled each batch): a ratio at clocks apart is partly
+            values[SM_MHZ] = statistics.median(sm)  # the clock
         for metric, value in values.items():
             rows.append(dict(stamp(name, sha, shape, dtype), metric=metric, value=value, samples=s["n"],
                              **({"note": picked} if picked and metric == "median_ms" else {})))
         progress(f"{kernel.name} {format_shape(shape):>13} {dtype} {name:<16} "
                  f"{s['median_ms'] * 1e3:9.1f} us {values['gbps']:8.0f} GB/s"
                  + (f" {values['tflops']:6.0f} TFLOP/s" if flops else ""))
+        slow = throttled({"sm_mhz": {"median": values[SM_MHZ]}, "sm_max_mhz": timer.clocks.sm_max}) if sm else ""
+        if slow:
+            progress(f"  {name}: {slow}")
 
     for shape in shapes:
         for dtype in dtypes:
@@ -219,10 +236,11 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
             if kernel.ceiling == "copy":
                 src, dst = copy_buffers(kernel.bytes_moved(shape, dtype))
                 timed[COPY] = (None, lambda: dst.copy_(src))  # noqa: B023 (called in this iteration)
+            sm_of: dict = {}  # name -> the SM clocks read while its batches ran
             runs = interleaved({name: fn for name, (_, fn) in timed.items()}, repeat,
-                               lambda fn: timer.samples(fn, budget_s=budget_s / repeat))
+                               functools.partial(clocked, timer, budget_s / repeat, sm_of))
             for name, (sha, _) in timed.items():
-                point(name, sha, shape, dtype, combine(runs[name]), picks.get(name, ""))
+                point(name, sha, shape, dtype, combine(runs[name]), picks.get(name, ""), sm_of.get(timed[name][1], ()))
             timed.clear()
             del inputs, out
             src = dst = None
