@@ -562,3 +562,26 @@ def test_each_point_stores_the_sm_clock_its_revision_ran_at_and_says_a_throttled
     slow = [s for s in said if "throttled" in s]
     assert [s.split(":")[0] for s in slow] == ["  ref", f"  {bench.COPY}"], said
     assert "timed at an SM clock of 1500 MHz, 24% under this GPU's 1980" in slow[0]
+
+
+def test_a_ratio_of_two_figures_timed_at_clocks_apart_is_marked_with_both_clocks(tmp_path):
+    """Where bench.csv holds each revision's SM clock at a point, a best step and best reference timed at clocks
+    further apart than the wall-time band carry ‖, and the legend names the point and both clocks; clocks inside
+    the band carry nothing."""
+    from kernlog.registry import load_kernel
+
+    root = scratch_repo(tmp_path)
+    kernel = load_kernel(root, "softmax")
+    common = {"gpu": GPU["name"], "copy_gbps": 3000.0, "matmul_tflops": 700.0}
+    rows = [dict(_row("v8_split", "8x128256", 990.0), **common), dict(_row("torch", "8x128256", 1000.0), **common),
+            dict(_row("v8_split", "8x128256", 1530.0), metric="sm_mhz", **common),
+            dict(_row("torch", "8x128256", 1980.0), metric="sm_mhz", **common),
+            dict(_row("v8_split", "4x1048576", 980.0), **common), dict(_row("torch", "4x1048576", 1000.0), **common),
+            dict(_row("v8_split", "4x1048576", 1965.0), metric="sm_mhz", **common),  # inside the band
+            dict(_row("torch", "4x1048576", 1980.0), metric="sm_mhz", **common)]
+    bench._write(root, GPU, kernel, rows)
+    text = kernel_page(root, kernel.name)
+    assert "| v8_split | 990 | 0.99x‖ | torch |" in text
+    assert "| v8_split | 980 | 0.98x | torch |" in text  # 1965 and 1980 MHz: inside the band
+    assert ("‖ The ratio's two figures were timed at SM clocks further apart than the GPU's wall-time band "
+            "(fp32 8x128256: 1530 and 1980 MHz): part of that ratio is the clock, not the code.") in text

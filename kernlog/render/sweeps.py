@@ -8,6 +8,7 @@ from pathlib import Path
 from kernlog.judge.bands import bands_of
 from kernlog.judge.gate_marks import fails_gate
 from kernlog.judge.verdicts import COPY_BAR, COPY_BAR_BYTES, at_least, stale
+from kernlog.judge.verdicts import apart as clocks_apart
 from kernlog.spec import (
     COPY,
     DTYPE_BYTES,
@@ -15,6 +16,7 @@ from kernlog.spec import (
     FAILS_GATE,
     REFUSED,
     RUN_SPREAD,
+    SM_MHZ,
     SpeedBar,
     format_shape,
     parse_shape,
@@ -69,6 +71,9 @@ def bar_cell(row: dict, name: str | None, refs: list, band: float, need: float =
     theirs = {r: vals[r] for r in refs if vals.get(r) is not None and r not in row.get("fails_now", {})}
     best_ref = max(theirs, key=theirs.get) if theirs else None
     vs_ref = v / theirs[best_ref] if v is not None and theirs else None
+    sm = row.get("sm", {})  # the SM clocks the two were timed at (bench.csv's sm_mhz, where it has them)
+    clocks = (sm.get(name), sm.get(best_ref)) if vs_ref is not None else (None, None)
+    clocks = clocks if all(clocks) and clocks_apart(*clocks, band) else None
     if theirs:  # wider where `bench --repeat` measured a wider run-to-run spread at this point
         band = max(band, spread.get(name) or 0.0, spread.get(best_ref) or 0.0)
     of_copy = v / vals[COPY] if v is not None and vals.get(COPY) else None
@@ -80,7 +85,7 @@ def bar_cell(row: dict, name: str | None, refs: list, band: float, need: float =
     return {"name": name, "vs_ref": vs_ref, "need": need,
             "ref_met": None if vs_ref is None else at_least(vs_ref, need, band),
             "of_copy": of_copy, "copy_met": None if of_copy is None or not big else at_least(of_copy, COPY_BAR),
-            "best_ref": best_ref, "apart_ref": vs_ref is not None and apart(best_ref),
+            "best_ref": best_ref, "apart_ref": vs_ref is not None and apart(best_ref), "clocks_ref": clocks,
             "apart_copy": of_copy is not None and apart(COPY)}
 
 
@@ -176,6 +181,9 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
     runs = sorted(({"commit": (commit or "not recorded")[:10], "revisions": sorted(timed, key=by_rank)}
                    for commit, timed in by_run.values()), key=lambda r: by_rank(r["revisions"][0]))
     refused, failing = _noted(df, REFUSED), _noted(df, FAILS_GATE)
+    clocked = df[df["metric"] == SM_MHZ]
+    sm = {(d, sh, r): v for d, sh, r, v in zip(clocked["dtype"], clocked["shape"], clocked["revision"],
+                                              clocked["value"], strict=True)}
     spreads = df[df["metric"] == RUN_SPREAD]
     spread = {(d, sh, r): v for d, sh, r, v in zip(spreads["dtype"], spreads["shape"], spreads["revision"],
                                                   spreads["value"], strict=True)}
@@ -191,6 +199,7 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
                      "fails_now": {r: now[(dtype, shape, r)] for r in revs if (dtype, shape, r) in now},
                      "refused": refused.get((dtype, shape), {}), "fails_gate": failing.get((dtype, shape), {}),
                      "spread": {r: spread[(dtype, shape, r)] for r in revs if (dtype, shape, r) in spread},
+                     "sm": {r: sm[(dtype, shape, r)] for r in revs if (dtype, shape, r) in sm},
                      "runs": {r: run_of[(dtype, shape, r)] for r in revs if (dtype, shape, r) in run_of}})
     rows.sort(key=lambda r: (r["dtype"], r["elems"], r["shape"]))
     band = bands_of(root, gpu)("wall_ms").rel
@@ -220,6 +229,8 @@ def sweep(root: Path, gpu: str, kernel: str, order: list[str], current: dict | N
             "bar_labels": ["best step", "counterpart"][:max((len(r["bars"]) for r in rows), default=1)],
             "missed": missed, "others_group": other, "others": others_line(other["rows"], missed) if other else None,
             "apart": _apart(rows, by_rank), "medians": medians,
+            "clocked": [(r["dtype"], r["shape"], *b["clocks_ref"]) for r in rows for b in r["bars"][:1]
+                        if b["clocks_ref"]],
             "gpu": str(df["gpu"].iloc[0])}
 
 
