@@ -126,7 +126,7 @@ def declared_wrongly(kernel: Kernel, folder: str) -> str:
         other = next((tuple(s) for s in getattr(kernel, field) if len(s) != rank), None)
         if other is not None:
             return (f"{field}: {other!r} has {len(other)} dimensions, profile_shape={tuple(kernel.profile_shape)!r} "
-                    f"{rank}: a kernel's shapes share one rank")
+                    f"has {rank}: a kernel's shapes share one rank")
     unknown = [d for d in kernel.dtypes if d not in DTYPE_BYTES]
     if unknown or not kernel.dtypes:
         return f"dtypes={kernel.dtypes!r}: {unknown[0] + ' is not ' if unknown else ''}one of {', '.join(DTYPE_BYTES)}"
@@ -139,8 +139,10 @@ def sources_missing(kernel: Kernel, lay) -> str:
     for rev in kernel.revisions:
         for src in rev.sources:
             if not Path(src).is_file():
-                shown = lay.rel(Path(src).resolve()) if Path(src).is_absolute() else str(src)
-                return (f"Revision({rev.name!r}) names the source {shown}, which is no file: "
+                if not Path(src).is_absolute():  # read from the working directory, wherever kernlog runs
+                    return (f"Revision({rev.name!r}) names the source {src}, a relative path: write it from the "
+                            f"operator's folder, HERE / {Path(src).name!r} (HERE = Path(__file__).resolve().parent)")
+                return (f"Revision({rev.name!r}) names the source {lay.rel(Path(src).resolve())}, which is no file: "
                         "its sources are the files its kernel is built from")
     return ""
 

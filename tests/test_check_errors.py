@@ -211,8 +211,11 @@ def test_the_gate_draws_from_its_seed_and_names_it(repo):
      r"ops/myop/__init__\.py:\d+: kernel myop: two revisions named 'v0_naive': a revision's name is its own"),
     (('(HERE / "v3_triton.py",)', '(HERE / "v3_trtion.py",)'),
      r"ops/myop/__init__\.py: Revision\('v3_triton'\) names the source ops/myop/v3_trtion\.py, which is no file"),
+    (('(HERE / "v3_triton.py",)', '(Path("v3_triton.py"),)'),
+     r"ops/myop/__init__\.py: Revision\('v3_triton'\) names the source v3_triton\.py, a relative path: write it from "
+     r"the operator's folder, HERE / 'v3_triton\.py'"),
     (("profile_shape=(7, 33)", "profile_shape=(4096,)"),
-     r"ops/myop/__init__\.py: check_shapes: \(3, 5\) has 2 dimensions, profile_shape=\(4096,\) 1: a kernel's "
+     r"ops/myop/__init__\.py: check_shapes: \(3, 5\) has 2 dimensions, profile_shape=\(4096,\) has 1: a kernel's "
      r"shapes share one rank"),
     (('_times2("v4_after"), "x * 2, checked last")', '_times2("v4_after"), "x * 2", check_shapes=(3, 5))'),
      r"ops/myop/__init__\.py: Revision\('v4_after', check_shapes=\(3, 5\)\): a tuple of shapes, each a tuple of "
@@ -221,12 +224,14 @@ def test_the_gate_draws_from_its_seed_and_names_it(repo):
      r"ops/myop/__init__\.py: Revision\('v4_after', check_shapes=\.\.\.\): \(3, 5, 7\) has 3 dimensions, the kernel's "
      r"shapes 2"),
 ])
-def test_a_declaration_mistake_is_one_line_naming_the_file_not_a_traceback(repo, edit, said, monkeypatch):
+@pytest.mark.parametrize("inside", [True, False], ids=["run-inside", "run-outside"])
+def test_a_declaration_mistake_is_one_line_naming_the_file_not_a_traceback(repo, edit, said, inside, monkeypatch):
     """What a team gets wrong first in its operator's __init__.py (a field left out, a shape not
     nested, a dtype kernlog does not know, a name that is not the folder's, a syntax error, any
     error its own code raises): one line with the file (and line), exit 2, for every command. Run from inside
     the repository, as a team does: a dataclass's generated __init__ ("<string>") is no line of theirs."""
-    monkeypatch.chdir(repo)
+    if inside:
+        monkeypatch.chdir(repo)
     init = repo / "ops" / "myop" / "__init__.py"
     text = init.read_text() + "IMPORTED = 1\n"
     assert edit[0] in text
@@ -336,7 +341,7 @@ def test_the_operators_own_code_raising_is_said_once_with_its_line_not_as_every_
              "make_output raised IndexError: tuple index out of range (shape (3, 5), fp32)"),
             ("reference=lambda inputs, out=None: inputs[0].double() * 2,",
              "reference=lambda inputs, out=None: inputs[0].double() * undefined,",
-             "reference raised NameError: name 'undefined' is not defined (shape (3, 5), float32)")):
+             "reference raised NameError: name 'undefined' is not defined (shape (3, 5), fp32)")):
         assert old in text
         init.write_text(text.replace(old, new))
         _forget_ops()
@@ -345,6 +350,13 @@ def test_the_operators_own_code_raising_is_said_once_with_its_line_not_as_every_
         assert re.fullmatch(rf"kernlog: ops/myop/__init__\.py:\d+: myop's {re.escape(what)}: the operator's code, "
                             r"not a revision's; fix it, then `kernlog check myop` again\n", got.stderr), got.stderr
         assert "FAIL" not in got.stdout and "failed the correctness gate" not in got.output
+    # raised inside the standard library (json here): the line is still the operator's, not json/decoder.py's
+    init.write_text(text.replace("make_inputs=lambda shape, dtype, gen, device, case: (",
+                                 "make_inputs=lambda shape, dtype, gen, device, case: (__import__('json').loads('{'),"))
+    _forget_ops()
+    got = check(repo, "--rev", "v0_naive")
+    assert re.match(r"kernlog: ops/myop/__init__\.py:\d+: myop's make_inputs raised JSONDecodeError: ", got.stderr), \
+        got.stderr
 
 
 BROKEN = '''def _broken():
@@ -379,8 +391,8 @@ def test_a_revision_module_that_does_not_compile_or_imports_a_misspelt_module_is
     assert lines[0] == ("kernlog: myop/v5_broken: ops/myop/v5_broken.py:1: syntax error: expected ':'; "
                         "`python -m py_compile ops/myop/v5_broken.py` shows it"), lines
     assert re.fullmatch(r"kernlog: myop/v6_typo: no module ops\.myop\.v6_tpyo, imported at ops/myop/__init__\.py:\d+: "
-                        r"ops/myop/v6_tpyo\.py is no file of this repository \(a typo in the import, or a file not "
-                        r"written yet\)", lines[1]), lines
+                        r"ops/myop/v6_tpyo\.py is no file of this repository \(a typo in the import, a file not "
+                        r"written yet, or an extension not built: pip install -e \.\)", lines[1]), lines
 
 
 def test_a_missing_kernels_folder_stops_every_command_and_report_drops_no_page(repo):
@@ -424,3 +436,39 @@ def test_a_revision_that_raises_names_its_line_and_no_error_figure(repo):
     assert re.search(r"^v4_after: FAIL \(\d+ cases\)$", got.stdout, re.M), got.stdout
     assert re.search(r"^  v4_after 3x5 fp32 random: FAIL raised NameError: name 'undefined' is not defined "
                      r"\(at ops/myop/__init__\.py:\d+\); seed \d+$", got.stdout, re.M), got.stdout
+
+
+def test_an_answer_the_reference_cannot_read_is_the_revisions_failure_not_the_operators(repo):
+    """The operator is blamed for its reference only where the reference raises on the operator's own output buffer
+    too: a revision returning a numpy array (right shape, wrong type) that the reference cannot read fails the gate
+    as that revision, and the others are judged."""
+    init = repo / "ops" / "myop" / "__init__.py"
+    text = init.read_text()
+    old = "            return out\n        return launch\n    return load\n"
+    assert old in text
+    init.write_text(text.replace(old, '            return out.numpy() if name == "v4_after" else out\n'
+                                      "        return launch\n    return load\n", 1).replace(
+        "reference=lambda inputs, out=None: inputs[0].double() * 2,",
+        "reference=lambda inputs, out=None: inputs[0].double() * 2 + 0 * out.to(inputs[0].device).double(),"))
+    _forget_ops()
+    got = check(repo, "--rev", "v0_naive", "--rev", "v4_after")
+    assert got.exit_code == 3 and "the operator's code" not in got.output, got.output
+    assert re.search(r"^v0_naive: ok ", got.stdout, re.M) and re.search(r"^v4_after: FAIL ", got.stdout, re.M)
+    assert "raised AttributeError" in got.stdout, got.stdout
+
+
+def test_the_operators_own_code_raising_under_profile_is_one_line_and_no_revisions_verdict(repo, monkeypatch):
+    """In `profile`'s and `bench`'s gate processes too: the operator's make_inputs raising comes back as its own
+    outcome, said once (exit 2), and no revision's gate outcome is kept as failed."""
+    from kernlog.run import target
+
+    init = repo / "ops" / "myop" / "__init__.py"
+    init.write_text(init.read_text().replace("make_inputs=lambda shape, dtype, gen, device, case: (",
+                                             "make_inputs=lambda shape, dtype, gen, device, case: (shape[2],"))
+    _forget_ops()
+    out = repo / "verdict.json"
+    target.gate_revision(str(out), str(repo), "myop", "cpu", "v0_naive")
+    import json
+
+    told = json.loads(out.read_text())
+    assert told["outcome"] == "operator" and "myop's make_inputs raised IndexError" in told["detail"], told

@@ -153,3 +153,22 @@ def test_a_claim_or_table_naming_nothing_of_the_kernel_is_one_line(tmp_path, tom
          "{what = 'ratio_vs_previous:dram_mb', at_most = 1}, {what = 'pct_copy', at_least = 80}]\n"
     (tmp_path / "kernels" / "k" / "predictions.toml").write_text(ok)
     assert predictions.load(tmp_path, "k", ["v0", "v1"])["v1"]["claims"][0]["what"] == "speed_vs:v0"
+
+
+def test_a_claim_on_a_stored_revision_the_kernel_no_longer_declares_still_loads(tmp_path):
+    """A profile imported as a revision outside the ladder (`kernlog import --rev mine`), or a retired rung's, shows
+    on the page; a table and a speed_vs claim naming it are the kernel's to make, not typos."""
+    from .helpers import kernel_page, make_record, put, scratch_repo
+
+    root = scratch_repo(tmp_path)
+    rec = make_record("torch")
+    rec["revision"] = "mine"
+    put(root, rec)
+    toml = root / "kernels" / "softmax" / "predictions.toml"
+    text = toml.read_text()
+    toml.unlink()  # a link to this repository's file: the copy is the test's own
+    toml.write_text(text + "\n[mine]\nclaims = [{what = 'speed_vs:torch', at_least = 0.5}]\n")
+    assert "| mine" in kernel_page(root, "softmax")
+    toml.write_text(text + "\n[mien]\nclaims = [{what = 'speed_vs:torch', at_least = 0.5}]\n")
+    with pytest.raises(KernlogError, match=r"\[mien\] names no revision of softmax"):
+        kernel_page(root, "softmax")

@@ -15,7 +15,7 @@ from kernlog import timing
 from kernlog.capture import costs, gate_runs, gated, provenance
 from kernlog.capture.profiler import GATE_TIMEOUT_S, ceilings, require_gpu
 from kernlog.capture.timed import loads_by_name
-from kernlog.errors import CannotRun, GateFailure, Unsupported
+from kernlog.errors import CannotRun, GateFailure, OperatorError, Unsupported
 from kernlog.judge.verdicts import throttled
 from kernlog.run import gate, gatekey, ladder, picker
 from kernlog.run.clocks import Clocks
@@ -138,6 +138,8 @@ def bench(root: Path, kernel: Kernel, revs: list[Revision], shapes: list[Shape],
                     raise Unsupported(detail)
                 if outcome == "cannot_run":
                     raise CannotRun(detail)
+                if outcome == "operator":  # the operator's own code raised: no revision's verdict, said once
+                    raise OperatorError(detail)
                 launchers[rev.name] = gate.load(kernel, rev)
             else:
                 progress(f"{rev.name}: correctness gate at the check shapes")  # tens of seconds where Triton compiles

@@ -20,7 +20,7 @@ from kernlog.capture.ncurun import NcuRun, _staging, ncu_command, run_ncu  # run
 from kernlog.capture.options import Options
 from kernlog.capture.timed import Timed, batches, kernel_times, loads_by_name, warm_references
 from kernlog.capture.todo import decide
-from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, Unsupported
+from kernlog.errors import CannotRun, GateFailure, KernlogError, NoGpu, OperatorError, Unsupported
 from kernlog.judge.verdicts import throttled
 from kernlog.run import fanout, gate, ladder, picker
 from kernlog.run.clocks import Clocks
@@ -122,6 +122,8 @@ def _gate_and_time(kernel: Kernel, rev: Revision, shape: Shape, dtype: str, opts
             raise Unsupported(outcome[1])
         if outcome[0] == "cannot_run":  # its import failed in its gate's process (kernlog.run.loading)
             raise CannotRun(outcome[1])
+        if outcome[0] == "operator":  # the operator's make_inputs, make_output or reference raised: not kept
+            raise OperatorError(outcome[1])
     taken = verdict[3] if verdict is not None and len(verdict) > 3 else None
     if noted is not None and taken is None:  # a reused pass stays as it was kept
         noted(outcome, seconds)

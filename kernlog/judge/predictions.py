@@ -47,8 +47,11 @@ def unknown_quantity(what: str, revisions) -> str:
     if what.startswith("speed_vs:"):
         other = what.split(":", 1)[1]
         return "" if other in revisions else f"speed_vs:{other} names no revision ({', '.join(revisions)})"
-    key = what.split(":", 1)[1] if what.startswith("ratio_vs_previous:") else what
-    if key in ("speedup", "leading_stall", *DERIVED) or key in BY_KEY or key.startswith("stall_"):
+    if what.startswith("ratio_vs_previous:"):  # of two profiles' metrics: a metric's name, nothing derived
+        key = what.split(":", 1)[1]
+        if key in BY_KEY or key.startswith("stall_"):
+            return ""
+    elif what in ("speedup", "leading_stall", *DERIVED) or what in BY_KEY or what.startswith("stall_"):
         return ""
     return (f"{what!r} is no quantity kernlog measures: speedup, speed_vs:REV, leading_stall, "
             f"{', '.join(DERIVED)}, ratio_vs_previous:METRIC or a metric `kernlog show` lists")

@@ -257,7 +257,8 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
                 # the first GPU's sweep on the kernel's page, each other's on a page of its own
                 sw["page"] = paths.under_reports(f"{kernel.name}_sweep_{g}.md") if sweeps else None
                 sweeps.append(sw)
-        claims = predictions.load(root, kernel.name, [r.name for r in kernel.revisions])
+        # the revisions its ladders show: declared, and stored (an imported one, a retired rung's profiles)
+        claims = predictions.load(root, kernel.name, [*order, *sorted({r.revision for r in recs} - set(order))])
         ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims, outcomes[k[0]]),
                         gpu=v[0].gpu.to_dict(), shape=k[1], dtype=k[2], ceilings=v[0].ceilings)
                    for k, v in sorted(groups.items(), key=lambda kv: (

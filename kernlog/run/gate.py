@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 from kernlog.errors import CannotRun, OperatorError, Unsupported
 from kernlog.run import picker
+from kernlog.run.loading import blamed, import_problem, load, operators_own, own_line, runnable
 from kernlog.run.loading import gist as _gist
-from kernlog.run.loading import import_problem, load, operators_own, own_line, runnable
 from kernlog.spec import Kernel, Revision, Shape, format_shape, torch_dtype
 
 
@@ -238,9 +238,11 @@ def check_one(kernel: Kernel, rev: Revision, launch, shape: Shape, dtype: str, c
     inputs = operators_own(kernel, "make_inputs", shape, dtype, kernel.make_inputs, shape, dtype, gen, device, case)
     out = operators_own(kernel, "make_output", shape, dtype, kernel.make_output, inputs)
     poison(out)
-    tol = tolerance(kernel, dtype)
-    first = _launch(launch, inputs, out)
-    err, problem = _judge(kernel, rev, inputs, out, first, tol)
+    tol, first = tolerance(kernel, dtype), _launch(launch, inputs, out)
+    try:
+        err, problem = _judge(kernel, rev, inputs, out, first, tol)
+    except Exception as exc:  # noqa: BLE001 -- the operator's where its reference raises on its own buffer too
+        raise blamed(kernel, inputs, out, shape, dtype, exc) from None
     if again and not problem:
         problem = _second_launch(kernel, rev, launch, inputs, out, first.clone(), tol)
     return CheckResult(rev.name, shape, dtype, case, err, not problem, problem)
@@ -260,9 +262,7 @@ def _launch(launch, inputs, out):
 
 def _judge(kernel: Kernel, rev: Revision, inputs, out, result, tol: Tolerance) -> tuple[float, str]:
     """compare's verdict on `result`, where it fails with the first bad element (first_bad)."""
-    ref = (operators_own(kernel, "reference", tuple(out.shape), str(out.dtype).removeprefix("torch."),
-                         kernel.reference, inputs, result) if getattr(result, "shape", None) == out.shape
-           else kernel.reference(inputs, result))  # of another shape: the revision's fault, if it raises
+    ref = kernel.reference(inputs, result)
     err, problem = compare(result, ref, tol)
     where = first_bad(result, ref, tol) if problem else ""
     problem = f"{problem}; {where}" if where else problem

@@ -88,7 +88,7 @@ def check_all(kernel: Kernel, revs: list[Revision], device: str | None = None,
         if done is not None:
             done(rev, results, time.perf_counter() - t0)
         bad = gate.first_failure(results)
-        worst = max((r.rel_error for r in results), default=0.0)
+        worst = max((r.rel_error for r in results if r.has_error_figure()), default=0.0)
         counted = (f"({len(results)} cases, worst rel err {worst:.1e})" if bad is None or bad.has_error_figure()
                    else f"({len(results)} cases)")
         if rev.known_wrong:

@@ -5,6 +5,7 @@ it is not a gate failure, and `kernlog check` goes on to the other revisions."""
 from __future__ import annotations
 
 import os
+import sysconfig
 from pathlib import Path
 
 from kernlog import config
@@ -60,8 +61,8 @@ def import_problem(kernel: Kernel, rev: Revision, exc: ImportError) -> str:
     if missing and exc.name and own and exc.name.split(".")[0] == own.split(".")[0]:  # the user's package: a typo
         where = own_line(exc)
         return (f"{kernel.name}/{rev.name}: no module {exc.name}" + (f", imported at {where}" if where else "") +
-                f": {exc.name.replace('.', '/')}.py is no file of this repository (a typo in the import, or a "
-                "file not written yet)")
+                f": {exc.name.replace('.', '/')}.py is no file of this repository (a typo in the import, a file not "
+                "written yet, or an extension not built: pip install -e .)")
     library = LIBRARIES.get((exc.name or "").split(".")[0]) if missing else None
     hint = (f"; a library this environment lacks: {library}" if library
             else "; install your package (pip install -e .) or put it on PYTHONPATH" if missing else "")
@@ -89,10 +90,11 @@ def own_line(exc: BaseException) -> str:
     import traceback
 
     pkg = Path(__file__).resolve().parents[1]
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
     for f in reversed(traceback.extract_tb(exc.__traceback__)):
         p = Path(f.filename)
         if f.filename.startswith("<") or not p.is_file() or p.resolve().is_relative_to(pkg) \
-                or "site-packages" in p.parts or "dist-packages" in p.parts:
+                or p.resolve().is_relative_to(stdlib) or "site-packages" in p.parts or "dist-packages" in p.parts:
             continue
         return f"{_shown(p)}:{f.lineno}"
     return ""
@@ -107,12 +109,26 @@ def _shown(p: Path) -> str:
 
 
 def operators_own(kernel: Kernel, what: str, shape, dtype: str, fn, *args):
-    """fn(*args), the operator's own `what` (make_inputs, make_output, reference) at a shape: where it raises,
-    OperatorError's one line with its place (no revision's fault, said once for all)."""
+    """fn(*args), the operator's own `what` (make_inputs, make_output) at a shape: where it raises, OperatorError's
+    one line with its place (no revision's fault, said once for all). kernlog's own errors (a GPU feature
+    missing, an import) and ImportError keep their own handling."""
     try:
         return fn(*args)
-    except Exception as exc:  # noqa: BLE001 -- any error of the operator's code
+    except (KernlogError, ImportError):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- any other error of the operator's code
         raise operator_error(kernel, what, shape, dtype, exc) from None
+
+
+def blamed(kernel: Kernel, inputs, out, shape, dtype: str, exc: Exception) -> Exception:
+    """What judging a revision's answer raised: the operator's OperatorError where its reference raises on the
+    operator's own output buffer too, else `exc` as it is, the revision's (an answer of the wrong type or device
+    that the reference cannot read)."""
+    try:
+        kernel.reference(inputs, out)
+    except Exception as again:  # noqa: BLE001
+        return operator_error(kernel, "reference", shape, dtype, again)
+    return exc
 
 
 def operator_error(kernel: Kernel, what: str, shape, dtype: str, exc: BaseException) -> OperatorError:

@@ -75,7 +75,7 @@ def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name:
     import json
     import time
 
-    from kernlog.errors import CannotRun, Unsupported
+    from kernlog.errors import CannotRun, OperatorError, Unsupported
     from kernlog.registry import load_kernel
     from kernlog.run.gate import Part, verdict
 
@@ -89,6 +89,8 @@ def gate_revision(out_path: str, root: str, kernel_name: str, device: str, name:
         outcome, detail = "unsupported", str(exc)
     except CannotRun as exc:  # not run, so not judged: the profiler says it in its one line
         outcome, detail = "cannot_run", str(exc)
+    except OperatorError as exc:  # the operator's own code: no verdict on the revision, said once by the caller
+        outcome, detail = "operator", str(exc)
     _write_whole(out_path, {"outcome": outcome, "detail": detail, "seconds": round(time.perf_counter() - t0, 2)})
 
 

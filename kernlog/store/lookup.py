@@ -161,9 +161,6 @@ def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Ph
     if side.kernel not in known:
         raise KernlogError(f"no kernel {side.kernel!r}; kernels: {', '.join(known)}")
     kernel = load_kernel(root, side.kernel)
-    if side.shape is not None and len(side.shape) != len(kernel.profile_shape):
-        raise KernlogError(f"shape {format_shape(side.shape)} has {len(side.shape)} dimensions, {side.kernel}'s "
-                           f"shapes {len(kernel.profile_shape)} (as {format_shape(kernel.profile_shape)})")
     recs, bad = (stored_at(root, side.ref, side.kernel, side.revision), []) if side.ref else stored(
         root, side.kernel, side.revision)
     side = _gpu_part(root, side, recs)
@@ -188,6 +185,9 @@ def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Ph
     chosen = [r for r in recs if side.wants(r)]
     if not chosen and phantoms:
         raise phantoms[0].error
+    if not chosen and side.shape is not None and len(side.shape) != len(kernel.profile_shape):
+        raise KernlogError(f"shape {format_shape(side.shape)} has {len(side.shape)} dimensions, {side.kernel}'s "
+                           f"shapes {len(kernel.profile_shape)} (as {format_shape(kernel.profile_shape)})")
     if not chosen:
         raise KernlogError(f"no profile of {side.text()}; stored: {', '.join(side.name(r) for r in recs)}")
     chosen += phantoms
