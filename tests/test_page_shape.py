@@ -212,3 +212,14 @@ def test_the_first_screen_says_where_another_gpus_sweep_stands_and_every_sweeps_
     assert steps.sweep_standing(s, lad, "v1").startswith(" On H100's sweep, v2 is the best step at 2 of 2")
     h200["missed"] = []
     assert steps.sweep_standing(s, lad, "v2").endswith("every point meets its bars.")
+
+
+def test_every_mark_a_published_page_uses_is_in_the_front_pages_legend():
+    """The legend is titled "every symbol of the log and its pages": each mark a committed page prints (a sweep's,
+    the other-shapes table's) is defined there, so a reader who meets it on a page can look it up in one place."""
+    marks = ("§", "‖", "≠", "‡", "†", "✗", "≈")
+    log = (ROOT / "KERNEL_LOG.md").read_text()
+    legend = log.split("### Legend", 1)[1]
+    used = {m for page in (ROOT / "reports").glob("*.md") for m in marks if m in page.read_text()}
+    missing = sorted(m for m in used if f"{m}:" not in legend)
+    assert used and not missing, missing
