@@ -125,8 +125,8 @@ def declared_wrongly(kernel: Kernel, folder: str) -> str:
     for field in ("check_shapes", "bench_shapes"):
         other = next((tuple(s) for s in getattr(kernel, field) if len(s) != rank), None)
         if other is not None:
-            return (f"{field}: {other!r} has {len(other)} dimensions, profile_shape={tuple(kernel.profile_shape)!r} "
-                    f"has {rank}: a kernel's shapes share one rank")
+            return (f"the kernel's shapes differ in rank: profile_shape={tuple(kernel.profile_shape)!r} has {rank} "
+                    f"dimensions, {field}' {other!r} {len(other)}; a kernel's shapes share one rank")
     unknown = [d for d in kernel.dtypes if d not in DTYPE_BYTES]
     if unknown or not kernel.dtypes:
         return f"dtypes={kernel.dtypes!r}: {unknown[0] + ' is not ' if unknown else ''}one of {', '.join(DTYPE_BYTES)}"

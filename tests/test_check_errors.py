@@ -215,8 +215,8 @@ def test_the_gate_draws_from_its_seed_and_names_it(repo):
      r"ops/myop/__init__\.py: Revision\('v3_triton'\) names the source v3_triton\.py, a relative path: write it from "
      r"the operator's folder, HERE / 'v3_triton\.py'"),
     (("profile_shape=(7, 33)", "profile_shape=(4096,)"),
-     r"ops/myop/__init__\.py: check_shapes: \(3, 5\) has 2 dimensions, profile_shape=\(4096,\) has 1: a kernel's "
-     r"shapes share one rank"),
+     r"ops/myop/__init__\.py: the kernel's shapes differ in rank: profile_shape=\(4096,\) has 1 dimensions, "
+     r"check_shapes' \(3, 5\) 2; a kernel's shapes share one rank"),
     (('_times2("v4_after"), "x * 2, checked last")', '_times2("v4_after"), "x * 2", check_shapes=(3, 5))'),
      r"ops/myop/__init__\.py: Revision\('v4_after', check_shapes=\(3, 5\)\): a tuple of shapes, each a tuple of "
      r"positive ints: check_shapes=\(\(3, 5\),\)"),
@@ -348,7 +348,7 @@ def test_the_operators_own_code_raising_is_said_once_with_its_line_not_as_every_
         got = check(repo, "--rev", "v0_naive", "--rev", "v4_after")
         assert got.exit_code == 2 and "Traceback" not in got.output, got.output
         assert re.fullmatch(rf"kernlog: ops/myop/__init__\.py:\d+: myop's {re.escape(what)}: the operator's code, "
-                            r"not a revision's; fix it, then `kernlog check myop` again\n", got.stderr), got.stderr
+                            r"not a revision's; fix it, then run the same check again\n", got.stderr), got.stderr
         assert "FAIL" not in got.stdout and "failed the correctness gate" not in got.output
     # raised inside the standard library (json here): the line is still the operator's, not json/decoder.py's
     init.write_text(text.replace("make_inputs=lambda shape, dtype, gen, device, case: (",
@@ -472,3 +472,63 @@ def test_the_operators_own_code_raising_under_profile_is_one_line_and_no_revisio
 
     told = json.loads(out.read_text())
     assert told["outcome"] == "operator" and "myop's make_inputs raised IndexError" in told["detail"], told
+
+
+LOOPED = '''def add_relu_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    for start in range(0, n, BLOCK):  # a loop over a runtime scalar: Triton 3.6's interpreter needs the shim
+        offs = start + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+        y = tl.load(y_ptr + offs, mask=mask).to(tl.float32)
+        tl.store(out_ptr + offs, tl.maximum(x + y, 0.0).to(out_ptr.dtype.element_ty), mask=mask)
+'''
+
+
+def test_a_triton_kernel_looping_over_a_runtime_scalar_passes_check_under_the_interpreter(tmp_path):
+    """A correct kernel with `for start in range(0, n, BLOCK)` failed `check --device cpu` with an interpreter error
+    unless its launcher applied kernlog.triton_interpreter itself (which only this repository's docs named): check
+    applies the shim to every Triton revision it runs under the interpreter. In a process of its own, as a team
+    runs it (the shim, once applied, stays for the process)."""
+    import os
+    import subprocess
+
+    from .helpers import git
+
+    repo = tmp_path / "team"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    kernlog = [sys.executable, "-c", "from kernlog.commands.main import main; main()"]
+    subprocess.run([*kernlog, "init"], cwd=repo, check=True, capture_output=True)
+    src = repo / "kernels" / "add_relu" / "v1_fused.py"
+    text = src.read_text()
+    start = text.index("def add_relu_kernel(")
+    end = text.index("\n\n", start)
+    src.write_text(text[:start] + LOOPED + text[end + 1:]
+                   .replace('grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)', "grid = lambda meta: (1,)"))
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    done = subprocess.run([*kernlog, "check", "add_relu", "--rev", "v1_fused", "--device", "cpu"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "v1_fused: ok" in done.stdout, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("returned, said", [
+    ("out.double()", r"FAIL did not write into the output buffer it was given \(torch\.float32 \(3, 5\)\) but returned "
+                     r"another \(torch\.float64 \(3, 5\)\)"),
+    ("None", r"FAIL raised TypeError: returned None: a launch returns the output it wrote \(return out\)"),
+])
+def test_a_revision_returning_another_tensor_or_none_is_told_what_it_returned(repo, returned, said,
+                                                                              monkeypatch):
+    """A launch that computes right but returns another tensor (a copy, another dtype) is told what it returned and
+    what the buffer was, not only that it "did not write"; one returning None is told to return out, not handed
+    an AttributeError from kernlog's own code."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # a Triton revision on the CPU (its launch is torch's here)
+    init = repo / "ops" / "myop" / "__init__.py"
+    text = init.read_text()
+    old = "            return out\n        return launch\n    return load\n"
+    init.write_text(text.replace(old, f'            return {returned} if name == "v4_after" else out\n'
+                                      "        return launch\n    return load\n", 1)
+                    .replace('Revision("v4_after", "torch"', 'Revision("v4_after", "triton"'))
+    _forget_ops()
+    got = check(repo, "--rev", "v4_after")
+    assert got.exit_code == 3 and re.search(r"^  v4_after 3x5 fp32 random: " + said, got.stdout, re.M), got.stdout
+    assert re.search(r"^v4_after: FAIL \(\d+ cases\)$", got.stdout, re.M), got.stdout

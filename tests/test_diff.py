@@ -584,6 +584,17 @@ def test_bands_of_a_gpu_are_those_bands_for_gives_a_pair_on_it(tmp_path):
     assert bands.bands_of(root, "nvidia-h200")("wall_ms").source == "default (time)"
 
 
+def test_a_shape_of_another_rank_is_named_where_the_revision_has_no_profile_at_all(tmp_path):
+    """In a new repository nothing is stored yet: a --shape of the wrong rank is still the mistake named."""
+    from .helpers import scratch_repo
+
+    root = scratch_repo(tmp_path)
+    with pytest.raises(KernlogError, match=r"^shape 8x8x8 has 3 dimensions, softmax's shapes 2"):
+        lookup.resolve_one(root, lookup.parse_side("softmax/v0_naive@8x8x8"))
+    with pytest.raises(KernlogError, match=r"^softmax/v0_naive has no stored profile: "):
+        lookup.resolve_one(root, lookup.parse_side("softmax/v0_naive@8x8"))
+
+
 def test_a_typo_in_the_second_side_is_said_before_the_first_sides_state():
     """`kernlog diff A B` with B misspelt says B's typo, not A's own state (here a known-wrong revision, never
     profiled), which would send the user to fix the wrong side."""

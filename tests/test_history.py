@@ -198,3 +198,27 @@ def test_the_header_counts_entries_in_words_and_a_judged_history_states_its_step
     assert "(2 entries of p.json)" in text
     rule = text.splitlines()[-1]
     assert "beyond the noise band" in rule and "p < 0.01" in rule and "inside the band is 'same'" in rule
+
+
+def test_report_refuses_a_shallow_clone_whose_history_plots_it_would_drop(tmp_path):
+    """A CI job that checks out with depth 1 and runs `kernlog report` would redraw every history plot from one
+    commit and commit the loss: report (and --check) stop in one line with the fix instead."""
+    from click.testing import CliRunner
+
+    from kernlog.commands.main import main
+
+    from .helpers import git, git_repo
+
+    src = git_repo(tmp_path / "src")
+    (src / "pyproject.toml").write_text("[tool.kernlog]\n")
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "one")
+    (src / "README").write_text("two\n")
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "two")
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{src}", "shallow")
+    for args in (["report"], ["report", "--check"]):
+        got = CliRunner().invoke(main, ["--root", str(tmp_path / "shallow"), *args])
+        assert got.exit_code == 2 and got.stderr.startswith(f"kernlog: {tmp_path / 'shallow'} is a shallow clone: "), \
+            got.output
+        assert "`git fetch --unshallow` (in CI, check out with fetch-depth: 0)" in got.stderr

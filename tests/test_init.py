@@ -53,6 +53,9 @@ def test_init_writes_the_section_the_example_the_ignores_the_log_and_the_workflo
     assert 'kernlog compare "origin/${{ github.base_ref }}"' in flow and "$(kernlog list --names)" in flow
     assert "git add profiles\n" in flow and "git add KERNEL_LOG.md reports\n" in flow
     assert not re.search(r"(?<!\$)\{\{", flow), "a template expression left unrendered"
+    # the jobs that read history (compare; report's history plots) check out every commit: a shallow one refuses
+    log_job = flow.split("\n  log:\n", 1)[1]
+    assert "fetch-depth: 0" in flow.split("\n  gpu:\n", 1)[0] and "fetch-depth: 0" in log_job
     assert CliRunner().invoke(main, ["--root", str(repo), "report", "--check"]).exit_code == 0
     # kernlog is not on PyPI: KERNLOG starts empty, each job stops before `pip install ""`, and init says so
     assert '\n  KERNLOG: ""\n' in flow

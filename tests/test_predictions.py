@@ -172,3 +172,20 @@ def test_a_claim_on_a_stored_revision_the_kernel_no_longer_declares_still_loads(
     toml.write_text(text + "\n[mien]\nclaims = [{what = 'speed_vs:torch', at_least = 0.5}]\n")
     with pytest.raises(KernlogError, match=r"\[mien\] names no revision of softmax"):
         kernel_page(root, "softmax")
+
+
+def test_a_typo_in_predictions_shows_before_anything_is_profiled(tmp_path):
+    """A team writes its claims before its first GPU run: `report` (and so `report --check` in CI's CPU job) reads
+    them for an operator nothing was stored for yet, so a typo stops there, not after the GPU job pushed."""
+    from kernlog.registry import load_kernel
+    from kernlog.render import report
+
+    from .helpers import scratch_repo
+
+    root = scratch_repo(tmp_path)
+    toml = root / "kernels" / "softmax" / "predictions.toml"
+    text = toml.read_text()
+    toml.unlink()
+    toml.write_text(text + "\n[v1_block_smem_]\nclaims = [{what = 'speedup', at_least = 2}]\n")
+    with pytest.raises(KernlogError, match=r"\[v1_block_smem_\] names no revision of softmax"):
+        report.collect(root, [load_kernel(root, "softmax")])

@@ -234,6 +234,9 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
         declared = {r.name: r for r in kernel.revisions}  # its words now: a reworded change re-profiles nothing
         recs = [replace(r, change=declared[r.revision].change, predicts=declared[r.revision].predicts)
                 if r.revision in declared else r for r in all_recs if r.kernel == kernel.name]
+        # read before anything is stored too, so a typo in it shows on the CPU: the revisions its ladders show,
+        # declared and stored (an imported one, a retired rung's profiles)
+        claims = predictions.load(root, kernel.name, [*order, *sorted({r.revision for r in recs} - set(order))])
         groups: dict[tuple, list] = {}
         for r in recs:
             groups.setdefault((r.gpu.slug, format_shape(tuple(r.shape)), r.dtype), []).append(r)
@@ -257,8 +260,6 @@ def collect(root: Path, kernels: list, histories: bool = True, unprofiled: bool 
                 # the first GPU's sweep on the kernel's page, each other's on a page of its own
                 sw["page"] = paths.under_reports(f"{kernel.name}_sweep_{g}.md") if sweeps else None
                 sweeps.append(sw)
-        # the revisions its ladders show: declared, and stored (an imported one, a retired rung's profiles)
-        claims = predictions.load(root, kernel.name, [*order, *sorted({r.revision for r in recs} - set(order))])
         ladders = [dict(ladder(v, order, current, bands_of(root, k[0]), kernel, claims, outcomes[k[0]]),
                         gpu=v[0].gpu.to_dict(), shape=k[1], dtype=k[2], ceilings=v[0].ceilings)
                    for k, v in sorted(groups.items(), key=lambda kv: (

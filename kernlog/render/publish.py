@@ -13,6 +13,7 @@ from kernlog.registry import kernel_names, load_kernel
 from kernlog.render import limits, prose
 from kernlog.render import paths as where
 from kernlog.render import report as rpt
+from kernlog.store import gitrefs
 from kernlog.store.integrity import check_stored
 from kernlog.store.profiles import write_atomic
 
@@ -31,6 +32,10 @@ def publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: boo
 
 
 def _publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: bool) -> int:
+    if gitrefs.git_or_none(root, "rev-parse", "--is-shallow-repository") == "true":
+        raise KernlogError(f"{root} is a shallow clone: the log's history plots read every commit that stored a "
+                           "profile, and this one would drop them: `git fetch --unshallow` (in CI, check out with "
+                           "fetch-depth: 0)")
     damaged = check_stored(root) if check_only else []  # each stored report file against its recorded sha256
     for line in damaged:
         echo(f"kernlog: {line}", err=True)

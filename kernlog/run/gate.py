@@ -249,12 +249,13 @@ def check_one(kernel: Kernel, rev: Revision, launch, shape: Shape, dtype: str, c
 
 
 def _launch(launch, inputs, out):
-    """launch(inputs, out), torch's generator put back after: the framework dropout draws from it,
-    not from its inputs' seed, and two launches on one input must see one draw."""
+    """launch(inputs, out), torch's generator put back after (framework dropout draws from it: one draw a input)."""
     import torch
 
     with torch.random.fork_rng(devices=[out.device] if out.is_cuda else []):
         result = launch(inputs, out)
+        if result is None:  # a revision's own mistake, said as one (the reference would fail on it)
+            raise TypeError("returned None: a launch returns the output it wrote (return out)")
         if out.is_cuda:
             torch.cuda.synchronize()
     return result
@@ -267,7 +268,8 @@ def _judge(kernel: Kernel, rev: Revision, inputs, out, result, tol: Tolerance) -
     where = first_bad(result, ref, tol) if problem else ""
     problem = f"{problem}; {where}" if where else problem
     if rev.kind != "torch" and result.data_ptr() != out.data_ptr():
-        problem = "did not write into the output buffer it was given"
+        problem = (f"did not write into the output buffer it was given ({out.dtype} {tuple(out.shape)}) but "
+                   f"returned another ({result.dtype} {tuple(result.shape)})")
     if not problem and kernel.extra_check is not None:
         problem = kernel.extra_check(inputs, result) or ""
     return err, problem
@@ -338,12 +340,10 @@ def check_revision(kernel: Kernel, rev: Revision, device: str, shapes=None, dtyp
     Triton kernel with no GPU and no interpreter) raises CannotRun instead: nothing is known of
     its answers. On the CPU only the first case launches twice: Triton's interpreter runs a
     launch's programs one after another, so launches differ there only by state one leaves
-    behind, not by a race, and twice on every case took the Triton softmax's CPU gate from 89 s
-    to 132 s. A launcher that picks its config
-    per shape (kernlog/tuning.py) takes its candidates in turn here, untimed
-    (picker.untimed): the gate checks what it runs, the timing pass's pick is checked again
-    after that pass (recheck), and each sweep point after its own. `part`: only its dtypes and
-    shapes, each case drawn as the whole gate draws it."""
+    behind, not by a race (twice on every case took the Triton softmax's CPU gate from 89 s to 132 s).
+    A launcher that picks its config per shape (kernlog/tuning.py) takes its candidates in turn here,
+    untimed (picker.untimed): the gate checks what it runs, the timing pass's pick is checked again
+    after that pass (recheck), and each sweep point after its own. `part`: only its dtypes and shapes."""
     seed = fresh_seed() if seed is None else seed
     if launch is None:
         runnable(kernel, rev, device)

@@ -152,6 +152,13 @@ def _named(root: Path, side: ProfileKey) -> None:
         raise KernlogError(f"no revision {side.revision!r} in {side.kernel}; revisions: {', '.join(names)}")
 
 
+def _same_rank(side: ProfileKey, kernel) -> None:
+    """One line where `side` names a shape of another rank than its kernel's (where nothing stored matches it)."""
+    if side.shape is not None and len(side.shape) != len(kernel.profile_shape):
+        raise KernlogError(f"shape {format_shape(side.shape)} has {len(side.shape)} dimensions, {side.kernel}'s "
+                           f"shapes {len(kernel.profile_shape)} (as {format_shape(kernel.profile_shape)})")
+
+
 def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Phantom], list[store.ProfileError]]:
     """(the side, its GPU part read; the profiles it may mean, a file that does not load as a
     candidate of its path's key (a Phantom); the files of the revision that no key names)."""
@@ -180,14 +187,14 @@ def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Ph
         raise KernlogError(f"{side.kernel}/{side.revision} is a known-wrong revision, never profiled: {see} shows "
                            "the gate rejecting it")
     if not recs:
+        _same_rank(side, kernel)  # a shape of another rank is the mistake to name, not the missing profile
         raise KernlogError(f"{side.kernel}/{side.revision} has no stored profile: run "
                            f"`kernlog profile {side.kernel} --rev {side.revision}` on a GPU machine")
     chosen = [r for r in recs if side.wants(r)]
     if not chosen and phantoms:
         raise phantoms[0].error
-    if not chosen and side.shape is not None and len(side.shape) != len(kernel.profile_shape):
-        raise KernlogError(f"shape {format_shape(side.shape)} has {len(side.shape)} dimensions, {side.kernel}'s "
-                           f"shapes {len(kernel.profile_shape)} (as {format_shape(kernel.profile_shape)})")
+    if not chosen:
+        _same_rank(side, kernel)
     if not chosen:
         raise KernlogError(f"no profile of {side.text()}; stored: {', '.join(side.name(r) for r in recs)}")
     chosen += phantoms
