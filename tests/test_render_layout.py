@@ -89,7 +89,7 @@ def broken(root: Path) -> list[str]:
 def test_a_fresh_repository_gets_its_log_and_a_page_per_operator_where_it_says(team):
     got = run(team, "report")
     assert got.exit_code == 0, got.output
-    assert got.stdout.splitlines() == ["wrote docs/LOG.md"]
+    assert got.stdout.splitlines() == [f"wrote docs/LOG.md (in {team.resolve()})"]  # --root away from here: named
     log, page = team / "docs" / "LOG.md", team / "docs" / "perf" / "toy.md"
     assert log.is_file() and page.is_file()
     assert not (team / "KERNEL_LOG.md").exists() and not (team / "reports").exists()
@@ -158,7 +158,9 @@ def test_a_page_fills_in_once_profiles_exist_its_plots_beside_it(shop):
     put(shop, make_record("torch_compile", median_ms=0.09, seed=1))
     got = run(shop, "report")
     assert got.exit_code == 0, got.output
-    assert re.match(r"wrote docs/LOG\.md and drew \d+ plot\(s\) in docs/perf/$", got.stdout.splitlines()[-1])
+    at = re.escape(str(shop.resolve()))
+    last = got.stdout.splitlines()[-1]
+    assert re.match(rf"wrote docs/LOG\.md and drew \d+ plot\(s\) in docs/perf/ \(in {at}\)$", last), last
     text = page.read_text()
     assert "Not profiled yet" not in text and "## softmax: the evidence" in text
     plots = sorted(p.name for p in (shop / "docs" / "perf").glob("*.svg"))

@@ -69,7 +69,9 @@ def _publish(root: Path, check_only: bool, echo: Callable[..., None], redraw: bo
         for n, fig in prose.unsourced(text):
             echo(f"warning: {log} line {n}: the figure {fig!r} comes from no profile "
                  "(`report --check` fails on it)", err=True)
-        echo(f"wrote {log}" + (f" and drew {len(plots)} plot(s) in {paths.reports}/" if plots else ""))
+        # a root found above (or away from) the working directory is named: the walk up may find another repository
+        at = "" if root.resolve() == Path.cwd().resolve() else f" (in {root.resolve()})"
+        echo(f"wrote {log}" + (f" and drew {len(plots)} plot(s) in {paths.reports}/" if plots else "") + at)
         for line in kept_pages(root, sections):
             echo(f"warning: {line}", err=True)
     for line in rpt.stale_figures(sections):
