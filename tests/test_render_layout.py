@@ -235,3 +235,14 @@ def test_links_between_log_pages_and_plots_are_relative_to_each_file():
     apart = paths.Paths(log="LOG.md", reports="site/kernels")
     assert apart.from_log(apart.triage) == "site/kernels/triage.md" and apart.front == "../../LOG.md"
 
+
+
+def test_a_page_with_nothing_stored_opens_with_its_notes_story_and_next(team):
+    """Before the first profile, the team's notes.md story and next are the page's first words after its title, above
+    the list of revisions (next had been left out, and the story sat under the list's heading)."""
+    notes = "## story\n\nWhy toy exists.\n\n## next\n\nProfile it on the H100.\n"
+    (team / "ops" / "toy" / "notes.md").write_text(notes)
+    assert run(team, "report").exit_code == 0, run(team, "report").output
+    page = (team / "docs" / "perf" / "toy.md").read_text()
+    assert "Why toy exists." in page and "**Next:** Profile it on the H100." in page
+    assert page.index("Why toy exists.") < page.index("**Next:** Profile it") < page.index("### Revisions")
