@@ -72,17 +72,30 @@ def _where(exc: BaseException, lay, init: str) -> tuple[str, str]:
 
     pkg = Path(__file__).resolve().parent
     frames = traceback.extract_tb(exc.__traceback__)
-
-    def own(f) -> bool:
-        if f.filename.startswith("<"):  # code made at run time (a dataclass's __init__): no line of the user's
-            return False
-        p = Path(f.filename).resolve()
-        return p.is_relative_to(lay.root.resolve()) and not p.is_relative_to(pkg) and "site-packages" not in p.parts
-    mine = [f for f in frames if own(f)]
+    mine = users_frames(exc, lay.root)
     where = f"{lay.rel(Path(mine[-1].filename))}:{mine[-1].lineno}" if mine else init
     last = Path(frames[-1].filename).resolve() if frames else None
     inner = f"{last.relative_to(pkg).as_posix()}:{frames[-1].lineno}" if last and last.is_relative_to(pkg) else ""
     return where, inner
+
+
+def users_frames(exc: BaseException, root: Path | None = None) -> list:
+    """The frames of `exc`'s traceback in the user's own code, outermost first: files that exist and are not
+    kernlog's, the standard library's or an installed package's, nor code made at run time (a dataclass's
+    __init__, "<string>"); under `root` where given."""
+    import sysconfig
+    import traceback
+
+    pkg = Path(__file__).resolve().parent
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+
+    def own(f) -> bool:
+        if not Path(f.filename).is_file():  # "<string>", code made at run time, is no file
+            return False
+        p = Path(f.filename).resolve()
+        return (not p.is_relative_to(pkg) and not p.is_relative_to(stdlib) and (root is None or p.is_relative_to(
+            root.resolve())) and "site-packages" not in p.parts and "dist-packages" not in p.parts)
+    return [f for f in traceback.extract_tb(exc.__traceback__) if own(f)]
 
 
 def _dim(d) -> bool:

@@ -5,7 +5,6 @@ it is not a gate failure, and `kernlog check` goes on to the other revisions."""
 from __future__ import annotations
 
 import os
-import sysconfig
 from pathlib import Path
 
 from kernlog import config
@@ -96,18 +95,12 @@ def gist(exc: Exception) -> str:
 
 def own_line(exc: BaseException) -> str:
     """file:line of the innermost frame of `exc`'s traceback in the user's code (not kernlog's, not an installed
-    package's, not code made at run time), as its repository names it; "" where there is none."""
-    import traceback
+    package's, not code made at run time: registry.users_frames), as its repository names it; "" where there is
+    none."""
+    from kernlog.registry import users_frames
 
-    pkg = Path(__file__).resolve().parents[1]
-    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
-    for f in reversed(traceback.extract_tb(exc.__traceback__)):
-        p = Path(f.filename)
-        if f.filename.startswith("<") or not p.is_file() or p.resolve().is_relative_to(pkg) \
-                or p.resolve().is_relative_to(stdlib) or "site-packages" in p.parts or "dist-packages" in p.parts:
-            continue
-        return f"{_shown(p)}:{f.lineno}"
-    return ""
+    mine = users_frames(exc)
+    return f"{_shown(Path(mine[-1].filename))}:{mine[-1].lineno}" if mine else ""
 
 
 def _shown(p: Path) -> str:

@@ -195,7 +195,6 @@ def _gather(root: Path, side: ProfileKey) -> tuple[ProfileKey, list[Profile | Ph
         raise phantoms[0].error
     if not chosen:
         _same_rank(side, kernel)
-    if not chosen:
         raise KernlogError(f"no profile of {side.text()}; stored: {', '.join(side.name(r) for r in recs)}")
     chosen += phantoms
     return side, chosen, strays
