@@ -579,6 +579,26 @@ MUTANTS = [
            "(k * BLOCK + BLOCK <= hi)  # the whole", "(k * BLOCK + BLOCK <= hi + Q)  # the whole",
            "a chunk that reaches up to Q elements past the row's body loads and stores them without a mask",
            ("tests/test_softmax_triton_peeled.py", "tests/test_softmax_triton.py")),
+    Mutant("packed-halves-unchained", "kernels/softmax/softmax_triton_packed.py",
+           "- m) * LOG2E + acc * 0.0)\n    hi = tl.exp2(((w & -65536).to(tl.float32, bitcast=True) - m) * LOG2E "
+           "+ acc * 0.0)",
+           "- m) * LOG2E)\n    hi = tl.exp2(((w & -65536).to(tl.float32, bitcast=True) - m) * LOG2E)",
+           "triton_packed's low halves no longer wait on the running sums, so ptxas may widen a thread's whole "
+           "chunk at once (the registers the revision exists to save)", ("tests/test_softmax_triton_packed.py",)),
+    Mutant("packed-takes-fp32", "kernels/softmax/softmax_triton_packed.py",
+           "x.element_size() == 2 and cols", "cols",
+           "triton_packed takes fp32 rows into its bf16-pair kernel", ("tests/test_softmax_triton_packed.py",)),
+    Mutant("packed-max-of-low-halves", "kernels/softmax/softmax_triton_packed.py",
+           "        c = (lo & 65535) | (hi & -65536)", "        c = (lo & 65535) | (lo & -65536)",
+           "triton_packed's max takes each word's high half from the word whose low half is larger",
+           ("tests/test_softmax_triton_packed.py",)),
+    Mutant("packed-swaps-halves", "kernels/softmax/softmax_triton_packed.py",
+           "return _pack((w << 16).to(tl.float32, bitcast=True) * scale, "
+           "(w & -65536).to(tl.float32, bitcast=True) * scale,",
+           "return _pack((w & -65536).to(tl.float32, bitcast=True) * scale, "
+           "(w << 16).to(tl.float32, bitcast=True) * scale,",
+           "triton_packed stores each word's two outputs in each other's place",
+           ("tests/test_softmax_triton_packed.py",)),
     Mutant("met-takes-rows-off-the-boundary", "kernels/softmax/softmax_triton_met.py",
            "cols > base.SHORT and not (cols % q or x.stride(0) % q)", "cols > base.SHORT",
            "triton_met sends rows off the 16-byte boundary to the peeled kernel's launch with no offset check",
