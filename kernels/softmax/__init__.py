@@ -198,7 +198,7 @@ TRITON_PACKED = Revision(
     _load_triton_packed,
     "long bf16 rows are loaded as 32-bit words of two bf16 and held so across the meeting: the max taken two "
     "at a time (max.bf16x2), the exponentials a half-chunk at a time, packed back two a word (cvt.rn.bf16x2), "
-    "the second half's waiting on the first's sums so that ptxas cannot widen the whole chunk at once: 64 "
+    "the second half's waiting on the first's sums so that ptxas cannot widen the whole chunk at once: 62 "
     "registers where triton_met's kernel takes 94 at 8192 columns on 4 warps, 8 programs an SM, not 5; timed "
     "beside triton_met's candidates; fp32 and short rows as triton_met",
     "bf16 4096x50257 (triton_met at 85% of copy on the H200) >= 1.08x triton_met, and >= 95% of the same-run "
