@@ -42,11 +42,12 @@ def test_long_bf16_rows_take_the_packed_kernel(sm, monkeypatch):
     """bf16 in chunks of 256 (halves of 64 words): odd lengths, every row but the first off the
     boundary (a head and a tail each, a last chunk holding only a tail at 1025, an empty one after
     the body at 1277), rows on it (an empty sixth chunk at 1280: the span is a vector longer), rows
-    of -inf and NaN; triton_met's path refused."""
+    of -inf and NaN, and of large values (where a word's max must take each half from its own
+    larger word); triton_met's path refused."""
     monkeypatch.setattr(sm.met, "softmax", _refuse)
     launch = lambda inputs, out: sm.softmax(inputs[0], out, block=256)  # noqa: E731
     assert not _gate(launch, ((5, 1037), (4, 1025), (3, 1277), (3, 1280)), dtypes=("bf16",),
-                     cases=("random", "neg_inf", "nan"))
+                     cases=("random", "large", "neg_inf", "nan"))
 
 
 def test_fp32_short_and_unevenly_strided_rows_take_triton_met(sm, monkeypatch):
@@ -81,23 +82,38 @@ def test_a_refused_packed_path_fails_the_gate(sm, monkeypatch):
     assert failed and "wrong path taken" in failed[0]
 
 
-@pytest.mark.parametrize("cols,stride,elem,block,takes", [
-    (50257, 50257, 2, None, True),     # GPT-2's vocabulary, off the boundary
-    (128256, 128256, 2, None, True),   # Llama 3's, on it
-    (50257, 50257, 4, None, False),    # fp32: triton_met's
-    (50257, 50260, 2, None, False),    # input rows 3 elements further apart than output rows
-    (50264, 50272, 2, None, True),     # input rows a vector further apart: both on the boundary
-    (1024, 1024, 2, None, False),      # short rows: several a program (triton's)
-    (1025, 1025, 2, None, True),
-    (131073, 131073, 2, 1024, False),  # 129 chunks of 1024: past SPLIT_CAP
-    (32 * 16384 - 8, 32 * 16384 - 8, 2, None, True),  # 32 chunks of 16384
-    (32 * 16384, 32 * 16384, 2, None, False),  # its span a vector longer: 33 chunks
+@pytest.mark.parametrize("cols,stride,dtype,block,takes", [
+    (50257, 50257, "bf16", None, True),     # GPT-2's vocabulary, off the boundary
+    (128256, 128256, "bf16", None, True),   # Llama 3's, on it
+    (50257, 50257, "fp32", None, False),    # fp32: triton_met's
+    (50257, 50257, "fp16", None, False),    # two bytes, but no bf16: the words would be read as bf16
+    (50257, 50260, "bf16", None, False),    # input rows 3 elements further apart than output rows
+    (50264, 50272, "bf16", None, True),     # input rows a vector further apart: both on the boundary
+    (1024, 1024, "bf16", None, False),      # short rows: several a program (triton's)
+    (1025, 1025, "bf16", None, True),
+    (131073, 131073, "bf16", 1024, False),  # 129 chunks of 1024: past SPLIT_CAP
+    (32 * 16384 - 8, 32 * 16384 - 8, "bf16", None, True),  # 32 chunks of 16384
+    (32 * 16384, 32 * 16384, "bf16", None, False),  # its span a vector longer: 33 chunks
 ])
-def test_takes_long_bf16_rows_in_at_most_split_cap_chunks(sm, cols, stride, elem, block, takes):
+def test_takes_long_bf16_rows_in_at_most_split_cap_chunks(sm, cols, stride, dtype, block, takes):
     import torch
 
-    rows = torch.empty((4, stride), dtype=torch.bfloat16 if elem == 2 else torch.float32, device="meta")[:, :cols]
-    assert sm.takes(rows, None, block) is takes
+    dt = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[dtype]
+    rows = torch.empty((4, stride), dtype=dt)[:, :cols]
+    assert sm.takes(rows, torch.empty((4, cols), dtype=dt), block) is takes
+
+
+def test_takes_no_row_whose_input_or_output_starts_off_the_16_byte_boundary(sm):
+    """The kernel's words are 4-byte loads and stores: logits[1:] at an odd row length starts 2 bytes
+    past a word (a misaligned address on the GPU), a view 8 rows in 8 bytes (a word, not a vector)."""
+    import torch
+
+    buf = torch.empty((10, 50257), dtype=torch.bfloat16)
+    out = torch.empty((9, 50257), dtype=torch.bfloat16)
+    assert buf.data_ptr() % 16 == 0 and sm.takes(buf[:9], out)
+    assert not sm.takes(buf[1:], out)  # 100514 bytes in: 2 past a word
+    assert not sm.takes(buf[:9], torch.empty(9 * 50257 + 1, dtype=torch.bfloat16)[1:].view(9, 50257))
+    assert not sm.takes(torch.empty(8 * 50257 + 4, dtype=torch.bfloat16)[4:].view(8, 50257), out[:8])
 
 
 def test_configs_cut_every_row_into_2_to_split_cap_chunks(sm):
@@ -117,6 +133,24 @@ def test_candidates_are_the_packed_kernels_then_triton_met_s(sm, monkeypatch):
     got = sm.candidates(x)
     assert got[:3] == [("packed", 0, c) for c in sm.configs(50257)]
     assert got[3:] == sm.met.candidates(x) and len(got) > 3
+
+
+def test_launch_gives_the_kernel_the_inline_ptx_on_the_gpu_alone(sm, monkeypatch):
+    """launch passes constants(x.is_cuda): the interpreter (no inline PTX) gets ASM False, and what the
+    GPU gets, constants(True), is what the compiled test below reads (max.bf16x2, 62 registers)."""
+    import torch
+
+    seen = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append(kw)
+
+    monkeypatch.setattr(sm, "_packed_kernel", Kernel())
+    x = torch.empty((2, 5000), dtype=torch.bfloat16)
+    sm.launch(x, torch.empty_like(x), 1, BLOCK=1024, num_warps=4)
+    assert seen[0]["ASM"] is False and sm.constants(True)["ASM"] is True and sm.constants(False) == {
+        **sm.peeled.constants(8, False), "ASM": False}
 
 
 def test_each_candidate_kind_launches_its_own_kernel(sm, monkeypatch):
@@ -142,7 +176,7 @@ d16 = [["tt.divisibility", 16]]
 sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "slots_ptr": "*i64", "cols": "i32", "x_stride": "i32", "polls": "i32"}
 out = {}
 for name, fn in (("packed", sm._packed_kernel), ("peeled", sp._peeled_kernel)):
-    consts = {"BLOCK": 8192, **sp.constants(8, gpu=True), **({"ASM": True} if name == "packed" else {})}
+    consts = {"BLOCK": 8192, **(sm.constants(gpu=True) if name == "packed" else sp.constants(8, gpu=True))}
     s = dict(sig, **{k: "constexpr" for k in consts})
     k = triton.compile(ASTSource(fn=fn, signature=s, constexprs=consts, attrs={(0,): d16, (1,): d16, (2,): d16}),
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
@@ -166,11 +200,12 @@ def _compiled() -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_a_chunk_of_8192_on_4_warps_is_held_in_64_registers_where_the_peeled_kernel_takes_94():
+def test_a_chunk_of_8192_on_4_warps_fits_64_registers_where_the_peeled_kernel_takes_94():
     """The revision's mechanism, compiled for sm_90a: the body in 16-byte words (8 loads and 8 stores
     a thread in each of its two paths), the max two at a time, each exponential once and packed two
-    a word; and what that buys, 64 registers or fewer, no spill, where triton_peeled's kernel (which
-    triton_met runs) holds the same chunk in more than 80 (94 with Triton 3.6)."""
+    a word, as the GPU launch compiles it (constants(True)); and what that buys, 64 registers or fewer
+    (62 with Triton 3.6: 8 programs of 4 warps an SM), no spill, where triton_peeled's kernel (which
+    triton_met runs) holds the same chunk in more than 80 (94)."""
     got = _compiled()
     packed, peeled = got["packed"], got["peeled"]
     assert packed["ld.global.v4.b32"] == packed["st.global.v4.b32"] == 16, packed
@@ -211,3 +246,17 @@ def test_outputs_are_within_one_bf16_ulp_of_the_correctly_rounded_softmax_on_gpu
         sm.launch(x, out, sm.base.GPU_POLLS, **c)
         ulps = (out.view(torch.int16).int() - want).abs()
         assert ulps.max().item() <= 1, (c, ulps.max().item())
+
+
+@pytest.mark.gpu
+def test_views_off_the_boundary_and_fp16_run_as_triton_met_on_gpu(sm):
+    """logits[1:] at GPT-2's row length (2 bytes past a word: a misaligned address for the packed
+    kernel) and fp16 rows (two bytes, not bf16) are triton_met's, and right."""
+    import torch
+
+    for x in ((torch.randn(7, 50257, device="cuda") * 3).to(torch.bfloat16)[1:],
+              (torch.randn(6, 50257, device="cuda") * 3).to(torch.float16)):
+        out = torch.full(x.shape, float("nan"), dtype=x.dtype, device="cuda")
+        sm.softmax(x, out)
+        want = torch.softmax(x.double(), dim=-1)
+        assert ((out.double() - want).abs() <= 2 ** -6 * want + 1e-6).all(), x.dtype

@@ -14,7 +14,7 @@ Here a chunk's body is loaded as 32-bit words of two bf16 each, and stays two a 
 The second half's exponentials wait on the first half's running sums (`+ acc * 0.0`, which no
 compiler may fold: acc could be inf or NaN), so ptxas cannot compute all 64 of a thread's
 exponentials before it sums them, which is where the unpacked chunk's registers went. The result:
-64 registers at 8192 on 4 warps, 8 programs an SM, 128 KB in flight.
+62 registers at 8192 on 4 warps (ptxas), 8 programs an SM, 128 KB in flight.
 
 The price is one rounding more: the exponential is rounded to bf16 before the product is, so an
 output is within one bf16 ulp of the correctly rounded result, where triton_met's is within half
@@ -27,10 +27,14 @@ fastest picked per shape, so none runs slower than triton_met chose, within the 
 every other row (fp32 among them) runs as triton_met.
 
 Triton's interpreter runs no inline PTX: there (ASM False) the max and the pack are Triton
-operations with the same results on finite inputs.
+operations (the same max on finite inputs; the interpreter's own rounding in the pack).
+
+The words are 4-byte loads: rows are taken only where x and out start on a 16-byte boundary (a
+view such as logits[1:] of an odd row length does not, and a word there is a misaligned address).
 """
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -187,17 +191,18 @@ def _packed_kernel(x_ptr, y_ptr, slots_ptr, cols, x_stride, polls, BLOCK: tl.con
 
 
 # Chunks of 4096-16384 columns on 4 warps: 32-128 elements a thread. On the H200 at bf16 4096x50257 the
-# 8192 (64 registers) ran fastest, 16384 (101 registers) within 6% of it, every 8-warp config slower.
+# 8192 (62 registers) ran fastest, 16384 (101 registers) within 6% of it, every 8-warp config slower.
 BLOCKS = (4096, 8192, 16384)
 WARPS = 4
 
 
 def takes(x, out, block: int | None = None) -> bool:
     """Whether this revision's own path takes 2-D `x` (unit column stride) into contiguous `out`: bf16
-    rows too long for several a program, x's and out's rows equally far off the 16-byte boundary, in
-    at most SPLIT_CAP chunks of `block` columns (None: the longest block)."""
+    rows too long for several a program, x and out starting on the 16-byte boundary and their rows
+    equally far off it, in at most SPLIT_CAP chunks of `block` columns (None: the longest block)."""
     rows, cols = x.shape
-    return bool(x.element_size() == 2 and cols > base.SHORT and (x.stride(0) - cols) % 8 == 0
+    return bool(x.dtype == out.dtype == torch.bfloat16 and x.data_ptr() % 16 == 0 and out.data_ptr() % 16 == 0
+                and cols > base.SHORT and (x.stride(0) - cols) % 8 == 0
                 and triton.cdiv(cols + 7, block or BLOCKS[-1]) <= base.SPLIT_CAP)
 
 
@@ -213,11 +218,17 @@ def candidates(x) -> list[tuple[str, int, dict]]:
     return [("packed", 0, c) for c in configs(x.shape[1])] + met.candidates(x)
 
 
+def constants(gpu: bool) -> dict:
+    """The kernel's constexprs besides the config: triton_peeled's (Q, TILE) and ASM, the inline PTX
+    on the GPU."""
+    return {**peeled.constants(8, gpu), "ASM": gpu}
+
+
 def launch(x, out, polls, **config):
     rows, cols = x.shape
     grid = (rows * triton.cdiv(cols + 7, config["BLOCK"]),)
     _packed_kernel[grid](x, out, base._workspace(rows, x.device), cols, x.stride(0), polls,
-                         **peeled.constants(8, x.is_cuda), ASM=x.is_cuda, **config)
+                         **constants(x.is_cuda), **config)
 
 
 def run(x, out, polls: int, candidate) -> None:
