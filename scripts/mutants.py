@@ -579,6 +579,10 @@ MUTANTS = [
            "(k * BLOCK + BLOCK <= hi)  # the whole", "(k * BLOCK + BLOCK <= hi + Q)  # the whole",
            "a chunk that reaches up to Q elements past the row's body loads and stores them without a mask",
            ("tests/test_softmax_triton_peeled.py", "tests/test_softmax_triton.py")),
+    Mutant("dispatch-same-pick-kept-apart", "kernlog/judge/dispatch.py",
+           "        first.setdefault(ran(name), name)", "        first.setdefault((name,), name)",
+           "revisions that ran the same pick at every point of a class are ranked apart, so a later rung that "
+           "hands the rows to an earlier one's launcher takes the credit for a tie", ("tests/test_dispatch.py",)),
     Mutant("packed-halves-unchained", "kernels/softmax/softmax_triton_packed.py",
            "- m) * LOG2E + acc * 0.0)\n    hi = tl.exp2(((w & -65536).to(tl.float32, bitcast=True) - m) * LOG2E "
            "+ acc * 0.0)",

@@ -208,6 +208,29 @@ def test_a_margin_inside_the_noise_band_is_a_tie():
     assert "(tie: within noise)" in render._margin(c) and "tie" not in render._margin(dict(c, noise=0.005))
 
 
+def test_revisions_that_ran_the_same_pick_at_every_point_count_once_as_the_earliest_rung():
+    """triton_packed hands fp32 rows to triton_met's launcher: their notes name the same pick, so
+    the class credits triton_met (the rung that brought it), and the runner-up is another kernel.
+    A note that differs at one point of the class, or no note at all, keeps both."""
+    same = "picked 'softmax_triton_met'|4096|8192|torch.float32: ('met', 0, {'BLOCK': 8192})"
+    sweep = {("4096x8192", "fp32"): {"triton_met": 1.01, "triton_packed": 1.0, "v10_meet": 1.1},
+             ("4096x12000", "fp32"): {"triton_met": 2.0, "triton_packed": 2.02, "v10_meet": 2.1}}
+    notes = {"triton_met": same, "triton_packed": same}
+
+    def table(notes_at):
+        pts = [dict(p, note=notes_at(p)) for p in points(sweep)]
+        return build(pts)
+
+    c = table(lambda p: notes.get(p["revision"], ""))["classes"]
+    assert [(x["revision"], x["runner_up"]) for x in c] == [("triton_met", "v10_meet")] * 2
+    assert all("triton_packed" not in dict(x["ranking"]) for x in c)
+    c = table(lambda p: notes.get(p["revision"], "") + ("x" if p["revision"] == "triton_packed" and
+                                                        p["shape"] == "4096x8192" else ""))["classes"]
+    assert entry({"classes": c}, "4096x8192")["revision"] == "triton_packed"
+    c = table(lambda p: "")["classes"]
+    assert entry({"classes": c}, "4096x8192")["revision"] == "triton_packed"
+
+
 def test_the_fallback_is_the_fastest_over_the_whole_sweep():
     fb = build()["fallback"]
     assert fb["fp32"][0] == "v10_meet"  # 1.0, 1.2, 1.0 against the fastest: triton 1.1, 1.0, 1.5

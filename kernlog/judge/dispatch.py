@@ -13,6 +13,12 @@ on the GPU does not fail on that source (kernlog.judge.gate_marks) and that the 
 failing the gate at the point (bench.csv's fails_gate). bench times a step only after its gate
 passed, so a point of a step is a gated point.
 
+Same kernel: revisions whose sweep notes name the same pick ("picked ...": the launcher's own
+config or kernel) at every point of a class ran the same code there, so they count once, as the
+earliest rung among them, the one that brought that kernel: triton_packed sends fp32 rows to
+triton_met's launcher, and the two timed alike within noise, which the ranking would otherwise
+credit to whichever drew the faster samples. Revisions with no note (no picker) never merge.
+
 Unranked: a point where a revision that qualifies elsewhere in the sweep was timed on an older
 source. The sweep ran it there and its figure no longer holds, so the revisions left cannot say
 which is fastest: GELU's H100 sweep left v0_unfused alone at three sizes, where the dispatched
@@ -72,6 +78,7 @@ def build(kernel: str, points: list[dict], roles: dict, current: dict, order: li
     rank = {name: i for i, name in enumerate(order)}
     kept: dict = {}  # (dtype, shape) -> {revision: (ms, spread)}
     left: dict = {}  # revision -> {reason: points}
+    picked: dict = {}  # (dtype, shape, revision) -> the sweep's note on what it ran there
     for p in points:
         if p["revision"] == COPY:  # the sweep's copy column: no revision
             continue
@@ -81,6 +88,7 @@ def build(kernel: str, points: list[dict], roles: dict, current: dict, order: li
             continue
         kept.setdefault((p["dtype"], p["shape"]), {})[p["revision"]] = (float(p["median_ms"]),
                                                                        float(p.get("spread") or 0.0))
+        picked[(p["dtype"], p["shape"], p["revision"])] = p.get("note") or ""
 
     swept = {(p["dtype"], p["shape"]) for p in points if p["revision"] != COPY}
     unserved = swept - set(kept)
@@ -98,7 +106,7 @@ def build(kernel: str, points: list[dict], roles: dict, current: dict, order: li
         dtype, how, buckets = key
         pts = sorted(groups[key], key=_point_order)
         best = {pt: min(ms for ms, _ in kept[pt].values()) for pt in pts}
-        everywhere = set.intersection(*(set(kept[pt]) for pt in pts))
+        everywhere = _distinct(set.intersection(*(set(kept[pt]) for pt in pts)), pts, picked, rank)
         ranking = sorted(((name, _geomean(kept[pt][name][0] / best[pt] for pt in pts)) for name in everywhere),
                          key=lambda nr: (round(nr[1], 9), order_key(nr[0])))
         entry = {"dtype": dtype, "align": how, "buckets": list(buckets),
@@ -123,6 +131,19 @@ def build(kernel: str, points: list[dict], roles: dict, current: dict, order: li
             "unranked": {f"{d} {shape}": sorted(unranked[(d, shape)], key=order_key)
                          for d, shape in sorted(unranked, key=_point_order)},
             "classes": classes, "fallback": _fallback(kept, order_key)}
+
+
+def _distinct(names: set, pts: list, picked: dict, rank: dict) -> set:
+    """`names` less each revision whose notes at every point of `pts` name the same pick as an
+    earlier rung's (the module's docstring: same kernel)."""
+    def ran(name):
+        notes = tuple(picked.get((d, shape, name), "") for d, shape in pts)
+        return notes if all(n.startswith("picked ") for n in notes) else (name,)
+
+    first: dict = {}
+    for name in sorted(names, key=lambda n: (rank.get(n, len(rank)), n)):
+        first.setdefault(ran(name), name)
+    return set(first.values())
 
 
 def _unranked(kept: dict, left: dict) -> dict:

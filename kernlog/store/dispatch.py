@@ -44,13 +44,15 @@ def sweep_points(root: Path, gpu: str, kernel: str) -> tuple[list[dict], dict] |
     spread = {(r, s, d): float(v) for r, s, d, v in zip(spreads["revision"], spreads["shape"], spreads["dtype"],
                                                        spreads["value"], strict=True)}
     timed = df[df["metric"] == "median_ms"]
+    picks = timed["note"] if "note" in timed else [""] * len(timed)
     points, runs = [], {}
-    for rev, shape, dtype, ms, sha, run, commit in zip(timed["revision"], timed["shape"], timed["dtype"],
-                                                       timed["value"], timed["source_sha256"], timed["run"],
-                                                       timed["commit"], strict=True):
+    for rev, shape, dtype, ms, sha, run, commit, note in zip(timed["revision"], timed["shape"], timed["dtype"],
+                                                             timed["value"], timed["source_sha256"], timed["run"],
+                                                             timed["commit"], picks, strict=True):
         points.append({"revision": rev, "shape": shape, "dtype": dtype, "median_ms": float(ms), "sha256": sha,
                        "spread": spread.get((rev, shape, dtype), 0.0),
-                       "fails_gate": failing.get((rev, shape, dtype), "")})
+                       "fails_gate": failing.get((rev, shape, dtype), ""),
+                       "note": note if isinstance(note, str) else ""})
         revs = runs.setdefault((run if isinstance(run, str) else "", commit if isinstance(commit, str) else ""), set())
         if rev != COPY:  # the copy column is timed in every run
             revs.add(rev)
