@@ -203,3 +203,14 @@ def gate_failures(kernel, rev_name: str, launch, shapes, dtypes=None, cases=None
                                   launch=launch)
     return [r.line() for r in results if not r.ok]
 
+
+def refuse(*args, **kwargs):
+    """A stand-in for a path a test says must not be taken: a launcher or kernel monkeypatched to it
+    fails the gate with "wrong path taken"."""
+    raise AssertionError("wrong path taken")
+
+
+class Refused:
+    """A Triton kernel (kernel[grid](...)) that refuses, as `refuse`."""
+    def __getitem__(self, grid):
+        return refuse

@@ -8,19 +8,10 @@ import pytest
 from kernlog.registry import find_root, load_kernel
 from kernlog.run import gate
 
-from .helpers import gate_failures
+from .helpers import Refused, gate_failures
 from .test_triton_compiles import _compile_all
 
 KERNEL = load_kernel(find_root(), "softmax")
-
-
-def _refuse(*args, **kwargs):
-    raise AssertionError("wrong path taken")
-
-
-class _Refused:
-    def __getitem__(self, grid):
-        return _refuse
 
 
 @pytest.fixture
@@ -33,8 +24,8 @@ def st():
 def _refuse_all_but(st, monkeypatch, kept):
     for name in ("_rows", "_split", "_online"):
         if name != kept:
-            monkeypatch.setattr(st, name + "_kernel", _Refused())
-            monkeypatch.setattr(st, name + "_tuned", _Refused())
+            monkeypatch.setattr(st, name + "_kernel", Refused())
+            monkeypatch.setattr(st, name + "_tuned", Refused())
 
 
 def _gate(launch, shapes, dtypes=None, device="cpu"):

@@ -5,7 +5,7 @@ import pytest
 
 from kernlog.registry import find_root, load_kernel
 
-from .helpers import gate_failures
+from .helpers import gate_failures, refuse
 
 ROOT = find_root()
 KERNEL = load_kernel(ROOT, "softmax")
@@ -18,10 +18,6 @@ def sm():
     return softmax_triton_met
 
 
-def _refuse(*args, **kwargs):
-    raise AssertionError("wrong path taken")
-
-
 def _gate(launch, shapes, dtypes=None, cases=None, device="cpu"):
     return gate_failures(KERNEL, "triton_met", launch, shapes, dtypes, cases, device)
 
@@ -30,8 +26,8 @@ def test_rows_on_the_boundary_take_the_peeled_kernel(sm, monkeypatch):
     """Aligned rows in chunks of 256: 5 chunks and an empty sixth (1280 columns: the kernel's span is a
     vector longer than the row), 5 chunks with a short last one (1040), rows of -inf and NaN; triton's
     kernels and triton_peeled's own path refused."""
-    monkeypatch.setattr(sm.base, "softmax", _refuse)
-    monkeypatch.setattr(sm.peeled, "softmax", _refuse)
+    monkeypatch.setattr(sm.base, "softmax", refuse)
+    monkeypatch.setattr(sm.peeled, "softmax", refuse)
     launch = lambda inputs, out: sm.softmax(inputs[0], out, block=256)  # noqa: E731
     assert not _gate(launch, ((3, 1280), (4, 1040)), cases=("random", "neg_inf", "nan"))
 
@@ -41,8 +37,8 @@ def test_aligned_rows_of_a_wider_buffer_take_the_peeled_kernel(sm, monkeypatch):
     the kernel addresses x by its stride and out by the row length; triton's kernels refused."""
     import torch
 
-    monkeypatch.setattr(sm.base, "softmax", _refuse)
-    monkeypatch.setattr(sm.peeled, "softmax", _refuse)
+    monkeypatch.setattr(sm.base, "softmax", refuse)
+    monkeypatch.setattr(sm.peeled, "softmax", refuse)
 
     def launch(inputs, out):
         x = inputs[0]
@@ -66,7 +62,7 @@ def test_rows_of_split_cap_chunks_and_a_vector_more_go_to_triton(sm, monkeypatch
 
 
 def test_a_refused_met_path_fails_the_gate(sm, monkeypatch):
-    monkeypatch.setattr(sm.peeled, "launch", _refuse)
+    monkeypatch.setattr(sm.peeled, "launch", refuse)
     failed = _gate(lambda inputs, out: sm.softmax(inputs[0], out, block=256), ((3, 1280),), dtypes=("fp32",),
                    cases=("random",))
     assert failed and "wrong path taken" in failed[0]

@@ -10,7 +10,7 @@ import pytest
 
 from kernlog.registry import find_root, load_kernel
 
-from .helpers import gate_failures, without_interpreter
+from .helpers import Refused, gate_failures, refuse, without_interpreter
 
 ROOT = find_root()
 KERNEL = load_kernel(ROOT, "softmax")
@@ -23,17 +23,6 @@ def sm():
     return softmax_triton_packed
 
 
-class _Refused:
-    def __getitem__(self, grid):
-        def refuse(*args, **kwargs):
-            raise AssertionError("wrong path taken")
-        return refuse
-
-
-def _refuse(*args, **kwargs):
-    raise AssertionError("wrong path taken")
-
-
 def _gate(launch, shapes, dtypes=None, cases=None, device="cpu"):
     return gate_failures(KERNEL, "triton_packed", launch, shapes, dtypes, cases, device)
 
@@ -44,7 +33,7 @@ def test_long_bf16_rows_take_the_packed_kernel(sm, monkeypatch):
     the body at 1277), rows on it (an empty sixth chunk at 1280: the span is a vector longer), rows
     of -inf and NaN, and of large values (where a word's max must take each half from its own
     larger word); triton_met's path refused."""
-    monkeypatch.setattr(sm.met, "softmax", _refuse)
+    monkeypatch.setattr(sm.met, "softmax", refuse)
     launch = lambda inputs, out: sm.softmax(inputs[0], out, block=256)  # noqa: E731
     assert not _gate(launch, ((5, 1037), (4, 1025), (3, 1277), (3, 1280)), dtypes=("bf16",),
                      cases=("random", "large", "neg_inf", "nan"))
@@ -58,7 +47,7 @@ def test_fp32_short_and_unevenly_strided_rows_take_triton_met(sm, monkeypatch):
 
     seen = []
     real = sm.met.softmax
-    monkeypatch.setattr(sm, "_packed_kernel", _Refused())
+    monkeypatch.setattr(sm, "_packed_kernel", Refused())
     monkeypatch.setattr(sm.met, "softmax",
                         lambda x, out, **kw: seen.append((x.dtype, x.shape[1], kw)) or real(x, out, **kw))
 
@@ -76,7 +65,7 @@ def test_fp32_short_and_unevenly_strided_rows_take_triton_met(sm, monkeypatch):
 
 
 def test_a_refused_packed_path_fails_the_gate(sm, monkeypatch):
-    monkeypatch.setattr(sm, "_packed_kernel", _Refused())
+    monkeypatch.setattr(sm, "_packed_kernel", Refused())
     failed = _gate(lambda inputs, out: sm.softmax(inputs[0], out, block=256), ((3, 1037),), dtypes=("bf16",),
                    cases=("random",))
     assert failed and "wrong path taken" in failed[0]

@@ -9,7 +9,7 @@ import pytest
 
 from kernlog.registry import find_root, load_kernel
 
-from .helpers import gate_failures, without_interpreter
+from .helpers import Refused, gate_failures, without_interpreter
 
 ROOT = find_root()
 KERNEL = load_kernel(ROOT, "softmax")
@@ -20,13 +20,6 @@ def sp():
     from kernels.softmax import softmax_triton_peeled
 
     return softmax_triton_peeled
-
-
-class _Refused:
-    def __getitem__(self, grid):
-        def refuse(*args, **kwargs):
-            raise AssertionError("wrong path taken")
-        return refuse
 
 
 def _gate(launch, shapes, dtypes=None, device="cpu", cases=None):
@@ -47,13 +40,13 @@ def test_rows_off_the_boundary_take_the_peeled_kernel(sp, monkeypatch):
 def test_rows_on_the_boundary_take_triton(sp, monkeypatch):
     """Aligned rows, and strided rows whose input and output sit at different offsets from the
     boundary (no single shift serves both), go to triton's kernels: the peeled one refused."""
-    monkeypatch.setattr(sp, "_peeled_kernel", _Refused())
+    monkeypatch.setattr(sp, "_peeled_kernel", Refused())
     launch = lambda inputs, out: sp.softmax(inputs[0], out, block=256)  # noqa: E731
     assert not _gate(launch, ((3, 2048), (2, 1024 + 16)), cases=("random", "strided"))
 
 
 def test_a_refused_peeled_path_fails_the_gate(sp, monkeypatch):
-    monkeypatch.setattr(sp, "_peeled_kernel", _Refused())
+    monkeypatch.setattr(sp, "_peeled_kernel", Refused())
     failed = _gate(lambda inputs, out: sp.softmax(inputs[0], out, block=256), ((3, 1037),), dtypes=("fp32",),
                    cases=("random",))
     assert failed and "wrong path taken" in failed[0]
