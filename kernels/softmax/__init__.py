@@ -12,7 +12,7 @@ from kernels.common import TUNING_SOURCE, LazyModule
 from kernlog.frameworks import liger, references
 from kernlog.spec import DTYPE_BYTES, Family, Kernel, Revision, torch_dtype
 
-from . import cuda_launch, meet_launch, peel_launch
+from . import cuda_launch, meet_launch, meet_peeled_launch, peel_launch
 
 torch = LazyModule("torch", globals())
 liger_softmax = LazyModule("liger_kernel.ops.softmax", globals(), optional=True)
@@ -125,6 +125,20 @@ V10 = Revision(
     "copy to >= 90%; decode batches of long rows at >= v9; nothing else slower than v9 beyond noise",
 )
 
+
+# v11's launcher (meet_peeled_launch.py) plans through v10's, v9's and v8's, named here.
+V11 = Revision(
+    "v11_meet_peeled", "cuda",
+    (HERE / "v11_meet_peeled.cu", HERE / "cuda_launch.py", HERE / "peel_launch.py", HERE / "meet_launch.py",
+     TUNING_SOURCE),
+    meet_peeled_launch.loader(HERE / "v11_meet_peeled.cu"),
+    "rows off the 16-byte boundary meet too, each chunk peeling the row's head or tail as v9 does (v10 met "
+    "only 16-byte rows; GPT-2's 50257 ran v9's clusters), and a bf16 chunk computes each exponential once, "
+    "holding it packed two a word across the meeting (v10's packed chunk computed it twice): one rounding "
+    "more, as triton_packed; candidates beside v10's",
+    "4096x50257 bf16 and fp32 and 4096x151936 bf16 (v10 at 83%, 79% and 89% of copy on the H200) at >= 95% "
+    "of the same-run copy, >= 1.1x v10 at 4096x50257 bf16; nothing slower than v10 beyond noise",
+)
 
 def _load_triton():
     from . import softmax_triton
@@ -245,7 +259,7 @@ KERNEL = Kernel(
     flops_per_element=5,  # for the roofline: max, subtract, exp, sum, scale
     name="softmax",
     families=FAMILIES,
-    revisions=CUDA_REVISIONS + (V9, V10, TRITON, TRITON_PEELED, TRITON_MET, TRITON_PACKED) + REFERENCES,
+    revisions=CUDA_REVISIONS + (V9, V10, V11, TRITON, TRITON_PEELED, TRITON_MET, TRITON_PACKED) + REFERENCES,
     make_inputs=make_inputs,
     make_output=make_output,
     reference=reference,
