@@ -42,9 +42,9 @@ def test_compiles_and_exports_exactly_the_planned_kernels(rev):
     assert set(entries(report(rev))) == set(names)
 
 
-# v11's bf16 peeled meeting: ptxas spills one word once a chunk at 64 registers, however the chunk
-# holds its scalar (tried in a register, in shared memory, loaded first or last; 4-12 bytes)
-ONE_WORD_SPILLED = re.compile(r"softmax_bf16_meet_peeled_t\d+$")
+# v11's bf16 peeled meeting: ptxas spills two words once a chunk at 64 registers, however the chunk
+# holds its scalar and the epoch (tried in registers, in shared memory, loaded first or last: 4-12 bytes)
+TWO_WORDS_SPILLED = re.compile(r"softmax_bf16_meet_peeled_t\d+$")
 
 
 @needs_nvcc
@@ -53,7 +53,7 @@ ONE_WORD_SPILLED = re.compile(r"softmax_bf16_meet_peeled_t\d+$")
 def test_register_resident_revisions_do_not_spill(rev):
     found = entries(report(rev))
     for name, resources in found.items():
-        spilled = "4" if ONE_WORD_SPILLED.match(name) else "0"
+        spilled = "8" if TWO_WORDS_SPILLED.match(name) else "0"
         assert f"{spilled} bytes spill stores" in resources and f"{spilled} bytes spill loads" in resources, \
             (name, resources)
         regs = int(re.search(r"Used (\d+) registers", resources).group(1))

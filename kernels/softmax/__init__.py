@@ -135,7 +135,8 @@ V11 = Revision(
     "rows off the 16-byte boundary meet too, each chunk peeling the row's head or tail as v9 does (v10 met "
     "only 16-byte rows; GPT-2's 50257 ran v9's clusters), and a bf16 chunk computes each exponential once, "
     "holding it packed two a word across the meeting (v10's packed chunk computed it twice): one rounding "
-    "more, as triton_packed; candidates beside v10's",
+    "more, as triton_packed; warp 0 reads its slot's epoch before the chunk's loads, not after them; "
+    "candidates beside v10's",
     "4096x50257 bf16 and fp32 and 4096x151936 bf16 (v10 at 83%, 79% and 89% of copy on the H200) at >= 95% "
     "of the same-run copy, >= 1.1x v10 at 4096x50257 bf16; nothing slower than v10 beyond noise",
 )

@@ -10,19 +10,23 @@
 // (max, sum) and is written with its thread's factor. The launcher splits a row of n vectors
 // (n = cols / VW, the most any offset leaves) into ceil(n / PER) chunks, so every offset's body
 // fits, and takes only rows whose output sits at the input's offset (as v9).
-// The meeting is v10's softmax_meet_row, instantiated with a vector width of 1 so that its
-// chunks see the row's exact length.
+// The meeting is v10's (softmax_meet_row_early below), with the epoch read ahead of the loads.
 //
 // CHANGE vs v10: v10 met only 16-byte rows; the others (GPT-2's 50257 columns, every row of a
-// contiguous tensor of odd length) ran v9's one-row-a-cluster layouts. And v10's packed bf16
-// chunk held x and computed every exponential twice (for the sum, then for the output): here
-// the exponentials, taken against the thread's max, replace x in the registers, rounded to
-// bf16, and the store multiplies each by one factor. That is one rounding more than v10's (an
-// output within one bf16 ulp of the correctly rounded value, where v10's is within half), as
-// the Triton counterpart triton_packed.
+// contiguous tensor of odd length) ran v9's one-row-a-cluster layouts. v10's packed bf16 chunk
+// held x and computed every exponential twice (for the sum, then for the output): here the
+// exponentials, taken against the thread's max, replace x in the registers, rounded to bf16, and
+// the store multiplies each by one factor. That is one rounding more than v10's (an output within
+// one bf16 ulp of the correctly rounded value, where v10's is within half), as the Triton
+// counterpart triton_packed. And v10's warp 0 read its slot's epoch after the chunk's (max, sum),
+// an L2 round trip in every block's path to its publish; here it is read before the loads.
 // EVIDENCE (H200, committed sweep, v10): 4096x50257 bf16 at 83% of copy and fp32 at 79% (v9's
 // clusters), where triton_packed meets at 95% and 97%; aligned bf16 4096x151936 at 89% and
 // 4096x128256 at 91% (v10's packed meeting, two exponentials an element), triton_packed 96-98%.
+// The first form of this file (v10's meeting as it is) ran bf16 4096x50257 at 88% of copy, its
+// profile's warps stalled at the barrier after the meeting 4.7 cycles an instruction (triton_packed
+// 0.8); the epoch read early: 95% (H200, do_bench, each layout forced; every warp polling for
+// itself, with or without a barrier after, ran 87-90%).
 // PREDICTION: 4096x50257 bf16 and fp32 and 4096x151936 bf16 at >= 95% of the same-run copy on
 // the H200, >= 1.1x v10 at 4096x50257 bf16; nothing slower than v10 beyond noise (candidates
 // beside v10's, timed per shape).
@@ -50,7 +54,7 @@ struct Peel {
 
 // bf16: 64 a thread, loaded as 8 uint4; after load() they hold exp(x - mt) rounded to bf16, two
 // a word, mt this thread's max (its scalar's too), pe the scalar's exponential in fp32. (ptxas
-// spills one word once a chunk at 64 registers, however the scalar is held.)
+// spills two words once a chunk at 64 registers, however the scalar and the epoch are held.)
 template <int THREADS>
 struct PeeledPackedChunk {
     static constexpr int VPT = PACKED / 8, PER = THREADS * VPT;
@@ -142,10 +146,70 @@ struct PeeledWideChunk {
     }
 };
 
+// v10's softmax_meet_row but for one thing: warp 0 reads the epoch its slot holds before the
+// chunk's loads, not after the block's (max, sum), where that L2 round trip delayed every
+// block's publish (and so every row's meeting) by its latency. The block publishes only after
+// the barrier in its chunk's row_merge, so the read still sees the last launch's word. Chunks see
+// the row's exact length (v10's vectors: 1 element).
+template <typename T, typename Chunk>
+__device__ void softmax_meet_row_early(const T* __restrict__ x, T* __restrict__ y, int rows, int cols,
+                                       long long x_row_stride, unsigned long long* __restrict__ slots, int polls) {
+    __shared__ float2 met, pairs[MEET_CAP];
+    __shared__ int found;
+    const int split = gridDim.x / rows;
+    const long long row = blockIdx.x / split;
+    const int k = blockIdx.x % split, lane = threadIdx.x & 31;
+    const T* xr = x + row * x_row_stride;
+    unsigned long long* rs = slots + row * MEET_CAP;
+    unsigned int flip = 0;  // the epoch bit, held in 32 bits across the chunk's loads
+    if (threadIdx.x == 0) flip = ((unsigned int)meet_load(rs + k) >> 31) ^ 1u;  // MEET_EPOCH's bit
+    Chunk chunk;
+    const float2 part = chunk.load(xr, k, cols);
+    if (threadIdx.x < 32) {
+        const unsigned long long epoch = (unsigned long long)__shfl_sync(KL_FULL_MASK, flip, 0) << 31;
+        if (lane == 0)  // a sum is >= 0 (or NaN, which stays NaN): its sign bit is free
+            atomicExch(rs + k, ((unsigned long long)__float_as_uint(part.x) << 32)
+                                   | (__float_as_uint(part.y) & 0x7fffffffu) | epoch);
+        if (k == 0 && lane >= split) meet_store(rs + lane, epoch);
+        const bool live = lane < split;
+        unsigned long long w = epoch;
+        bool all = false;
+        for (int left = polls; left > 0 && !all; --left) {  // warp-uniform: all is __all_sync's
+            w = live ? meet_load(rs + lane) : epoch;
+            all = __all_sync(KL_FULL_MASK, (w & MEET_EPOCH) == epoch);
+        }
+        if (all) {
+            float m = live ? __uint_as_float((unsigned int)(w >> 32)) : KL_NEG_MAX;
+            float s = live ? __uint_as_float((unsigned int)w & 0x7fffffffu) : 0.f;
+            kl_warp_merge(m, s);
+            if (lane == 0) met = make_float2(m, s);
+        }
+        if (lane == 0) found = all;
+    }
+    __syncthreads();
+    if (!found) {  // block-uniform: the row's pairs computed here, as each chunk's block does
+        for (int c = 0; c < split; ++c) {
+            const float2 p = chunk.load(xr, c, cols);
+            if (threadIdx.x == 0) pairs[c] = make_float2(p.x, __uint_as_float(__float_as_uint(p.y) & 0x7fffffffu));
+            __syncthreads();  // row_merge's shared partials are reused by the next chunk
+        }
+        if (threadIdx.x < 32) {
+            float m = lane < split ? pairs[lane].x : KL_NEG_MAX;
+            float s = lane < split ? pairs[lane].y : 0.f;
+            kl_warp_merge(m, s);
+            if (lane == 0) met = make_float2(m, s);
+        }
+        chunk.load(xr, k, cols);  // this block's chunk again, as it was
+        __syncthreads();
+    }
+    const float2 ms = met;
+    chunk.store(y + row * cols, k, cols, ms.x, ms.y);
+}
+
 #define KL_MEET_PEELED(DT, T, CHUNK, THREADS)                                           \
     extern "C" __global__ void __launch_bounds__(THREADS, 1024 / THREADS)               \
         softmax_##DT##_meet_peeled_t##THREADS(KL_ARGS(T), unsigned long long* slots, int polls) { \
-        softmax_meet_row<T, 1, CHUNK<THREADS>>(x, y, rows, cols, x_row_stride, slots, polls); \
+        softmax_meet_row_early<T, CHUNK<THREADS>>(x, y, rows, cols, x_row_stride, slots, polls); \
     }
 
 KL_MEET_PEELED(bf16, unsigned short, PeeledPackedChunk, 128)
