@@ -140,3 +140,43 @@ def test_a_sweep_page_is_published_wherever_the_reports_folder_is(tmp_path, repo
     got = paths.published(tmp_path)
     assert paths.of(tmp_path).under_reports("softmax_sweep_nvidia-h200.md") in got
     assert not any(rel.endswith("notes.md") for rel in got)  # outside the reports folder: not followed
+
+
+def test_the_across_gpus_table_sits_on_the_second_gpus_sweep_page_and_the_kernel_page_links_it(tmp_path):
+    """Each revision's time on each GPU is about the second GPU: where that GPU's sweep has a page of
+    its own, the table is there, once, and the kernel page keeps a line that links it."""
+    from kernlog.registry import load_kernel
+    from kernlog.render import report
+
+    from .helpers import make_record, put
+
+    root = scratch_repo(tmp_path)
+    for slug, name, ms in (("nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", 0.12), ("nvidia-h200", "NVIDIA H200",
+                                                                                      0.09)):
+        rec = make_record("torch", median_ms=ms)
+        rec["gpu"] = dict(rec["gpu"], slug=slug, name=name)
+        put(root, rec)
+    _bench(root, "nvidia-h100-80gb-hbm3", "NVIDIA H100 80GB HBM3", [("torch", "1x50257", 100.0)])
+    _bench(root, "nvidia-h200", "NVIDIA H200", [("torch", "1x50257", 110.0), ("copy", "1x50257", 220.0)])
+    pages = report.pages(root, report.collect(root, [load_kernel(root, "softmax")]))
+    page, other = pages["reports/softmax.md"], pages["reports/softmax_sweep_nvidia-h200.md"]
+    assert "## Across GPUs" in other and other.count("| torch | 8192x4096 fp32 |") == 1
+    assert "| revision | at | NVIDIA H100 80GB HBM3 us | NVIDIA H200 us | speed |" in other
+    assert "### Across GPUs" not in page and "| torch | 8192x4096 fp32 | 120" not in page
+    assert ("**Across GPUs**, each revision's time on each GPU at the shapes profiled on more than one: on "
+            "[softmax_sweep_nvidia-h200.md](softmax_sweep_nvidia-h200.md).") in page
+
+
+def test_an_arc_after_the_first_leaves_each_step_s_change_to_its_section():
+    """The first arc's table holds each step's change; a later arc's does not repeat it."""
+    from kernlog.render.report import _env
+
+    macro = _env().get_template("arc_table.md.j2").module.arc_table
+    lad = {"arc_rows": [{"revision": "v1", "role": "step", "change": "THE CHANGE", "us": 1.0, "rate": 2.0, "pct": None,
+                         "roof": None, "excess": None, "verdict": None, "speedup": None, "vs_ref": None,
+                         "best_ref": None, "imported": False, "stale": False, "fails_gate": False,
+                         "launch_bound": False, "pct_apart": False}]}
+    first, later = str(macro(lad, False)), str(macro(lad, False, False))
+    assert "THE CHANGE" in first and "| step | change | time (us) |" in first
+    assert "THE CHANGE" not in later and later.splitlines()[0].startswith("| step | time (us) |")
+    assert all(line.count("|") == later.splitlines()[0].count("|") for line in later.splitlines() if line)

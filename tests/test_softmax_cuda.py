@@ -245,27 +245,39 @@ def test_v9_peels_only_rows_whose_output_sits_at_the_input_s_offset():
     assert all("_peeled_" not in s.kernel for s in peel_launch.plan_v9(4096, 50264, "bf16", True))
 
 
+def _gate_each_forced(monkeypatch, module, plan_name, rev_name, shapes, dtype, aligned, marker):
+    """Gate `rev_name` at each shape with each of its plan's candidates whose kernel holds `marker`
+    forced first in turn (module.plan_name swapped; every shape must have one); the failures' lines
+    and how many were forced."""
+    from kernels.common import tuning
+
+    rev = KERNEL.revision(rev_name)
+    real_plan = getattr(module, plan_name)
+    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])
+    failed, forced = [], 0
+    for shape in shapes:
+        cands = [s for s in real_plan(*shape, dtype, aligned) if marker in s.kernel]
+        assert cands, (rev_name, shape, dtype)  # a shape that reaches none of them tests nothing
+        for cand in cands:
+            monkeypatch.setattr(module, plan_name, lambda *k, c=cand: [c] + [s for s in real_plan(*k) if s != c])
+            monkeypatch.setattr(tuning, "PICKED", {})
+            results = gate.check_revision(KERNEL, rev, "cuda", shapes=(shape,), dtypes=(dtype,), launch=rev.load())
+            failed += [f"{cand.kernel} {shape}: {r.line()}" for r in results if not r.ok]
+            forced += 1
+    return failed, forced
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_every_peeled_candidate_passes_the_gate_on_gpu(monkeypatch, dtype):
     """v9's peeled layouts, each forced in turn, on odd and offset rows (heads and tails of
     every length across the rows), every gate case: the strided one falls back to v8's."""
-    from kernels.common import tuning
     from kernels.softmax import peel_launch
 
-    rev = KERNEL.revision("v9_peeled")
-    real_plan = peel_launch.plan_v9
-    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])
-    failed = []
-    for shape in ((9, 1025), (8, 4097), (9, 12345), (5, 50257), (3, 65535), (2, 131071)):
-        peeled = [s for s in real_plan(*shape, dtype, False) if "_peeled_" in s.kernel]
-        assert peeled, shape
-        for cand in peeled:
-            monkeypatch.setattr(peel_launch, "plan_v9", lambda *k, c=cand: [c] + [s for s in real_plan(*k) if s != c])
-            monkeypatch.setattr(tuning, "PICKED", {})
-            results = gate.check_revision(KERNEL, rev, "cuda", shapes=(shape,), dtypes=(dtype,), launch=rev.load())
-            failed += [f"{cand.kernel}: {r.line()}" for r in results if not r.ok]
-    assert not failed, "\n".join(failed)
+    shapes = ((9, 1025), (8, 4097), (9, 12345), (5, 50257), (3, 65535), (2, 131071))
+    failed, forced = _gate_each_forced(monkeypatch, peel_launch, "plan_v9", "v9_peeled", shapes, dtype, False,
+                                       "_peeled_")
+    assert forced >= len(shapes) and not failed, "\n".join(failed)
 
 
 def test_v10_meets_only_aligned_rows_past_a_block_in_2_to_32_chunks():
@@ -306,20 +318,10 @@ MEET_SHAPES = ((3, 16392), (3, 32000), (2, 65536), (2, 131072), (3, 151936), (1,
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_every_meeting_candidate_passes_the_gate_on_gpu(monkeypatch, dtype):
     """v10's meeting layouts, each forced in turn (the strided case falls back to v9's)."""
-    from kernels.common import tuning
     from kernels.softmax import meet_launch
 
-    rev = KERNEL.revision("v10_meet")
-    real_plan = meet_launch.plan_v10
-    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])
-    failed, forced = [], 0
-    for shape in MEET_SHAPES:
-        for cand in [s for s in real_plan(*shape, dtype, True) if "_meet_" in s.kernel]:
-            monkeypatch.setattr(meet_launch, "plan_v10", lambda *k, c=cand: [c] + [s for s in real_plan(*k) if s != c])
-            monkeypatch.setattr(tuning, "PICKED", {})
-            results = gate.check_revision(KERNEL, rev, "cuda", shapes=(shape,), dtypes=(dtype,), launch=rev.load())
-            failed += [f"{cand.kernel} {shape}: {r.line()}" for r in results if not r.ok]
-            forced += 1
+    failed, forced = _gate_each_forced(monkeypatch, meet_launch, "plan_v10", "v10_meet", MEET_SHAPES, dtype, True,
+                                       "_meet_")
     assert forced >= 2 * len(MEET_SHAPES) and not failed, "\n".join(failed)
 
 
@@ -417,21 +419,10 @@ def test_every_peeled_meeting_candidate_passes_the_gate_on_gpu(monkeypatch, dtyp
     """v11's peeled meeting layouts, each forced in turn, on odd rows (heads and tails of every
     length across the rows) and aligned ones, every gate case (the strided one: not at out's offset,
     so v10's plan)."""
-    from kernels.common import tuning
     from kernels.softmax import meet_peeled_launch
 
-    rev = KERNEL.revision("v11_meet_peeled")
-    real_plan = meet_peeled_launch.plan_v11
-    monkeypatch.setattr(tuning, "fastest", lambda run, candidates, device: candidates[0])
-    failed, forced = [], 0
-    for shape in ODD_MEET_SHAPES:
-        for cand in [s for s in real_plan(*shape, dtype, False) if "_meet_peeled_" in s.kernel]:
-            monkeypatch.setattr(meet_peeled_launch, "plan_v11",
-                                lambda *k, c=cand: [c] + [s for s in real_plan(*k) if s != c])
-            monkeypatch.setattr(tuning, "PICKED", {})
-            results = gate.check_revision(KERNEL, rev, "cuda", shapes=(shape,), dtypes=(dtype,), launch=rev.load())
-            failed += [f"{cand.kernel} {shape}: {r.line()}" for r in results if not r.ok]
-            forced += 1
+    failed, forced = _gate_each_forced(monkeypatch, meet_peeled_launch, "plan_v11", "v11_meet_peeled",
+                                       ODD_MEET_SHAPES, dtype, False, "_meet_peeled_")
     assert forced >= 2 * len(ODD_MEET_SHAPES) and not failed, "\n".join(failed)
 
 
