@@ -651,6 +651,10 @@ MUTANTS = [
            "                                 and not d[\"launch_bound\"]]})", "                                 ]})",
            "the other shapes' table marks launch-bound points whose launch overhead moved between sessions",
            ("tests/test_agree.py",)),
+    Mutant("plot-ids-keep-their-hashes", "kernlog/render/plots.py",
+           'names[h] = f"{h[0]}{len(names)}"', "names[h] = h",
+           "a plot keeps matplotlib's hashed clip-path names, so another machine's last float bit redraws a fresh "
+           "clone's plots under other names", ("tests/test_render_behaviours.py",)),
     Mutant("others-disagree-unmarked", "kernlog/render/templates/kernel.md.j2",
            "{% if o.disagree %}≠{% endif %}", "{% if false %}≠{% endif %}",
            "the other shapes' table leaves a ratio unmarked whose profile the sweep timed apart",

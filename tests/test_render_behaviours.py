@@ -202,3 +202,29 @@ def test_a_step_profiled_elsewhere_names_each_gpu_once_with_its_places():
     assert steps.places(at) == ("4096x4096x4096 bf16, 1000x1000x1000 bf16 (stale) on NVIDIA H200; "
                                 "3072x3072x3072 bf16 on NVIDIA H100 80GB HBM3")
     assert steps.places([]) == ""
+
+
+def test_a_plot_names_its_clip_paths_and_markers_by_order_not_by_their_float_geometry():
+    """matplotlib names a clip path by a hash of its box at full precision: another machine's last
+    bit drew the same picture under another name. Renamed by order, the two files are the same bytes."""
+    from kernlog.render.plots import stable_ids
+
+    def svg(clip, marker):
+        return (f'<clipPath id="{clip}"><rect/></clipPath><path id="{marker}"/>'
+                f'<g clip-path="url(#{clip})"><use xlink:href="#{marker}"/></g>'
+                f'<g clip-path="url(#{clip})"/><path id="DejaVuSans-30"/><g id="line2d_51"/>')
+
+    here, there = svg("p99fb7070f5", "m509620bef0"), svg("p3dbd86e1f3", "m509620bef0")
+    assert here != there and stable_ids(here) == stable_ids(there)
+    assert stable_ids(here) == ('<clipPath id="p0"><rect/></clipPath><path id="m1"/>'
+                                '<g clip-path="url(#p0)"><use xlink:href="#m1"/></g>'
+                                '<g clip-path="url(#p0)"/><path id="DejaVuSans-30"/><g id="line2d_51"/>')
+
+
+def test_every_committed_plot_is_free_of_hashed_ids():
+    import re
+
+    plots = sorted((ROOT / "reports").glob("*.svg"))
+    assert plots
+    hashed = [p.name for p in plots if re.search(r'id="[pmh][0-9a-f]{10}"', p.read_text())]
+    assert hashed == []

@@ -11,7 +11,8 @@ from kernlog.render.charts import arc_figures
 
 
 def _pyplot():
-    """matplotlib's pyplot, headless, its SVG ids salted so a re-render writes the same bytes."""
+    """matplotlib's pyplot, headless, its SVG ids salted so a re-render writes the same bytes (and
+    renamed by order when saved: _save)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -24,7 +25,7 @@ def _pyplot():
 # Each SVG carries a digest of the data it was drawn from (its <dc:description>), so `report
 # --check` can tell a stale plot from a current one without drawing. PLOT_VERSION is part of the
 # digest: bump it when a plot's drawing changes, and every committed plot reads as out of date.
-PLOT_VERSION = 2
+PLOT_VERSION = 3  # 3: matplotlib's hashed ids renamed by order (stable_ids)
 _DIGEST = re.compile(r"kernlog-data ([0-9a-f]{64})")
 
 
@@ -37,6 +38,26 @@ def plot_digest(data) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+# matplotlib names a clip path, marker or hatch by a hash of its geometry at full float precision
+# (its "p", "m" or "h" and 10 hex digits): two machines whose floating point rounds a layout's last
+# bit apart (another CPU's vector paths) drew the same picture under other names, and a fresh clone
+# read as modified. stable_ids names them by order of first appearance instead.
+_HASHED_ID = re.compile(r'(id="|#)([pmh][0-9a-f]{10})\b')
+
+
+def stable_ids(svg: str) -> str:
+    """`svg` with matplotlib's hashed ids renamed p0, m1, ... in order of first appearance."""
+    names: dict[str, str] = {}
+
+    def name(m: re.Match) -> str:
+        h = m.group(2)
+        if h not in names:
+            names[h] = f"{h[0]}{len(names)}"
+        return m.group(1) + names[h]
+
+    return _HASHED_ID.sub(name, svg)
+
+
 def _save(plt, fig, path: Path, digest: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -46,6 +67,7 @@ def _save(plt, fig, path: Path, digest: str) -> None:
     # no date: the same data, the same file
     fig.savefig(path, metadata={"Date": None, "Description": f"kernlog-data {digest}"})
     plt.close(fig)
+    path.write_text(stable_ids(path.read_text()))
 
 
 def _style(i: int) -> dict:
