@@ -325,6 +325,25 @@ def test_every_meeting_candidate_passes_the_gate_on_gpu(monkeypatch, dtype):
     assert forced >= 2 * len(MEET_SHAPES) and not failed, "\n".join(failed)
 
 
+def _launched_at_each_polls(monkeypatch, module, plan_name, source, x, cand):
+    """x's outputs with only `cand` planned (module.plan_name swapped), three launches (the epoch
+    flips each) at each of the meeting's polls, 0 (every block finds its row itself), 1 (some do)
+    and the meeting's again: twelve outputs, the first the meeting's."""
+    from kernels.common import tuning
+    from kernels.softmax import meet_launch
+
+    monkeypatch.setattr(module, plan_name, lambda *k, c=cand: [c])
+    outs = []
+    for polls in (meet_launch.GPU_POLLS, 0, 1, meet_launch.GPU_POLLS):
+        monkeypatch.setattr(tuning, "PICKED", {})
+        launch = module.loader(source, polls)()
+        for _ in range(3):  # the epoch flips each launch
+            out = torch.full_like(x, float("nan"))
+            launch((x,), out)
+            outs.append(out)
+    return outs
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_a_block_that_stops_polling_finds_the_row_bitwise_as_the_meeting_does(monkeypatch, dtype):
@@ -342,15 +361,7 @@ def test_a_block_that_stops_polling_finds_the_row_bitwise_as_the_meeting_does(mo
         (x,) = KERNEL.make_inputs(shape, dtype, gen, "cuda", "random")
         x = x.contiguous()
         for cand in [s for s in real_plan(*shape, dtype, True) if "_meet_" in s.kernel]:
-            monkeypatch.setattr(meet_launch, "plan_v10", lambda *k, c=cand: [c])
-            outs = []
-            for polls in (meet_launch.GPU_POLLS, 0, 1, meet_launch.GPU_POLLS):
-                monkeypatch.setattr(tuning, "PICKED", {})
-                launch = meet_launch.loader(source, polls)()
-                for _ in range(3):  # the epoch flips each launch
-                    out = torch.full_like(x, float("nan"))
-                    launch((x,), out)
-                    outs.append(out)
+            outs = _launched_at_each_polls(monkeypatch, meet_launch, "plan_v10", source, x, cand)
             ref = torch.softmax(x.double(), dim=-1)
             assert (outs[0].double() - ref).abs().max().item() < (2e-2 if dtype == "bf16" else 1e-5), cand
             for i, out in enumerate(outs[1:], 1):
@@ -433,7 +444,7 @@ def test_a_peeled_block_that_stops_polling_finds_the_row_bitwise_as_the_meeting_
     that flip the epoch; bf16's outputs within one ulp of float64's softmax rounded to bf16 (the
     exponential is rounded before the product), fp32's within 1e-5."""
     from kernels.common import tuning
-    from kernels.softmax import meet_launch, meet_peeled_launch
+    from kernels.softmax import meet_peeled_launch
 
     source = KERNEL.revision("v11_meet_peeled").sources[0]
     real_plan = meet_peeled_launch.plan_v11
@@ -444,15 +455,7 @@ def test_a_peeled_block_that_stops_polling_finds_the_row_bitwise_as_the_meeting_
         x = x.contiguous()
         ref = torch.softmax(x.double(), dim=-1)
         for cand in [s for s in real_plan(*shape, dtype, False) if "_meet_peeled_" in s.kernel]:
-            monkeypatch.setattr(meet_peeled_launch, "plan_v11", lambda *k, c=cand: [c])
-            outs = []
-            for polls in (meet_launch.GPU_POLLS, 0, 1, meet_launch.GPU_POLLS):
-                monkeypatch.setattr(tuning, "PICKED", {})
-                launch = meet_peeled_launch.loader(source, polls)()
-                for _ in range(3):  # the epoch flips each launch
-                    out = torch.full_like(x, float("nan"))
-                    launch((x,), out)
-                    outs.append(out)
+            outs = _launched_at_each_polls(monkeypatch, meet_peeled_launch, "plan_v11", source, x, cand)
             if dtype == "bf16":
                 want = ref.to(torch.bfloat16).view(torch.int16).int()
                 ulps = (outs[0].view(torch.int16).int() - want).abs().max().item()

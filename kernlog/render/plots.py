@@ -3,6 +3,7 @@ history per kernel; each SVG carries the digest of the data it was drawn from, s
 --check` tells a stale plot from a current one without drawing."""
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
@@ -64,10 +65,11 @@ def _save(plt, fig, path: Path, digest: str) -> None:
     # tight_layout leaves a placeholder layout engine, for which savefig lays the figure out once
     # more before drawing it (a quarter of the drawing time, the same bytes): none is left
     fig.set_layout_engine(None)
-    # no date: the same data, the same file
-    fig.savefig(path, metadata={"Date": None, "Description": f"kernlog-data {digest}"})
+    # no date: the same data, the same file; drawn to text first, its ids renamed, written once
+    svg = io.StringIO()
+    fig.savefig(svg, format="svg", metadata={"Date": None, "Description": f"kernlog-data {digest}"})
     plt.close(fig)
-    path.write_text(stable_ids(path.read_text()))
+    path.write_text(stable_ids(svg.getvalue()))
 
 
 def _style(i: int) -> dict:
